@@ -19,53 +19,58 @@ class OriginalCheckpointError(ValueError):
     """An original options file or weight file that cannot be converted."""
 
 
+_MISSING = object()
+
+
 def _require(options: dict, path: str, source: str):
-    value = options
-    for key in path.split("."):
-        if not isinstance(value, dict) or key not in value:
-            raise OriginalCheckpointError(f"{source}: missing key '{path}' in the options JSON.")
-        value = value[key]
+    value = options_get(options, path, _MISSING)
+    if value is _MISSING:
+        raise OriginalCheckpointError(f"{source}: missing key '{path}' in the options JSON.")
     return value
 
 
-def _as_int(value, path: str, source: str) -> int:
+def _require_int(options: dict, path: str, source: str, default: int | None = None) -> int:
+    value = _require(options, path, source) if default is None else options_get(options, path, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 0:
         raise OriginalCheckpointError(f"{source}: '{path}' must be a non-negative integer, got {value!r}.")
     return int(value)
 
 
+def options_get(options: dict, path: str, default):
+    """`options[a][b]...` for the dotted `path`, or `default` when a key is absent."""
+    for key in path.split("."):
+        if not isinstance(options, dict) or key not in options:
+            return default
+        options = options[key]
+    return options
+
+
 def config_from_options(options: dict, source: str = "options") -> ElmoConfig:
     """Map the original options (`lstm`, `char_cnn` sections) to an `ElmoConfig`."""
-    lstm = _require(options, "lstm", source)
-    char_cnn = _require(options, "char_cnn", source)
     filters = _require(options, "char_cnn.filters", source)
     if not isinstance(filters, list) or not filters or not all(isinstance(f, list) and len(f) == 2 for f in filters):
         raise OriginalCheckpointError(f"{source}: 'char_cnn.filters' must be a list of [width, num_filters] pairs.")
+    if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for f in filters for v in f):
+        raise OriginalCheckpointError(f"{source}: 'char_cnn.filters' entries must be positive integers: {filters}.")
     activation = _require(options, "char_cnn.activation", source)
     if activation not in ("relu", "tanh"):
         raise OriginalCheckpointError(f"{source}: 'char_cnn.activation' must be 'relu' or 'tanh', got {activation!r}.")
-    n_characters = _as_int(_require(options, "char_cnn.n_characters", source), "char_cnn.n_characters", source)
+    n_characters = _require_int(options, "char_cnn.n_characters", source)
     if n_characters not in (261, 262):
         raise OriginalCheckpointError(f"{source}: 'char_cnn.n_characters' must be 261 or 262, got {n_characters}.")
     return ElmoConfig(
         char_vocab_size=262,
-        max_characters_per_token=_as_int(
-            _require(options, "char_cnn.max_characters_per_token", source), "char_cnn.max_characters_per_token", source
-        ),
-        char_embedding_dim=_as_int(
-            _require(options, "char_cnn.embedding.dim", source), "char_cnn.embedding.dim", source
-        ),
-        char_filters=[
-            [_as_int(w, "char_cnn.filters", source), _as_int(n, "char_cnn.filters", source)] for w, n in filters
-        ],
-        num_highway_layers=_as_int(char_cnn.get("n_highway", 0), "char_cnn.n_highway", source),
+        max_characters_per_token=_require_int(options, "char_cnn.max_characters_per_token", source),
+        char_embedding_dim=_require_int(options, "char_cnn.embedding.dim", source),
+        char_filters=[list(f) for f in filters],
+        num_highway_layers=_require_int(options, "char_cnn.n_highway", source, default=0),
         char_activation=activation,
-        lstm_cell_size=_as_int(_require(options, "lstm.dim", source), "lstm.dim", source),
-        projection_dim=_as_int(_require(options, "lstm.projection_dim", source), "lstm.projection_dim", source),
-        num_hidden_layers=_as_int(_require(options, "lstm.n_layers", source), "lstm.n_layers", source),
-        cell_clip=lstm.get("cell_clip"),
-        proj_clip=lstm.get("proj_clip"),
-        use_skip_connections=bool(lstm.get("use_skip_connections", False)),
+        lstm_cell_size=_require_int(options, "lstm.dim", source),
+        projection_dim=_require_int(options, "lstm.projection_dim", source),
+        num_hidden_layers=_require_int(options, "lstm.n_layers", source),
+        cell_clip=options_get(options, "lstm.cell_clip", None),
+        proj_clip=options_get(options, "lstm.proj_clip", None),
+        use_skip_connections=bool(options_get(options, "lstm.use_skip_connections", False)),
     )
 
 
@@ -154,8 +159,8 @@ def _bilm_weights(read: _WeightReader, config: ElmoConfig) -> dict[str, torch.Te
                     read(f"{path}/W_P_0", (cell, proj)),
                 )
             )
-        for name, values in zip(("weight_ih", "weight_hh", "bias", "weight_proj"), zip(*directions), strict=True):
-            state[f"bilm.layers.{layer}.{name}"] = torch.stack(values).contiguous()
+        for index, name in enumerate(("weight_ih", "weight_hh", "bias", "weight_proj")):
+            state[f"bilm.layers.{layer}.{name}"] = torch.stack([weights[index] for weights in directions]).contiguous()
     return state
 
 
