@@ -1,0 +1,61 @@
+"""Shared test fixtures. `../shared` (reference fixtures, data) is found beside the repo root or via
+`ELMO_SHARED_DIR`; when it is missing, tests that need it fail in CI (`CI` set) and are skipped elsewhere."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _shared_dir() -> Path:
+    return Path(os.environ.get("ELMO_SHARED_DIR", REPO_ROOT.parent / "shared"))
+
+
+def require_shared(relative: str) -> Path:
+    """Path under ../shared; fail loudly in CI, skip elsewhere, when it is missing."""
+    path = _shared_dir() / relative
+    if not path.exists():
+        message = f"{path} is missing: set ELMO_SHARED_DIR or place ../shared beside the repo."
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="session")
+def fixture_dir() -> Path:
+    """The original small biLM and the reference outputs of the original TensorFlow code."""
+    return require_shared("fixtures/elmo")
+
+
+@pytest.fixture(scope="session")
+def conll_dir() -> Path:
+    """CoNLL-2003 train/dev/test files."""
+    return require_shared("data/conll2003")
+
+
+@pytest.fixture(scope="session")
+def converted_fixture(fixture_dir, tmp_path_factory) -> Path:
+    """The fixture biLM converted with `elmo-convert` logic into a model folder (once per session)."""
+    from modeling_elmo.convert import convert_checkpoint
+
+    output = tmp_path_factory.mktemp("converted") / "elmo-fixture"
+    convert_checkpoint(str(fixture_dir / "options.json"), str(fixture_dir / "lm_weights.hdf5"), output)
+    return output
+
+
+@pytest.fixture
+def random_checkpoint(tmp_path):
+    """Factory: write a random original-format checkpoint and return (options_path, weights_path)."""
+    from modeling_elmo.testing_utils import OriginalArchitecture, write_random_original_checkpoint
+
+    def make(seed: int = 0, write_projection: bool = True, **architecture):
+        return write_random_original_checkpoint(
+            tmp_path / f"original-{seed}", OriginalArchitecture(**architecture), seed, write_projection
+        )
+
+    return make
