@@ -1,0 +1,239 @@
+"""ElmoModel against the original TensorFlow outputs (../shared/fixtures) and its own properties."""
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from transformers import AutoConfig, AutoModel
+
+from modeling_elmo import ElmoConfig, ElmoModel
+from modeling_elmo.character_ids import word_to_char_ids
+
+ORIGINAL_TOLERANCE = 2e-6
+BATCH_INDEPENDENCE_TOLERANCE = 1e-5
+
+
+def encode(sentences: list[list[str]], pad_to: int | None = None, left: bool = False) -> dict[str, torch.Tensor]:
+    """Character ids and mask for pre-split sentences, built straight from the character-id rules."""
+    width = max([len(s) for s in sentences] + [pad_to or 0])
+    input_ids = torch.zeros(len(sentences), width, 50, dtype=torch.long)
+    attention_mask = torch.zeros(len(sentences), width, dtype=torch.long)
+    for row, words in enumerate(sentences):
+        start = width - len(words) if left else 0
+        for column, word in enumerate(words, start=start):
+            input_ids[row, column] = torch.tensor(word_to_char_ids(word))
+            attention_mask[row, column] = 1
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+@pytest.fixture(scope="module")
+def fixture_sentences(fixture_dir) -> list[list[list[str]]]:
+    with open(fixture_dir / "sentences.json") as handle:
+        return [[sentence.split() for sentence in group] for group in json.load(handle)]
+
+
+@pytest.fixture(scope="module")
+def expected_top_layers(fixture_dir) -> list[list[np.ndarray]]:
+    """expected[k][i]: top layer (n_words, 32) of sentence i of list k, from the original code."""
+    expected = []
+    for k in range(3):
+        with h5py.File(fixture_dir / f"lm_embeddings_{k}.hdf5", "r") as handle:
+            expected.append([np.concatenate(list(handle[str(i)][...]), axis=-1) for i in range(10)])
+    return expected
+
+
+def run_fixture_batches(model, sentences, expected, num_batches: int = 10) -> float:
+    worst = 0.0
+    with torch.no_grad():
+        for i in range(num_batches):
+            batch = [sentences[k][i] for k in range(3)]
+            top = model(**encode(batch)).last_hidden_state
+            for k in range(3):
+                assert expected[k][i].shape == (len(batch[k]), 32)
+                worst = max(worst, float(np.abs(top[k, : len(batch[k])].numpy() - expected[k][i]).max()))
+    return worst
+
+
+@pytest.mark.parametrize("reference", [False, True], ids=["fast", "reference"])
+def test_stateful_reproduces_original_for_all_batches(
+    converted_fixture, fixture_sentences, expected_top_layers, reference
+):
+    model = ElmoModel.from_pretrained(converted_fixture, stateful=True)
+    model.bilm.use_reference_implementation = reference
+    assert run_fixture_batches(model, fixture_sentences, expected_top_layers) <= ORIGINAL_TOLERANCE
+
+
+def test_stateless_reproduces_original_first_batch(converted_fixture, fixture_sentences, expected_top_layers):
+    model = AutoModel.from_pretrained(converted_fixture)
+    assert not model.config.stateful
+    assert run_fixture_batches(model, fixture_sentences, expected_top_layers, num_batches=1) <= ORIGINAL_TOLERANCE
+
+
+def test_stateless_is_not_the_stateful_original_on_later_batches(
+    converted_fixture, fixture_sentences, expected_top_layers
+):
+    """Proves the stateful test can fail: without carried states batches 1..9 differ from the original."""
+    model = AutoModel.from_pretrained(converted_fixture)
+    assert run_fixture_batches(model, fixture_sentences, expected_top_layers) > 1e-2
+
+
+def test_stateless_outputs_do_not_depend_on_batch(converted_fixture, fixture_sentences):
+    model = AutoModel.from_pretrained(converted_fixture)
+    target = fixture_sentences[1][3]
+    others = [fixture_sentences[k][i] for k, i in [(0, 0), (2, 5), (0, 7), (1, 1), (2, 9), (0, 4)]]
+    with torch.no_grad():
+        alone = model(**encode([target])).last_hidden_state[0]
+        in_batch = model(**encode(others[:4] + [target] + others[4:])).last_hidden_state[4, : len(target)]
+        padded = model(**encode([target, others[0]], pad_to=len(target) + 17)).last_hidden_state[0]
+        left_padded = model(**encode([target, others[0]], pad_to=80, left=True)).last_hidden_state[0, -len(target) :]
+        twice = model(**encode([target])).last_hidden_state[0]
+    for other in (in_batch, padded[: len(target)], left_padded, twice):
+        assert float((other - alone).abs().max()) <= BATCH_INDEPENDENCE_TOLERANCE
+    assert torch.count_nonzero(padded[len(target) :]) == 0
+
+
+def test_hidden_states_layout(converted_fixture, fixture_sentences):
+    model = AutoModel.from_pretrained(converted_fixture)
+    batch = encode([fixture_sentences[0][2], ["short", "one"]])
+    with torch.no_grad():
+        output = model(**batch, output_hidden_states=True)
+        plain = model(**batch)
+    assert plain.hidden_states is None
+    assert len(output.hidden_states) == model.config.num_hidden_layers + 1
+    for layer in output.hidden_states:
+        assert layer.shape == (2, len(fixture_sentences[0][2]), 2 * model.config.projection_dim)
+        assert torch.count_nonzero(layer[1, 2:]) == 0
+    token_layer = output.hidden_states[0]
+    half = model.config.projection_dim
+    torch.testing.assert_close(token_layer[..., :half], token_layer[..., half:], rtol=0, atol=0)
+    torch.testing.assert_close(output.last_hidden_state, output.hidden_states[-1], rtol=0, atol=0)
+    as_tuple = model(**batch, return_dict=False)
+    torch.testing.assert_close(as_tuple[0], plain.last_hidden_state)
+
+
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_scalar_mixes(converted_fixture, fixture_sentences, layer_norm):
+    model = ElmoModel.from_pretrained(
+        converted_fixture, num_output_representations=2, scalar_mix_layer_norm=layer_norm
+    )
+    with torch.no_grad():
+        model.scalar_mixes[1].scalar_parameters.copy_(torch.tensor([0.5, -1.0, 2.0]))
+        model.scalar_mixes[1].gamma.fill_(1.7)
+    batch = encode([fixture_sentences[2][1], ["a", "b", "c"]])
+    mask = batch["attention_mask"].bool()
+    with torch.no_grad():
+        output = model(**batch, output_hidden_states=True)
+    assert len(output.elmo_representations) == 2
+    for mix, representation in zip(model.scalar_mixes, output.elmo_representations, strict=True):
+        weights = torch.softmax(mix.scalar_parameters.detach(), dim=0).tolist()
+        expected = torch.zeros_like(representation)
+        for weight, layer in zip(weights, output.hidden_states, strict=True):
+            if layer_norm:
+                values = layer[mask]
+                layer = (layer - values.mean()) / torch.sqrt(values.var(unbiased=False) + 1e-12)
+            expected += weight * layer
+        expected = mix.gamma.item() * expected * mask.unsqueeze(-1)
+        torch.testing.assert_close(representation, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_stateful_with_changing_batch_size(converted_fixture, fixture_sentences):
+    """Row i continues from stored row i; new rows start from zero; stored rows beyond the batch are kept."""
+    first = [fixture_sentences[k][0] for k in range(3)]
+    second = [fixture_sentences[k][1] for k in range(3)]
+    shrinking = ElmoModel.from_pretrained(converted_fixture, stateful=True)
+    full = ElmoModel.from_pretrained(converted_fixture, stateful=True)
+    stateless = ElmoModel.from_pretrained(converted_fixture)
+    with torch.no_grad():
+        shrinking(**encode(first))
+        full(**encode(first))
+        after_first = [state.clone() for state in shrinking._lstm_states[0]]
+        small = shrinking(**encode(second[:2])).last_hidden_state
+        expected = full(**encode(second)).last_hidden_state[:2, : small.shape[1]]
+        torch.testing.assert_close(small, expected, rtol=0, atol=1e-6)
+        for stored, before in zip(shrinking._lstm_states[0], after_first, strict=True):
+            torch.testing.assert_close(stored[:, 2], before[:, 2], rtol=0, atol=0)
+
+        growing = ElmoModel.from_pretrained(converted_fixture, stateful=True)
+        growing(**encode(first[:1]))
+        grown = growing(**encode(second)).last_hidden_state
+        fresh_row = stateless(**encode(second[2:])).last_hidden_state[0]
+        torch.testing.assert_close(grown[2, : len(second[2])], fresh_row, rtol=0, atol=1e-6)
+
+        growing.reset_states()
+        reset = growing(**encode(second)).last_hidden_state
+        torch.testing.assert_close(reset, stateless(**encode(second)).last_hidden_state, rtol=0, atol=1e-6)
+
+
+def test_empty_sentences(converted_fixture):
+    model = AutoModel.from_pretrained(converted_fixture)
+    with torch.no_grad():
+        mixed = model(**encode([[], ["Hello", "world"]])).last_hidden_state
+        alone = model(**encode([["Hello", "world"]])).last_hidden_state
+        only_empty = model(**encode([[], []]), output_hidden_states=True)
+    assert torch.count_nonzero(mixed[0]) == 0
+    torch.testing.assert_close(mixed[1], alone[0], rtol=0, atol=BATCH_INDEPENDENCE_TOLERANCE)
+    assert only_empty.last_hidden_state.shape == (2, 0, 32)
+
+
+def test_invalid_inputs_give_clear_errors(converted_fixture):
+    model = AutoModel.from_pretrained(converted_fixture)
+    with pytest.raises(ValueError, match="Empty batch"):
+        model(input_ids=torch.zeros(0, 3, 50, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"input_ids must have shape \(batch_size, num_words, 50\)"):
+        model(input_ids=torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="attention_mask must have shape"):
+        model(input_ids=torch.zeros(2, 3, 50, dtype=torch.long), attention_mask=torch.ones(2, 4))
+
+
+def test_attention_mask_is_derived_from_padding(converted_fixture, fixture_sentences):
+    model = AutoModel.from_pretrained(converted_fixture)
+    batch = encode([fixture_sentences[0][5], ["x"]])
+    with torch.no_grad():
+        with_mask = model(**batch).last_hidden_state
+        without = model(input_ids=batch["input_ids"]).last_hidden_state
+    torch.testing.assert_close(with_mask, without, rtol=0, atol=0)
+
+
+def test_auto_classes_and_bit_exact_round_trip(converted_fixture, tmp_path, fixture_sentences):
+    from transformers import AutoTokenizer
+
+    from modeling_elmo.tokenization_elmo import ElmoTokenizer
+
+    assert isinstance(AutoConfig.from_pretrained(converted_fixture), ElmoConfig)
+    assert isinstance(AutoTokenizer.from_pretrained(converted_fixture), ElmoTokenizer)
+    model = AutoModel.from_pretrained(converted_fixture)
+    assert isinstance(model, ElmoModel)
+    model.save_pretrained(tmp_path / "again")
+    again = AutoModel.from_pretrained(tmp_path / "again")
+    for (name, tensor), (other_name, other) in zip(
+        model.state_dict().items(), again.state_dict().items(), strict=True
+    ):
+        assert name == other_name and tensor.dtype == torch.float32
+        assert torch.equal(tensor, other), name
+    batch = encode([fixture_sentences[1][7]])
+    with torch.no_grad():
+        assert torch.equal(model(**batch).last_hidden_state, again(**batch).last_hidden_state)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_loading(converted_fixture, fixture_sentences, dtype):
+    full = AutoModel.from_pretrained(converted_fixture)
+    half = AutoModel.from_pretrained(converted_fixture, dtype=dtype)
+    assert next(half.parameters()).dtype == dtype
+    batch = encode([fixture_sentences[0][1], fixture_sentences[2][2]])
+    with torch.no_grad():
+        expected = full(**batch).last_hidden_state
+        found = half(**batch).last_hidden_state
+    assert found.dtype == dtype
+    assert float((found.float() - expected).abs().max()) < 0.1
+
+
+def test_gradients_flow_in_training(converted_fixture, fixture_sentences):
+    model = AutoModel.from_pretrained(converted_fixture)
+    model.train()
+    output = model(**encode([fixture_sentences[0][3], ["tiny"]]), output_hidden_states=True)
+    sum(layer.sum() for layer in output.hidden_states).backward()
+    for name, parameter in model.named_parameters():
+        assert parameter.grad is not None and torch.isfinite(parameter.grad).all(), name
