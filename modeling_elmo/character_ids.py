@@ -30,5 +30,5 @@ def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> list[int]
         return _wrap([BEGIN_OF_SENTENCE_CHAR], max_characters_per_token)
     if word == EOS_TOKEN:
         return _wrap([END_OF_SENTENCE_CHAR], max_characters_per_token)
-    data = word.encode("utf-8", errors="surrogatepass")[: max_characters_per_token - 2]
+    data = word.encode("utf-8", errors="ignore")[: max_characters_per_token - 2]  # as the original
     return _wrap([b + 1 for b in data], max_characters_per_token)

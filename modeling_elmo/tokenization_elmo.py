@@ -748,7 +748,9 @@ class ElmoTokenizer(PythonBackend):
         token_ids = to_py_obj(token_ids)
         if isinstance(token_ids, (list, tuple)) and token_ids and isinstance(token_ids[0], (list, tuple)):
             if _is_batch_of_examples(token_ids):
-                return [self._decode(example, skip_special_tokens=skip_special_tokens, **kwargs) for example in token_ids]
+                return [
+                    self._decode(example, skip_special_tokens=skip_special_tokens, **kwargs) for example in token_ids
+                ]
         return self._decode(token_ids, skip_special_tokens=skip_special_tokens, **kwargs)
 
 

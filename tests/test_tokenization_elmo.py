@@ -1,0 +1,511 @@
+"""Tests of ElmoTokenizer: character ids, word splitting, batching/padding, collators, save/load, errors.
+
+Expected character ids are computed here from the specification of the original vocabulary (UTF-8 bytes + 1, cut at
+max_characters_per_token - 2 bytes, wrapped in begin/end-of-word 259/260, padded with 261; `<S>` / `</S>` are the
+single characters 257 / 258), never by the code under test.
+"""
+
+import json
+import logging
+
+import pytest
+import torch
+from transformers import AutoTokenizer, DataCollatorForTokenClassification
+
+from modeling_elmo.tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer
+
+BOS_CHAR, EOS_CHAR, BOW, EOW, CHAR_PAD = 257, 258, 259, 260, 261
+
+
+def expected_row(word: str, n: int = 50) -> list[int]:
+    """Character ids of one word, from the spec of the original vocabulary (shifted by +1)."""
+    if word == "<S>":
+        ids = [BOW, BOS_CHAR, EOW]
+    elif word == "</S>":
+        ids = [BOW, EOS_CHAR, EOW]
+    else:
+        ids = [BOW] + [b + 1 for b in list(word.encode("utf-8"))[: n - 2]] + [EOW]
+    return ids + [CHAR_PAD] * (n - len(ids))
+
+
+ZERO_ROW = [0] * 50
+
+
+@pytest.fixture(scope="module")
+def tok() -> ElmoTokenizer:
+    return ElmoTokenizer()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Vocabulary and character ids
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def test_character_vocabulary(tok):
+    assert tok.vocab_size == 262
+    assert len(tok) == 262
+    assert tok.pad_token == "<pad>" and tok.pad_token_id == 0
+    vocab = tok.get_vocab()
+    assert len(vocab) == 262 and sorted(vocab.values()) == list(range(262))
+    assert vocab["<0x41>"] == ord("A") + 1
+    assert vocab["<0xFF>"] == 256
+    assert [vocab[t] for t in ("<S>", "</S>", "<bow>", "<eow>", "<char_pad>")] == [257, 258, 259, 260, 261]
+    assert tok.convert_tokens_to_ids("<bow>") == BOW
+    assert tok.convert_ids_to_tokens(ord("z") + 1) == "<0x7A>"
+    assert tok.all_special_ids == [0]
+
+
+@pytest.mark.parametrize(
+    "word",
+    ["a", "Hello", "", "café", "naïve", "日本語", "👍🏽", "e\u0301", "x" * 48, "x" * 49, "Straße", "\u00a0"],
+)
+def test_word_to_char_ids_matches_spec(tok, word):
+    assert tok.word_to_char_ids(word) == expected_row(word)
+
+
+def test_boundary_words(tok):
+    assert tok.word_to_char_ids("<S>") == [BOW, BOS_CHAR, EOW] + [CHAR_PAD] * 47
+    assert tok.word_to_char_ids("</S>") == [BOW, EOS_CHAR, EOW] + [CHAR_PAD] * 47
+    enc = tok(["<S>", "x", "</S>"], is_split_into_words=True)
+    assert enc["input_ids"] == [expected_row("<S>"), expected_row("x"), expected_row("</S>")]
+    assert tok.decode(enc["input_ids"]) == "<S> x </S>"
+
+
+def test_long_word_is_cut_like_the_original(tok):
+    word = "abcdefghijklmnopqrstuvwxyz" * 2 + "ABCDEFGH"  # 60 characters
+    row = tok.word_to_char_ids(word)
+    assert len(word) == 60
+    assert row == [BOW] + [ord(c) + 1 for c in word[:48]] + [EOW]
+    assert tok([word], is_split_into_words=True)["input_ids"] == [row]
+
+
+def test_cut_inside_a_multibyte_character(tok):
+    word = "a" + "é" * 30  # 61 bytes: the 48-byte cut keeps only the first byte of the 24th "é"
+    row = tok.word_to_char_ids(word)
+    assert row == expected_row(word)
+    assert row[48] == 0xC3 + 1 and row[49] == EOW
+    assert tok.decode([row]) == "a" + "é" * 23 + "\ufffd"
+
+
+def test_other_max_characters_per_token():
+    small = ElmoTokenizer(max_characters_per_token=10)
+    assert small.word_to_char_ids("internationalisation") == expected_row("internationalisation", 10)
+    enc = small(["hi", "there"], padding="max_length", max_length=3, return_tensors="pt")
+    assert enc["input_ids"].shape == (2, 3, 10)
+    assert small("", return_tensors="pt")["input_ids"].shape == (1, 0, 10)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "emoji 👨\u200d👩\u200d👧 🇫🇷 ❤️ 1️⃣ 👍🏽",
+        "CJK 東京へ行く。한국어",
+        "combining e\u0301\u0302 \u0301alone",
+        "controls a\x00b\x07c\x1bd\x7fe",
+        "lone \ud800 surrogate \udfff",
+        "rtl مرحبا بالعالم",
+        "\ufeffBOM and zero\u200bwidth",
+    ],
+)
+def test_any_unicode_is_encoded(tok, text):
+    enc = tok(text, return_offsets_mapping=True)
+    assert len(enc["input_ids"]) == len(enc["offset_mapping"]) > 0
+    for row, (start, end) in zip(enc["input_ids"], enc["offset_mapping"], strict=True):
+        assert len(row) == 50 and row[0] == BOW and EOW in row
+        assert 0 <= start < end <= len(text)
+    tok.decode(enc["input_ids"])  # never crashes
+
+
+def test_lone_surrogate_does_not_crash(tok):
+    row = tok.word_to_char_ids("x\ud800y")
+    assert len(row) == 50 and row[:2] == [BOW, ord("x") + 1]
+    assert ord("y") + 1 in row
+    assert tok(["x\udfff"], is_split_into_words=True, return_tensors="pt")["input_ids"].shape == (1, 1, 50)
+    assert isinstance(tok.decode([row]), str)
+
+
+def test_lone_surrogate_like_the_original(tok):
+    """bilm-tf and AllenNLP encode with errors='ignore': a lone surrogate is dropped."""
+    assert tok.word_to_char_ids("x\ud800y") == expected_row("xy")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Word splitting
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("Hello,  world!\tHow are\nyou?", ["Hello", ",", "world", "!", "How", "are", "you", "?"]),
+        ("I don't like John's car.", ["I", "don", "'t", "like", "John", "'s", "car", "."]),
+        ("We'll see; they're here", ["We", "'ll", "see", ";", "they", "'re", "here"]),
+        ("the 1990's", ["the", "1990", "'s"]),
+        ("It costs 3.5 dollars, or 1,000 cents.", ["It", "costs", "3.5", "dollars", ",", "or", "1,000", "cents", "."]),
+        ("a,b 1,a", ["a", ",", "b", "1", ",", "a"]),
+        ("The U.S. team won.", ["The", "U.S.", "team", "won", "."]),
+        ("Made in the U.S.", ["Made", "in", "the", "U.S."]),
+        ("e.g. this", ["e.g.", "this"]),
+        ("Mr. Smith waited...", ["Mr.", "Smith", "waited", "..."]),
+        ("a well-known fact -- sure", ["a", "well-known", "fact", "--", "sure"]),
+        ('"Quoted" (paren) [x] {y}', ['"', "Quoted", '"', "(", "paren", ")", "[", "x", "]", "{", "y", "}"]),
+        ("50% of $5 @ #tag a/b", ["50", "%", "of", "$", "5", "@", "#", "tag", "a", "/", "b"]),
+        ("Keep CaSe", ["Keep", "CaSe"]),
+        ("Café naïve résumé Straße", ["Café", "naïve", "résumé", "Straße"]),
+        ("cafe\u0301 ok", ["cafe\u0301", "ok"]),
+        ("東京へ行く。", ["東京へ行く", "。"]),
+        ("I ❤️ NY 👍🏽!", ["I", "❤️", "NY", "👍🏽", "!"]),
+        ("a\u00a0b\u3000c\u200bd", ["a", "b", "c", "d"]),
+        ("don’t", ["don", "’t"]),
+        ("", []),
+        (" \t\n  ", []),
+    ],
+)
+def test_split_words(tok, text, words):
+    split = tok.split_words(text)
+    assert [w for w, _, _ in split] == words
+    assert all(text[start:end] == word for word, start, end in split)
+    assert tok.tokenize(text) == words
+
+
+def test_offsets_index_the_raw_string(tok):
+    texts = ["  Multiple   spaces\tand\ttabs\n\nnew lines  ", "Ünïcödé — “quotes” and 👍🏽 émoji!", "x"]
+    enc = tok(texts, padding=True, return_offsets_mapping=True)
+    for index, text in enumerate(texts):
+        words = [w for w, _, _ in tok.split_words(text)]
+        offsets = enc["offset_mapping"][index]
+        assert [text[s:e] for s, e in offsets[: len(words)]] == words
+        assert all(tuple(o) == (0, 0) for o in offsets[len(words) :])
+        assert enc["input_ids"][index][: len(words)] == [expected_row(w) for w in words]
+
+
+def test_offsets_of_pre_split_words_index_the_joined_words(tok):
+    batch = [["New", "York", "", "is", "big"], ["Ünïcödé", "👍🏽"]]
+    enc = tok(batch, is_split_into_words=True, padding=True, return_offsets_mapping=True, return_tensors="pt")
+    assert enc["offset_mapping"].shape == (2, 5, 2)
+    for index, words in enumerate(batch):
+        joined = " ".join(words)
+        offsets = enc["offset_mapping"][index].tolist()
+        assert [joined[s:e] for s, e in offsets[: len(words)]] == words
+        assert offsets[len(words) :] == [[0, 0]] * (5 - len(words))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Encoding: single examples, batches, padding, truncation
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def test_single_raw_string(tok):
+    text = "Hello, world!"
+    enc = tok(text)
+    assert isinstance(enc, ElmoBatchEncoding)
+    assert set(enc) == {"input_ids", "attention_mask"}
+    assert enc["input_ids"] == [expected_row(w) for w in ["Hello", ",", "world", "!"]]
+    assert enc["attention_mask"] == [1, 1, 1, 1]
+    assert enc.word_ids() == [0, 1, 2, 3]
+    assert tok.encode(text) == enc["input_ids"]
+    pt = tok(text, return_tensors="pt")
+    assert pt["input_ids"].shape == (1, 4, 50) and pt["input_ids"].dtype == torch.int64
+    assert pt["attention_mask"].shape == (1, 4)
+    assert pt["input_ids"][0].tolist() == enc["input_ids"]
+    assert pt.word_ids(0) == [0, 1, 2, 3]
+
+
+def test_single_pre_split_example(tok):
+    words = ["The", "bank", "closed"]
+    enc = tok(words, is_split_into_words=True)
+    assert enc["input_ids"] == [expected_row(w) for w in words]
+    pt = tok(words, is_split_into_words=True, return_tensors="pt")
+    assert pt["input_ids"].shape == (1, 3, 50)
+    assert tok(tuple(words), is_split_into_words=True)["input_ids"] == enc["input_ids"]
+
+
+def test_batch_of_pre_split_examples(tok):
+    batch = [["The", "bank", "closed"], ["River", "bank"]]
+    enc = tok(batch, is_split_into_words=True, padding=True, return_tensors="pt")
+    assert enc["input_ids"].shape == (2, 3, 50)
+    assert enc["input_ids"][0].tolist() == [expected_row(w) for w in batch[0]]
+    assert enc["input_ids"][1].tolist() == [expected_row("River"), expected_row("bank"), ZERO_ROW]
+    assert enc["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert enc.word_ids(0) == [0, 1, 2] and enc.word_ids(1) == [0, 1, None]
+    unpadded = tok(batch, is_split_into_words=True)
+    assert [len(x) for x in unpadded["input_ids"]] == [3, 2]
+    assert unpadded.word_ids(1) == [0, 1]
+
+
+def test_batch_of_raw_strings(tok):
+    enc = tok(["Hello world", "Hi"], padding="longest")
+    assert enc["input_ids"] == [[expected_row("Hello"), expected_row("world")], [expected_row("Hi"), ZERO_ROW]]
+    assert enc["attention_mask"] == [[1, 1], [1, 0]]
+    with pytest.raises(ValueError, match="padding=True"):
+        tok(["Hello world", "Hi"], return_tensors="pt")  # ragged without padding
+
+
+def test_numpy_tensors(tok):
+    enc = tok([["a", "b"], ["c"]], is_split_into_words=True, padding=True, return_tensors="np")
+    assert enc["input_ids"].shape == (2, 2, 50) and enc["attention_mask"].shape == (2, 2)
+
+
+def test_padding_max_length_and_multiple_of(tok):
+    batch = [["a"] * 5, ["b"] * 2]
+    enc = tok(batch, is_split_into_words=True, padding="max_length", max_length=7, return_tensors="pt")
+    assert enc["input_ids"].shape == (2, 7, 50)
+    assert enc["attention_mask"].sum(1).tolist() == [5, 2]
+    assert (enc["input_ids"][1, 2:] == 0).all()
+    enc = tok(batch, is_split_into_words=True, padding=True, pad_to_multiple_of=4, return_tensors="pt")
+    assert enc["input_ids"].shape == (2, 8, 50)
+    single = tok(["a"] * 5, is_split_into_words=True, padding=True, pad_to_multiple_of=4, return_tensors="pt")
+    assert single["input_ids"].shape == (1, 8, 50)
+    assert single.word_ids() == [0, 1, 2, 3, 4, None, None, None]
+
+
+def test_left_padding(tok):
+    batch = [["a", "b", "c"], ["d"]]
+    enc = tok(batch, is_split_into_words=True, padding=True, padding_side="left", return_offsets_mapping=True)
+    assert enc["input_ids"][1] == [ZERO_ROW, ZERO_ROW, expected_row("d")]
+    assert enc["attention_mask"] == [[1, 1, 1], [0, 0, 1]]
+    assert enc["offset_mapping"][1] == [(0, 0), (0, 0), (0, 1)]
+    assert enc.word_ids(1) == [None, None, 0]
+    left = ElmoTokenizer(padding_side="left")
+    assert left(batch, is_split_into_words=True, padding=True)["input_ids"] == enc["input_ids"]
+
+
+def test_truncation_in_words_warns_once(caplog):
+    fresh = ElmoTokenizer()
+    words = ["w0", "w1", "w2", "w3", "w4"]
+    with caplog.at_level(logging.WARNING):
+        enc = fresh(words, is_split_into_words=True, truncation=True, max_length=3)
+        fresh([words, ["x"]], is_split_into_words=True, truncation=True, max_length=2, padding=True)
+    assert enc["input_ids"] == [expected_row(w) for w in words[:3]]
+    records = [r for r in caplog.records if "truncat" in r.getMessage() and r.levelno == logging.WARNING]
+    assert len(records) == 1 and "max_length=3" in records[0].getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        fresh(["short"], is_split_into_words=True, truncation=True, max_length=3)
+    assert not [r for r in caplog.records if "truncat" in r.getMessage()]
+
+
+def test_truncation_variants(tok):
+    words = ["w0", "w1", "w2", "w3", "w4"]
+    only_max_length = tok(words, is_split_into_words=True, max_length=2)  # implies truncation, as in Transformers
+    assert only_max_length["input_ids"] == [expected_row("w0"), expected_row("w1")]
+    left = ElmoTokenizer(truncation_side="left")
+    assert left(words, is_split_into_words=True, truncation=True, max_length=2)["input_ids"] == [
+        expected_row("w3"),
+        expected_row("w4"),
+    ]
+    enc = tok("one two three four", truncation=True, max_length=3, padding="max_length", return_tensors="pt")
+    assert enc["input_ids"].shape == (1, 3, 50)
+    assert tok(words, is_split_into_words=True, truncation=False)["input_ids"] == [expected_row(w) for w in words]
+    assert tok(words, is_split_into_words=True, truncation=True, max_length=0)["input_ids"] == []
+
+
+def test_optional_outputs(tok):
+    enc = tok(
+        [["a", "b"], ["c"]],
+        is_split_into_words=True,
+        padding=True,
+        return_attention_mask=False,
+        return_special_tokens_mask=True,
+        return_token_type_ids=True,
+        return_length=True,
+    )
+    assert "attention_mask" not in enc
+    assert enc["special_tokens_mask"] == [[0, 0], [0, 1]]
+    assert enc["token_type_ids"] == [[0, 0], [0, 0]]
+    assert enc["length"] == [2, 1]
+    assert enc.word_ids(1) == [0, None]  # derived from the all-zero padding row
+    assert enc.sequence_ids(1) == [0, None]
+
+
+def test_empty_sentences_are_zero_word_examples(tok):
+    for empty in ("", "   \t\n", []):
+        enc = tok(empty, is_split_into_words=isinstance(empty, list))
+        assert enc["input_ids"] == [] and enc["attention_mask"] == []
+        assert enc.word_ids() == []
+        pt = tok(empty, is_split_into_words=isinstance(empty, list), return_tensors="pt")
+        assert pt["input_ids"].shape == (1, 0, 50) and pt["attention_mask"].shape == (1, 0)
+    enc = tok(["", "a b"], padding=True, return_tensors="pt", return_offsets_mapping=True)
+    assert enc["input_ids"].shape == (2, 2, 50)
+    assert (enc["input_ids"][0] == 0).all() and enc["attention_mask"].tolist() == [[0, 0], [1, 1]]
+    assert enc.word_ids(0) == [None, None]
+    enc = tok([[], []], is_split_into_words=True, padding=True, return_tensors="pt", return_offsets_mapping=True)
+    assert enc["input_ids"].shape == (2, 0, 50) and enc["offset_mapping"].shape == (2, 0, 2)
+    assert tok(["", "a"], padding="max_length", max_length=3)["attention_mask"] == [[0, 0, 0], [1, 0, 0]]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# pad() and data collators
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def test_pad_single_example(tok):
+    example = tok(["a", "b"], is_split_into_words=True, return_offsets_mapping=True)
+    padded = tok.pad(example, padding="max_length", max_length=4)
+    assert padded["input_ids"] == [expected_row("a"), expected_row("b"), ZERO_ROW, ZERO_ROW]
+    assert padded["attention_mask"] == [1, 1, 0, 0]
+    assert [tuple(o) for o in padded["offset_mapping"]] == [(0, 1), (2, 3), (0, 0), (0, 0)]
+    assert padded.word_ids() == [0, 1, None, None]
+    pt = tok.pad(example, padding="max_length", max_length=4, return_tensors="pt")
+    assert pt["input_ids"].shape == (4, 50) and pt["attention_mask"].tolist() == [1, 1, 0, 0]
+    from_tensors = tok.pad({"input_ids": torch.tensor(example["input_ids"])}, padding="max_length", max_length=3)
+    assert isinstance(from_tensors["input_ids"], torch.Tensor) and from_tensors["input_ids"].shape == (3, 50)
+    assert from_tensors["attention_mask"].tolist() == [1, 1, 0]
+    assert tok.pad(example)["input_ids"] == example["input_ids"]  # longest = itself
+
+
+def test_pad_list_of_features(tok):
+    features = [tok(w, is_split_into_words=True) for w in (["a", "b", "c"], ["d"], [])]
+    batch = tok.pad(features, return_tensors="pt")
+    assert batch["input_ids"].shape == (3, 3, 50)
+    assert batch["input_ids"][1].tolist() == [expected_row("d"), ZERO_ROW, ZERO_ROW]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0], [0, 0, 0]]
+    assert batch.word_ids(2) == [None, None, None]
+    as_dict = tok.pad({"input_ids": [f["input_ids"] for f in features]}, padding="max_length", max_length=5)
+    assert [len(x) for x in as_dict["input_ids"]] == [5, 5, 5]
+    tensor_features = [{"input_ids": torch.tensor(f["input_ids"], dtype=torch.long).reshape(-1, 50)} for f in features]
+    from_tensors = tok.pad(tensor_features, pad_to_multiple_of=2)
+    assert isinstance(from_tensors["input_ids"], torch.Tensor) and from_tensors["input_ids"].shape == (3, 4, 50)
+
+
+def test_data_collator_for_token_classification(tok):
+    sentences = [["EU", "rejects", "German", "call"], ["Peter"], ["to", "boycott"]]
+    features = [
+        {**tok(words, is_split_into_words=True), "labels": list(range(1, len(words) + 1))} for words in sentences
+    ]
+    batch = DataCollatorForTokenClassification(tok)(features)
+    assert batch["input_ids"].shape == (3, 4, 50) and batch["input_ids"].dtype == torch.int64
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 0, 0]]
+    assert batch["labels"].tolist() == [[1, 2, 3, 4], [1, -100, -100, -100], [1, 2, -100, -100]]
+    assert batch["input_ids"][1].tolist() == [expected_row("Peter")] + [ZERO_ROW] * 3
+    assert batch["input_ids"][2, 1].tolist() == expected_row("boycott")
+
+    left = ElmoTokenizer(padding_side="left")
+    batch = DataCollatorForTokenClassification(left, pad_to_multiple_of=8)(features)
+    assert batch["input_ids"].shape == (3, 8, 50)
+    assert batch["labels"][1].tolist() == [-100] * 7 + [1]
+    assert batch["input_ids"][1, 7].tolist() == expected_row("Peter")
+    assert batch["attention_mask"][1].tolist() == [0] * 7 + [1]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def test_decode(tok):
+    text = "Héllo, wörld 👍🏽 日本"
+    enc = tok(text)
+    assert tok.decode(enc["input_ids"]) == "Héllo , wörld 👍🏽 日本"
+    assert tok.convert_ids_to_tokens(enc["input_ids"]) == ["Héllo", ",", "wörld", "👍🏽", "日本"]
+    assert tok.decode(expected_row("one")) == "one"  # a single word row
+    batch = tok(["a b", "c"], padding=True, return_tensors="pt")
+    assert tok.batch_decode(batch["input_ids"], skip_special_tokens=True) == ["a b", "c"]
+    assert tok.decode(batch["input_ids"]) == ["a b", "c <pad>"]
+    assert tok.decode(batch["input_ids"][1], skip_special_tokens=True) == "c"
+    assert tok.decode([]) == ""
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Save / load
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def test_save_and_load_round_trip(tmp_path):
+    original = ElmoTokenizer(max_characters_per_token=20, padding_side="left")
+    original.save_pretrained(tmp_path)
+    # Only the config (plus the tokenizer's source files when it is registered for remote code).
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix != ".py") == ["tokenizer_config.json"]
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert config["backend"] == "custom"
+    assert config["max_characters_per_token"] == 20
+    assert config["tokenizer_class"] == "ElmoTokenizer"
+    loaded = ElmoTokenizer.from_pretrained(tmp_path)
+    assert loaded.max_characters_per_token == 20 and loaded.padding_side == "left"
+    inputs = dict(padding=True, return_offsets_mapping=True, return_tensors="pt")
+    texts = ["The U.S. didn't say.", "Ünïcödé 👍🏽", "a " * 30]
+    for key, value in original(texts, **inputs).items():
+        assert torch.equal(value, loaded(texts, **inputs)[key]), key
+
+
+def test_auto_tokenizer(tmp_path):
+    import modeling_elmo  # noqa: F401  (registers the Auto classes)
+    from modeling_elmo.configuration_elmo import ElmoConfig
+
+    try:
+        AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer)
+    except ValueError:  # already registered by `import modeling_elmo`
+        pass
+    ElmoTokenizer(max_characters_per_token=30).save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert type(loaded) is ElmoTokenizer and loaded.max_characters_per_token == 30
+    ElmoConfig().save_pretrained(tmp_path)  # a model folder: config.json next to tokenizer_config.json
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert type(loaded) is ElmoTokenizer
+    assert loaded(["hi"], is_split_into_words=True)["input_ids"] == [expected_row("hi", 30)]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def test_empty_batch_is_an_error(tok):
+    with pytest.raises(ValueError, match="empty batch"):
+        tok([])
+    with pytest.raises(ValueError, match="empty list"):
+        tok.pad([])
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        (["a", 3], r"word 1 of example 0 must be a str, got int"),
+        (["a", None], r"word 1 of example 0 must be a str, got NoneType"),
+        ([["a"], ["b", 2.5]], r"word 1 of example 1 must be a str, got float"),
+        ([["a"], [["nested"]]], r"word 0 of example 1 must be a str, got list"),
+        ([["a"], "b c"], r"example 1 must be a list of str, got str"),
+    ],
+)
+def test_non_string_words(tok, text, pattern):
+    with pytest.raises(TypeError, match=pattern):
+        tok(text, is_split_into_words=True)
+
+
+def test_pre_split_input_without_flag(tok):
+    with pytest.raises(ValueError, match="is_split_into_words=True"):
+        tok([["The", "bank"], ["River"]])
+    with pytest.raises(ValueError, match=r"text\[1\].*is_split_into_words=True"):
+        tok(["fine", ["not", "fine"]])
+
+
+def test_other_bad_inputs(tok):
+    with pytest.raises(TypeError, match=r"text\[1\]` must be a str, got int"):
+        tok(["a", 5])
+    with pytest.raises(TypeError, match="got int"):
+        tok(42)
+    with pytest.raises(ValueError, match="text_pair"):
+        tok("a", "b")
+    with pytest.raises(ValueError, match="return_overflowing_tokens"):
+        tok("a b", return_overflowing_tokens=True)
+    with pytest.raises(ValueError, match="padding_side"):
+        tok([["a", "b"], ["c"]], is_split_into_words=True, padding=True, padding_side="middle")
+    with pytest.raises(ValueError, match="input_ids"):
+        tok.pad({"attention_mask": [1, 1]})
+    with pytest.raises(ValueError, match="input_ids"):
+        tok.pad({"input_ids": [259, 260]})  # 1-D ids are not ELMo ids
+    with pytest.raises(ValueError, match="lacks the key"):
+        tok.pad([{"input_ids": [[1] * 50], "attention_mask": [1]}, {"input_ids": [[1] * 50]}])
+    with pytest.raises(ValueError, match="not a character token"):
+        tok.convert_tokens_to_ids("hello")
+    with pytest.raises(ValueError, match="not a character id"):
+        tok.convert_ids_to_tokens(999)
+
+
+def test_bad_constructor_arguments():
+    with pytest.raises(ValueError, match="max_characters_per_token"):
+        ElmoTokenizer(max_characters_per_token=2)
+    with pytest.raises(TypeError, match="max_characters_per_token"):
+        ElmoTokenizer(max_characters_per_token="50")
+    with pytest.raises(ValueError, match="pad_token"):
+        ElmoTokenizer(pad_token="[PAD]")
