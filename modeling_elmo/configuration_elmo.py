@@ -48,6 +48,22 @@ class ElmoConfig(PreTrainedConfig):
         stateful (`bool`, defaults to `False`):
             Carry the LSTM states of each batch row over to the same row of the next call, like the original
             TensorFlow biLM. The default starts every call from zero states.
+        classifier_head (`str`, defaults to `"linear"`):
+            Head of [`ElmoForTokenClassification`] over the scalar mix of all biLM layers: `"linear"` (one linear
+            layer) or `"bilstm"` (the paper's tagger: a bidirectional LSTM, then a linear layer).
+        tagger_hidden_size (`int`, defaults to 200):
+            Hidden size per direction of the `"bilstm"` tagger.
+        tagger_num_layers (`int`, defaults to 1):
+            Layers of the `"bilstm"` tagger.
+        classifier_dropout (`float`, defaults to 0.5):
+            Dropout on the mixed ELMo vectors and on the tagger output.
+        use_crf (`bool`, defaults to `False`):
+            Top the head with a linear-chain CRF: its negative log-likelihood is the loss and predictions are the
+            Viterbi path (IOB2 transitions such as `O -> I-PER` are forbidden when the labels are `B-`/`I-`/`O`).
+        freeze_elmo (`bool`, defaults to `True`):
+            Keep the biLM fixed (run without gradients, in eval mode); only the scalar mix and the head train.
+        scalar_mix_l2_coef (`float`, defaults to 0.0):
+            L2 penalty on the (unnormalised) scalar-mix weights, added to the training loss (`lambda` in the paper).
     """
 
     model_type = "elmo"
@@ -69,8 +85,24 @@ class ElmoConfig(PreTrainedConfig):
     stateful: bool = False
     initializer_range: float = 0.02
     pad_token_id: int | None = 0
+    classifier_head: str = "linear"
+    tagger_hidden_size: int = 200
+    tagger_num_layers: int = 1
+    classifier_dropout: float | int = 0.5
+    use_crf: bool = False
+    freeze_elmo: bool = True
+    scalar_mix_l2_coef: float | int = 0.0
 
     def __post_init__(self, **kwargs):
+        num_labels = kwargs.get("num_labels")
+        if num_labels is not None and self.id2label is not None and len(self.id2label) != num_labels:
+            raise ValueError(
+                f"num_labels={num_labels} does not match id2label, which has {len(self.id2label)} labels."
+            )
+        if self.id2label is not None and self.label2id is not None:
+            inverse = {label: int(index) for index, label in self.id2label.items()}
+            if inverse != {label: int(index) for label, index in self.label2id.items()}:
+                raise ValueError(f"label2id {self.label2id} is not the inverse of id2label {self.id2label}.")
         if self.char_filters is None:
             self.char_filters = [list(f) for f in ORIGINAL_CHAR_FILTERS]
         super().__post_init__(**kwargs)
@@ -88,6 +120,8 @@ class ElmoConfig(PreTrainedConfig):
                 )
         if self.num_hidden_layers < 1:
             raise ValueError(f"num_hidden_layers must be >= 1, got {self.num_hidden_layers}.")
+        if self.classifier_head not in ("linear", "bilstm"):
+            raise ValueError(f"classifier_head must be 'linear' or 'bilstm', got {self.classifier_head!r}.")
 
     @property
     def hidden_size(self) -> int:

@@ -1,7 +1,8 @@
 """`elmo-convert`: original ELMo options JSON + HDF5 weights -> a complete Transformers model folder.
 
-The folder holds `config.json`, `model.safetensors` (float32), the tokenizer files and a `README.md` model card. It
-is written to a temporary sibling directory and renamed into place only when complete.
+The folder holds `config.json` (with a complete `auto_map`), `model.safetensors` (float32), the tokenizer files, the
+code files for `trust_remote_code=True` and a `README.md` model card: a complete Hub repo, checked before it is renamed
+into place from a temporary sibling directory. `--push-to-hub` then uploads exactly that folder (see `hub.py`).
 """
 
 import argparse
@@ -17,9 +18,11 @@ from urllib.parse import urlparse
 import torch
 
 from .configuration_elmo import ElmoConfig
-from .model_card import render_base_model_card
+from .hub import HubError, check_push_target, model_repo_problems, push_folder
+from .model_card import ModelCardError, render_base_model_card
 from .modeling_elmo import ElmoModel
 from .original_checkpoint import OriginalCheckpointError, load_original_checkpoint
+from .remote_code import CONFIG_AUTO_MAP
 from .tokenization_elmo import ElmoTokenizer
 
 ALLENNLP_ELMO_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
@@ -32,27 +35,34 @@ class Preset:
     name: str
     stem: str
     corpus: str
+    datasets: tuple[str, ...] = ()  # Hub dataset ids of the training corpus, for the model card metadata
+
+    def source_urls(self, base_url: str = ALLENNLP_ELMO_URL) -> tuple[str, str]:
+        """(options URL, weights URL) under `base_url`, laid out as on AllenNLP's server."""
+        prefix = f"{base_url.rstrip('/')}/{self.stem}/elmo_{self.stem}"
+        return f"{prefix}_options.json", f"{prefix}_weights.hdf5"
 
     @property
     def options_url(self) -> str:
-        return f"{ALLENNLP_ELMO_URL}/{self.stem}/elmo_{self.stem}_options.json"
+        return self.source_urls()[0]
 
     @property
     def weights_url(self) -> str:
-        return f"{ALLENNLP_ELMO_URL}/{self.stem}/elmo_{self.stem}_weights.hdf5"
+        return self.source_urls()[1]
 
 
 ONE_BILLION_WORD = "1 Billion Word Language Model Benchmark (~800M tokens of news text)"
 PRESETS = {
     preset.name: preset
     for preset in (
-        Preset("small", "2x1024_128_2048cnn_1xhighway", ONE_BILLION_WORD),
-        Preset("medium", "2x2048_256_2048cnn_1xhighway", ONE_BILLION_WORD),
-        Preset("original", "2x4096_512_2048cnn_2xhighway", ONE_BILLION_WORD),
+        Preset("small", "2x1024_128_2048cnn_1xhighway", ONE_BILLION_WORD, ("lm1b",)),
+        Preset("medium", "2x2048_256_2048cnn_1xhighway", ONE_BILLION_WORD, ("lm1b",)),
+        Preset("original", "2x4096_512_2048cnn_2xhighway", ONE_BILLION_WORD, ("lm1b",)),
         Preset(
             "original-5.5b",
             "2x4096_512_2048cnn_2xhighway_5.5B",
             "5.5B tokens: Wikipedia (1.9B) and WMT 2008-2012 monolingual news crawl (3.6B)",
+            ("wikipedia",),
         ),
     )
 }
@@ -162,8 +172,12 @@ def convert_checkpoint(
     verify: bool = False,
     cache_dir: str | os.PathLike | None = None,
     preset: str | None = None,
+    repo_id: str | None = None,
 ) -> ConversionResult:
-    """Convert an original checkpoint (local paths or URLs) into a model folder; see the module docstring."""
+    """Convert an original checkpoint (local paths or URLs) into a model folder; see the module docstring.
+
+    `repo_id` is the Hub repo the folder is meant for; the model card's usage snippets load it by that name.
+    """
     output_dir = Path(output_dir)
     _prepare_output(output_dir, overwrite)
     options_path, weights_path = resolve_source(options, cache_dir), resolve_source(weights, cache_dir)
@@ -171,6 +185,7 @@ def convert_checkpoint(
     model = ElmoModel(config)
     model.load_state_dict(state_dict, strict=True)
     model.eval()
+    model.config.auto_map = dict(CONFIG_AUTO_MAP)
     tokenizer = ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
     result = ConversionResult(
         output_dir=output_dir,
@@ -182,6 +197,9 @@ def convert_checkpoint(
     )
 
     staging = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}.partial-"))
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should look like any new folder
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
@@ -193,9 +211,16 @@ def convert_checkpoint(
                     f"{result.max_abs_difference:.3g} (tolerance {VERIFICATION_TOLERANCE:g})."
                 )
         card = render_base_model_card(
-            config, sources=result.sources, max_abs_difference=result.max_abs_difference, preset=PRESETS.get(preset)
+            config,
+            sources=result.sources,
+            max_abs_difference=result.max_abs_difference,
+            preset=PRESETS.get(preset),
+            repo_id=repo_id,
         )
         (staging / "README.md").write_text(card, encoding="utf-8")
+        problems = model_repo_problems(staging)
+        if problems:
+            raise ConversionError("The converted folder is incomplete: " + "; ".join(problems))
         _move_into_place(staging, output_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -217,6 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--verify", action="store_true", help="reload the written folder and compare it with the original weights"
     )
     parser.add_argument("--cache-dir", help="where downloaded originals are kept (default: $HF_HOME/elmo-original)")
+    publishing = parser.add_argument_group("publishing (the endpoint is $HF_ENDPOINT, default https://huggingface.co)")
+    publishing.add_argument(
+        "--push-to-hub", metavar="REPO_ID", help="upload the written folder to this Hub repo (org/name)"
+    )
+    publishing.add_argument(
+        "--private", action="store_true", help="create the repo private (an existing one keeps its visibility)"
+    )
+    publishing.add_argument("--revision", help="branch to push to (created from main if missing; default main)")
+    publishing.add_argument("--commit-message", help="message of the Hub commit")
+    publishing.add_argument("--token", help="Hub token with write access (default: $HF_TOKEN or `hf auth login`)")
     return parser
 
 
@@ -229,7 +264,12 @@ def main(argv: list[str] | None = None) -> int:
         args.weights = args.weights or preset.weights_url
     if not (args.options and args.weights):
         parser.error("give --preset, or both --options and --weights")
+    publishing = {"--private": args.private, "--revision": args.revision, "--commit-message": args.commit_message}
+    given = [flag for flag, value in {**publishing, "--token": args.token}.items() if value]
+    if given and not args.push_to_hub:
+        parser.error(f"{', '.join(given)}: only used with --push-to-hub")
     try:
+        token = check_push_target(args.push_to_hub, args.token) if args.push_to_hub else None
         result = convert_checkpoint(
             args.options,
             args.weights,
@@ -238,13 +278,24 @@ def main(argv: list[str] | None = None) -> int:
             verify=args.verify,
             cache_dir=args.cache_dir,
             preset=args.preset,
+            repo_id=args.push_to_hub,
         )
-    except (ConversionError, OriginalCheckpointError) as error:
+        print(f"Wrote {result.output_dir}")
+        if result.max_abs_difference is not None:
+            print(f"Verification: max abs difference to the original weights = {result.max_abs_difference:.3g}")
+        if args.push_to_hub:
+            commit_url = push_folder(
+                result.output_dir,
+                args.push_to_hub,
+                token=token,
+                private=True if args.private else None,
+                revision=args.revision,
+                commit_message=args.commit_message,
+            )
+            print(f"Pushed to {args.push_to_hub}: {commit_url}")
+    except (ConversionError, OriginalCheckpointError, HubError, ModelCardError) as error:
         print(f"elmo-convert: error: {error}", file=sys.stderr)
         return 1
-    print(f"Wrote {result.output_dir}")
-    if result.max_abs_difference is not None:
-        print(f"Verification: max abs difference to the original weights = {result.max_abs_difference:.3g}")
     return 0
 
 

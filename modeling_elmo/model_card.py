@@ -1,66 +1,192 @@
-"""Model cards (the `README.md` of a converted folder) rendered from the templates in `model_cards/`."""
+"""Model cards (the `README.md` of a published folder) rendered from the templates in `model_cards/`.
 
+Templates are Jinja2 rendered with `StrictUndefined`: a field the template uses but the renderer does not supply is an
+error that names the template and the field, never a silently empty spot on a published card.
+"""
+
+from collections.abc import Mapping
 from importlib import resources
+from typing import TYPE_CHECKING
 
-from huggingface_hub import ModelCard, ModelCardData
+import jinja2
+import torch
+from huggingface_hub import EvalResult, ModelCardData
 
 from .configuration_elmo import ElmoConfig
+from .modeling_elmo import ElmoPreTrainedModel, ElmoScalarMix
 
+if TYPE_CHECKING:
+    from .convert import Preset
+
+BASE_TEMPLATE = "elmo_base.md"
+NER_TEMPLATE = "elmo_ner.md"
 UNKNOWN_CORPUS = "unknown (not one of the official presets)"
+LOCAL_FOLDER = "path/to/this/folder"
+ORIGINAL_LICENSE = "apache-2.0"
+
+
+class ModelCardError(ValueError):
+    """A card that cannot be rendered: missing template, missing field or bad argument."""
 
 
 def load_template(name: str) -> str:
     """Text of the template `model_cards/<name>` shipped with the package."""
-    return resources.files("modeling_elmo.model_cards").joinpath(name).read_text(encoding="utf-8")
+    try:
+        return resources.files("modeling_elmo.model_cards").joinpath(name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ModelCardError(f"No model card template {name!r} in modeling_elmo.model_cards.") from None
+
+
+def render_card(template_name: str, card_data: ModelCardData, **fields: object) -> str:
+    """Render `model_cards/<template_name>` with the YAML metadata `card_data` and the template's `fields`."""
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    try:
+        return environment.from_string(load_template(template_name)).render(card_data=card_data.to_yaml(), **fields)
+    except jinja2.UndefinedError as error:
+        raise ModelCardError(
+            f"Model card template {template_name!r} uses a field that was not given: {error}."
+        ) from None
+    except jinja2.TemplateSyntaxError as error:
+        raise ModelCardError(f"Model card template {template_name!r}, line {error.lineno}: {error.message}") from None
+
+
+def architecture_fields(config: ElmoConfig) -> dict[str, object]:
+    """The architecture numbers every ELMo card shows."""
+    fields = {
+        key: getattr(config, key)
+        for key in (
+            "char_filters",
+            "char_embedding_dim",
+            "char_activation",
+            "num_highway_layers",
+            "num_hidden_layers",
+            "lstm_cell_size",
+            "projection_dim",
+            "use_skip_connections",
+            "cell_clip",
+            "proj_clip",
+            "hidden_size",
+            "num_char_filters",
+        )
+    }
+    fields["max_word_bytes"] = config.max_characters_per_token - 2
+    return fields
 
 
 def render_base_model_card(
     config: ElmoConfig,
     *,
-    sources: dict[str, dict[str, str]],
+    sources: Mapping[str, Mapping[str, str]],
     max_abs_difference: float | None,
-    preset=None,
-    repo_id: str = "path/to/this/folder",
+    preset: "Preset | None" = None,
+    repo_id: str | None = None,
 ) -> str:
-    """Card of a converted biLM: architecture numbers, provenance, verification result, usage, caveats."""
+    """Card of a converted biLM: architecture, provenance (`sources`: name -> location, sha256), verification
+    result, usage for both loading paths, caveats."""
     card_data = ModelCardData(
         language="en",
-        license="apache-2.0",
+        license=ORIGINAL_LICENSE,
         library_name="transformers",
         pipeline_tag="feature-extraction",
-        tags=["elmo", "feature-extraction", "bilm", "contextual-embeddings"],
+        tags=["elmo", "bilm", "contextual-embeddings", "feature-extraction"],
+        datasets=list(preset.datasets) if preset and preset.datasets else None,
     )
     verification = (
-        f"all biLM layers of the reloaded folder match the original weights to max abs difference "
-        f"{max_abs_difference:.3g} on sample sentences."
+        f"all {config.num_hidden_layers + 1} layers of the reloaded folder match the model built directly from the "
+        f"original HDF5 weights to a max abs difference of {max_abs_difference:.3g} on sample sentences."
         if max_abs_difference is not None
         else "not run (convert with `--verify` to measure it)."
     )
-    card = ModelCard.from_template(
+    return render_card(
+        BASE_TEMPLATE,
         card_data,
-        template_str=load_template("elmo_base.md"),
         model_title=f"ELMo ({preset.name})" if preset else "ELMo",
         corpus=preset.corpus if preset else UNKNOWN_CORPUS,
         sources=sources,
         verification=verification,
-        repo_id=repo_id,
-        max_word_bytes=config.max_characters_per_token - 2,
-        hidden_size=config.hidden_size,
-        num_char_filters=config.num_char_filters,
-        **{
-            key: getattr(config, key)
-            for key in (
-                "char_filters",
-                "char_embedding_dim",
-                "char_activation",
-                "num_highway_layers",
-                "num_hidden_layers",
-                "lstm_cell_size",
-                "projection_dim",
-                "use_skip_connections",
-                "cell_clip",
-                "proj_clip",
-            )
-        },
+        repo_id=repo_id or LOCAL_FOLDER,
+        **architecture_fields(config),
     )
-    return str(card)
+
+
+def learned_scalar_mixes(model: ElmoPreTrainedModel) -> list[dict[str, object]]:
+    """Every scalar mix in `model`: its module name, softmax-normalised layer weights and `gamma`."""
+    mixes = []
+    for name, module in model.named_modules():
+        if isinstance(module, ElmoScalarMix):
+            weights = torch.softmax(module.scalar_parameters.detach().float(), dim=0).tolist()
+            mixes.append({"name": name, "weights": weights, "gamma": float(module.gamma.detach().float())})
+    return mixes
+
+
+def _eval_results(scores: Mapping[str, float], split: str, dataset: str, dataset_name: str) -> list[EvalResult]:
+    return [
+        EvalResult(
+            task_type="token-classification",
+            dataset_type=dataset,
+            dataset_name=dataset_name,
+            dataset_split=split,
+            metric_type=metric,
+            metric_value=float(value),
+        )
+        for metric, value in scores.items()
+    ]
+
+
+def render_ner_model_card(
+    model: ElmoPreTrainedModel,
+    *,
+    base_model: str,
+    dev_scores: Mapping[str, float],
+    test_scores: Mapping[str, float],
+    repo_id: str | None = None,
+    dataset: str = "conll2003",
+    dataset_name: str = "CoNLL-2003",
+    training: Mapping[str, object] | None = None,
+) -> str:
+    """Card of a fine-tuned ELMo tagger (`ElmoForTokenClassification`).
+
+    `dev_scores` / `test_scores`: metric name -> value, e.g. `{"precision": .., "recall": .., "f1": ..}` (seqeval,
+    entity level); `base_model`: the Hub id of the biLM it was fine-tuned from; `training`: optional hyperparameters
+    shown as a table. The learned scalar-mix weights are read from `model`.
+    """
+    if not dev_scores or not test_scores:
+        raise ModelCardError("A fine-tuned card needs both dev_scores and test_scores (metric name -> value).")
+    mixes = learned_scalar_mixes(model)
+    if not mixes:
+        raise ModelCardError(f"{type(model).__name__} has no scalar mix; is it an ElmoForTokenClassification?")
+    config = model.config
+    card_data = ModelCardData(
+        language="en",
+        license=ORIGINAL_LICENSE,
+        library_name="transformers",
+        pipeline_tag="token-classification",
+        tags=["elmo", "token-classification", "ner"],
+        datasets=[dataset],
+        base_model=base_model,
+        model_name=repo_id or "elmo-ner",
+        eval_results=_eval_results(dev_scores, "validation", dataset, dataset_name)
+        + _eval_results(test_scores, "test", dataset, dataset_name),
+    )
+    return render_card(
+        NER_TEMPLATE,
+        card_data,
+        repo_id=repo_id or LOCAL_FOLDER,
+        base_model=base_model,
+        dataset_name=dataset_name,
+        labels=[config.id2label[index] for index in range(config.num_labels)],
+        head="BiLSTM tagger" if config.classifier_head == "bilstm" else "linear layer",
+        use_crf=config.use_crf,
+        freeze_elmo=config.freeze_elmo,
+        dev_scores=dict(dev_scores),
+        test_scores=dict(test_scores),
+        metrics=list(dict.fromkeys([*dev_scores, *test_scores])),
+        scalar_mixes=mixes,
+        layer_names=["char-CNN token embedding"]
+        + [f"biLSTM layer {k}" for k in range(1, config.num_hidden_layers + 1)],
+        training=dict(training or {}),
+        **architecture_fields(config),
+    )
+
+
+__all__ = ["ModelCardError", "learned_scalar_mixes", "render_base_model_card", "render_card", "render_ner_model_card"]

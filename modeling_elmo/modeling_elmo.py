@@ -1,16 +1,20 @@
 """PyTorch ELMo model: character CNN, bidirectional LSTM language model with projection, scalar mixes."""
 
+import itertools
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
+from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.utils import ModelOutput
 from transformers.utils.generic import can_return_tuple
 
-from .character_ids import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
+from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
+from .crf import LinearChainCrf, bio_constraints
+from .word_embedding_store import WordEmbeddingStore, word_keys
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
 
@@ -63,15 +67,78 @@ class ElmoCharacterEncoder(nn.Module):
         self.activation = torch.relu if config.char_activation == "relu" else torch.tanh
         self.highways = nn.ModuleList(ElmoHighway(config.num_char_filters) for _ in range(config.num_highway_layers))
         self.projection = nn.Linear(config.num_char_filters, config.projection_dim)
+        self.max_filter_width = max(width for width, _ in config.char_filters)
+        self.token_embedding_table: WordEmbeddingStore | None = None
+        self.word_cache: WordEmbeddingStore | None = None
+        self._word_cache_weights: tuple | None = None  # the weights the cached rows were computed with
+
+    WORDS_PER_CHUNK = 256  # words per char-CNN call in `embed_words`: bounds the convolution buffers
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """`char_ids`: (num_words, max_characters_per_token) -> (num_words, projection_dim)."""
-        chars = self.char_embeddings(char_ids).transpose(1, 2)  # (num_words, char_dim, max_chars)
+        """`char_ids`: (num_words, num_chars <= max_characters_per_token) -> (num_words, projection_dim)."""
+        chars = self.char_embeddings(char_ids).transpose(1, 2)  # (num_words, char_dim, num_chars)
         pooled = [conv(chars).max(dim=-1).values for conv in self.convolutions]
         hidden = self.activation(torch.cat(pooled, dim=-1))
         for highway in self.highways:
             hidden = highway(hidden)
         return self.projection(hidden)
+
+    def embed_words(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """
+        `forward` computed once per distinct word: `char_ids` (num_words, max_characters_per_token) -> (num_words,
+        projection_dim). Without autograd, words found in `token_embedding_table` or `word_cache` skip the CNN and
+        new ones are added to the cache.
+        """
+        unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
+        stores = [store for store in (self.token_embedding_table, self._current_word_cache()) if store is not None]
+        if torch.is_grad_enabled() or not stores:
+            return self._embed_by_length(unique)[inverse]
+        keys = word_keys(unique)
+        embeddings = self.projection.weight.new_empty(unique.shape[0], self.projection.out_features)
+        missing = list(range(unique.shape[0]))
+        for store in stores:
+            found, rows = store.lookup([keys[index] for index in missing])
+            if rows is not None:
+                embeddings[torch.tensor([missing[index] for index in found])] = rows.to(embeddings)
+                found_set = set(found)
+                missing = [index for position, index in enumerate(missing) if position not in found_set]
+        if missing:
+            computed = self._embed_by_length(unique[torch.tensor(missing, device=unique.device)])
+            embeddings[torch.tensor(missing, device=unique.device)] = computed
+            if self.word_cache is not None:
+                self.word_cache.add([keys[index] for index in missing], computed)
+        return embeddings[inverse]
+
+    def _embed_by_length(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """
+        `forward` on chunks of words of similar length, each cut after its longest word plus `max_filter_width`
+        padding characters: a window of padding characters has the same value wherever it lies, so the max-pool is
+        unchanged. `char_ids` (num_words, max_chars) -> (num_words, projection_dim).
+        """
+        is_char = char_ids != PADDING_CHAR
+        positions = torch.arange(1, char_ids.shape[1] + 1, device=char_ids.device)
+        lengths = (is_char * positions).amax(dim=1)  # last non-padding character, 1-based
+        order = lengths.argsort()
+        chunks = []
+        for chunk in order.split(self.WORDS_PER_CHUNK):
+            width = min(char_ids.shape[1], int(lengths[chunk[-1]]) + self.max_filter_width)
+            chunks.append(self(char_ids[chunk, :width]))
+        return torch.cat(chunks)[order.argsort()]
+
+    def enable_word_cache(self, max_words: int) -> None:
+        """Keep the embeddings of up to `max_words` recently seen words between inference calls (LRU)."""
+        self.word_cache = WordEmbeddingStore(capacity=max_words)
+        self._word_cache_weights = None
+
+    def _current_word_cache(self) -> WordEmbeddingStore | None:
+        """The word cache, emptied first if any weight of the encoder changed (training step, reload, dtype)."""
+        if self.word_cache is None:
+            return None
+        weights = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in self.parameters())
+        if weights != self._word_cache_weights:
+            self.word_cache.clear()
+            self._word_cache_weights = weights
+        return self.word_cache
 
 
 class ElmoLstmLayer(nn.Module):
@@ -95,6 +162,8 @@ class ElmoLstmLayer(nn.Module):
         self.weight_proj = nn.Parameter(torch.empty(2, cell_size, proj_size))
         self.cell_clip = config.cell_clip
         self.proj_clip = config.proj_clip
+
+    INPUT_GATE_BLOCK_ROWS = 512  # packed rows per direction whose input-to-gate products are computed at once
 
     def _cell(self, gates: torch.Tensor, cell: torch.Tensor) -> LstmState:
         """`gates` (2, n, 4 * cell_size), `cell` (2, n, cell_size) -> new (hidden (2, n, proj), cell)."""
@@ -121,9 +190,68 @@ class ElmoLstmLayer(nn.Module):
         Returns:
             outputs (2, num_packed, proj_size) and the final state (sorted rows), each row's state after its last
             step.
+
+        Without autograd (inference) the recurrence runs in place in preallocated buffers, and the input-to-gate
+        products are computed a block of time steps at a time (`INPUT_GATE_BLOCK_ROWS`), so memory stays bounded on
+        long inputs. With autograd it builds a differentiable graph instead.
         """
+        if not torch.is_grad_enabled():
+            return self._forward_in_place(inputs, batch_sizes, initial_state)
         input_gates = torch.baddbmm(self.bias.unsqueeze(1), inputs, self.weight_ih)
         return self._recur(input_gates, None, batch_sizes, initial_state)
+
+    def _forward_in_place(
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
+        """Inference recurrence of `forward` (same arguments and results) without per-step allocations."""
+        hidden, cell = initial_state[0], initial_state[1].clone()  # the prefix `cell[:, :size]` is updated in place
+        outputs = inputs.new_empty(2, inputs.shape[1], self.weight_proj.shape[-1])
+        scratch = (cell.new_empty(cell.numel()), outputs.new_empty(2 * cell.shape[1] * outputs.shape[-1]))
+        offsets = list(itertools.accumulate(batch_sizes, initial=0))
+        step = 0
+        while step < len(batch_sizes):
+            end = step + 1  # steps [step, end) share one input-to-gate GEMM
+            while end < len(batch_sizes) and offsets[end + 1] - offsets[step] <= self.INPUT_GATE_BLOCK_ROWS:
+                end += 1
+            gates_block = torch.baddbmm(
+                self.bias.unsqueeze(1), inputs[:, offsets[step] : offsets[end]], self.weight_ih
+            )
+            for time in range(step, end):
+                size = batch_sizes[time]
+                gates = gates_block[:, offsets[time] - offsets[step] : offsets[time + 1] - offsets[step]]
+                gates.baddbmm_(hidden[:, :size], self.weight_hh)
+                hidden = outputs[:, offsets[time] : offsets[time + 1]]
+                hidden.copy_(self._cell_in_place(gates, cell[:, :size], scratch))
+            step = end
+        lengths = torch.tensor(batch_sizes).unsqueeze(1) > torch.arange(batch_sizes[0])  # (time, batch) active
+        last_step = lengths.sum(dim=0) - 1
+        last_index = torch.tensor(offsets[:-1])[last_step] + torch.arange(batch_sizes[0])
+        return outputs, (outputs[:, last_index.to(outputs.device)], cell)
+
+    def _cell_in_place(
+        self, gates: torch.Tensor, cell: torch.Tensor, scratch: tuple[torch.Tensor, torch.Tensor]
+    ) -> torch.Tensor:
+        """
+        `_cell` without allocations: `gates` (2, n, 4 * cell_size) is overwritten by the activated gates and `cell`
+        (2, n, cell_size) updated; returns the new hidden state (2, n, proj_size), a view of `scratch` (two flat
+        buffers, of at least 2 * n * cell_size and 2 * n * proj_size elements). The matrix product works on
+        contiguous buffers: `bmm` into a strided `out=` takes another, less accurate kernel.
+        """
+        cell_size, num_rows = cell.shape[-1], cell.shape[1]
+        projected = scratch[0][: 2 * num_rows * cell_size].view(2, num_rows, cell_size)
+        hidden = scratch[1][: 2 * num_rows * self.weight_proj.shape[-1]].view(2, num_rows, -1)
+        gates[..., :cell_size].sigmoid_()
+        gates[..., cell_size : 2 * cell_size].tanh_()
+        gates[..., 2 * cell_size :].sigmoid_()  # forget and output gates are adjacent: one call
+        input_gate, new_input, forget_gate, output_gate = gates.chunk(4, dim=-1)
+        cell.mul_(forget_gate).addcmul_(input_gate, new_input)
+        if self.cell_clip:
+            cell.clamp_(-self.cell_clip, self.cell_clip)
+        torch.tanh(cell, out=projected).mul_(output_gate)
+        torch.bmm(projected, self.weight_proj, out=hidden)
+        if self.proj_clip:
+            hidden.clamp_(-self.proj_clip, self.proj_clip)
+        return hidden
 
     def forward_reference(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
@@ -295,6 +423,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
         elif isinstance(module, ElmoScalarMix):
             init.zeros_(module.scalar_parameters)
             init.ones_(module.gamma)
+        elif isinstance(module, LinearChainCrf):
+            for parameter in (module.transitions, module.start_transitions, module.end_transitions):
+                init.zeros_(parameter)
 
 
 class ElmoModel(ElmoPreTrainedModel):
@@ -329,6 +460,36 @@ class ElmoModel(ElmoPreTrainedModel):
     def reset_states(self) -> None:
         """Forget the LSTM states carried between calls in stateful mode."""
         self._lstm_states = None
+
+    def enable_word_cache(self, max_words: int = 100_000) -> None:
+        """
+        Opt-in for inference: keep the character-CNN embeddings of up to `max_words` recently seen distinct words
+        between calls (LRU), so repeated words skip the CNN. Results are unchanged; the cache empties itself when
+        the character encoder's weights change. Costs `max_words * projection_dim` floats.
+        """
+        self.char_encoder.enable_word_cache(max_words)
+
+    def disable_word_cache(self) -> None:
+        """Drop the word cache of `enable_word_cache`."""
+        self.char_encoder.word_cache = None
+
+    def set_token_embedding_table(self, words: list[str], embeddings: torch.Tensor | None) -> None:
+        """
+        Use precomputed context-independent token embeddings `embeddings` (len(words), projection_dim) for `words`
+        at inference instead of running the character CNN on them (e.g. the `elmo_token_embeddings.hdf5` of an
+        original model; see `token_embeddings.load_token_embedding_table`). `None` removes the table. The table must
+        come from this model's weights: it is used as given.
+        """
+        if embeddings is None:
+            self.char_encoder.token_embedding_table = None
+            return
+        expected = (len(words), self.config.projection_dim)
+        if tuple(embeddings.shape) != expected:
+            raise ValueError(f"token embeddings must have shape {expected}, got {tuple(embeddings.shape)}.")
+        size = self.config.max_characters_per_token
+        table = WordEmbeddingStore()
+        table.add(word_keys(torch.tensor([word_to_char_ids(word, size) for word in words])), embeddings)
+        self.char_encoder.token_embedding_table = table
 
     def boundary_char_ids(self, device: torch.device) -> torch.Tensor:
         """Character ids of `<S>` and `</S>`: (2, max_characters_per_token)."""
@@ -402,7 +563,10 @@ class ElmoModel(ElmoPreTrainedModel):
 
         words = input_ids.flatten(0, 1)[packing.word_positions]  # (num_words, max_chars)
         vocabulary = torch.cat([words, self.boundary_char_ids(input_ids.device)])
-        token_embeddings = self.char_encoder(vocabulary)  # (num_words + 2, projection_dim)
+        if self.bilm.use_reference_implementation:
+            token_embeddings = self.char_encoder(vocabulary)  # (num_words + 2, projection_dim)
+        else:
+            token_embeddings = self.char_encoder.embed_words(vocabulary)
         packed_inputs = token_embeddings[packing.source]  # (2, num_packed, projection_dim)
 
         initial_states = self._initial_states(batch_size, packing.sort_order, token_embeddings)
@@ -416,6 +580,8 @@ class ElmoModel(ElmoPreTrainedModel):
             layer_values.append(
                 torch.cat([packed[0, packing.word_to_packed[0]], packed[1, packing.word_to_packed[1]]], dim=-1)
             )
+        if not (output_hidden_states or self.scalar_mixes):
+            layer_values = layer_values[-1:]  # only the top layer is returned: unpad nothing else
         width = 2 * self.config.projection_dim
         layers = tuple(
             values.new_zeros(batch_size * max_words, width)
@@ -431,4 +597,170 @@ class ElmoModel(ElmoPreTrainedModel):
         )
 
 
-__all__ = ["ElmoModel", "ElmoPreTrainedModel", "ElmoModelOutput"]
+class ElmoBiLstmTagger(nn.Module):
+    """The paper's tagger: a bidirectional LSTM over the words of each sentence (any padding side)."""
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__()
+        self.lstm = nn.LSTM(
+            config.hidden_size,
+            config.tagger_hidden_size,
+            num_layers=config.tagger_num_layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=config.classifier_dropout if config.tagger_num_layers > 1 else 0.0,
+        )
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """`hidden` (batch, words, hidden_size), `mask` (batch, words) -> (batch, words, 2 * tagger_hidden_size)."""
+        mask = mask.bool()
+        lengths = mask.sum(dim=1)
+        # move each row's words to the front (left-padded or gappy masks), run packed, then put them back
+        order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)
+        compact = hidden.gather(1, order.unsqueeze(-1).expand_as(hidden))
+        packed = nn.utils.rnn.pack_padded_sequence(
+            compact, lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False
+        )
+        output, _ = self.lstm(packed)
+        output, _ = nn.utils.rnn.pad_packed_sequence(output, batch_first=True, total_length=hidden.shape[1])
+        restored = torch.empty_like(output).scatter_(1, order.unsqueeze(-1).expand_as(output), output)
+        return restored * mask.unsqueeze(-1).to(restored.dtype)
+
+
+class ElmoForTokenClassification(ElmoPreTrainedModel):
+    r"""
+    ELMo with a token-classification head (e.g. NER): a learned scalar mix of all biLM layers, dropout, then a linear
+    layer (`config.classifier_head="linear"`) or the paper's BiLSTM tagger (`"bilstm"`), optionally topped by a
+    linear-chain CRF (`config.use_crf`). One prediction per word.
+
+    With `config.freeze_elmo=True` (default, as in the paper) the biLM runs without gradients and stays in eval mode;
+    only the mix and the head train. An activation cache (see `activation_cache.py`) may then be attached as
+    `model.activation_cache` to skip the biLM for sentences already seen.
+
+    With a CRF, in eval mode `logits` are the emission scores with every tag off the Viterbi path lowered by 1e4: the
+    argmax of each position is the Viterbi path (what `Trainer.predict` and the pipeline use) and the softmax is
+    numerically one-hot. In training mode (no decoding) `logits` are the emission scores.
+    """
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.elmo = ElmoModel(config)
+        self.scalar_mix = ElmoScalarMix(config.num_hidden_layers + 1, config.scalar_mix_layer_norm)
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        self.tagger = ElmoBiLstmTagger(config) if config.classifier_head == "bilstm" else None
+        features = 2 * config.tagger_hidden_size if self.tagger is not None else config.hidden_size
+        self.classifier = nn.Linear(features, config.num_labels)
+        self.crf = LinearChainCrf(config.num_labels, self._bio_constraints(config)) if config.use_crf else None
+        self.activation_cache = None
+        self.elmo.requires_grad_(not config.freeze_elmo)
+        self.post_init()
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """As in [`PreTrainedModel`]; loading replaces the parameters, so the biLM is frozen again afterwards."""
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        model.elmo.requires_grad_(not model.config.freeze_elmo)
+        return loaded
+
+    @staticmethod
+    def _bio_constraints(config: ElmoConfig):
+        """IOB2 transition constraints when every label is `O`, `B-X` or `I-X` with a matching `B-X`; else None."""
+        labels = [config.id2label[index] for index in range(config.num_labels)]
+        is_bio = all(label == "O" or label[:2] in ("B-", "I-") for label in labels)
+        if not is_bio or any(label[:2] == "I-" and f"B-{label[2:]}" not in labels for label in labels):
+            return None
+        return bio_constraints(labels)
+
+    def train(self, mode: bool = True) -> "ElmoForTokenClassification":
+        """Set the training mode of the head; a frozen biLM stays in eval mode."""
+        super().train(mode)
+        if self.config.freeze_elmo:
+            self.elmo.eval()
+        return self
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.elmo.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.elmo.set_input_embeddings(value)
+
+    def elmo_layers(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """All `num_hidden_layers + 1` biLM layers, each (batch, words, 2 * projection_dim); no gradients if frozen."""
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.config.freeze_elmo):
+            output = self.elmo(input_ids, attention_mask=attention_mask, output_hidden_states=True, return_dict=True)
+        return output.hidden_states
+
+    def _loss(
+        self,
+        emissions: torch.Tensor,
+        labels: torch.Tensor,
+        mask: torch.Tensor,
+        num_items_in_batch: torch.Tensor | int | None,
+    ) -> torch.Tensor:
+        """Mean per labelled word over `num_items_in_batch` (the Trainer's count over accumulated batches) if given."""
+        labels = labels.to(emissions.device)
+        if self.crf is None:
+            loss = self.loss_function(emissions, labels, self.config, num_items_in_batch=num_items_in_batch)
+        else:
+            labels = labels.masked_fill(~mask, -100)
+            nll = self.crf.neg_log_likelihood(emissions.float(), labels, mask)
+            denominator = num_items_in_batch if num_items_in_batch is not None else labels.ne(-100).sum().clamp(min=1)
+            loss = nll.sum() / denominator
+        if self.config.scalar_mix_l2_coef and self.training:
+            # once per optimizer step in total, however the Trainer splits it into accumulated batches
+            share = labels.ne(-100).sum() / num_items_in_batch if num_items_in_batch is not None else 1.0
+            loss = loss + share * self.config.scalar_mix_l2_coef * self.scalar_mix.scalar_parameters.pow(2).sum()
+        return loss
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> TokenClassifierOutput:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
+                Character ids of every word from [`ElmoTokenizer`].
+            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*):
+                1 for words, 0 for padding. Derived from `input_ids` when absent.
+            labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
+                Label index of every word in `[0, num_labels)`; -100 is ignored (with a CRF, such words inside a
+                sentence are marginalised).
+            output_hidden_states (`bool`, *optional*):
+                Return the biLM layers as `hidden_states`.
+
+        Returns:
+            [`TokenClassifierOutput`] with `logits` of shape `(batch_size, num_words, num_labels)`.
+        """
+        if attention_mask is None:
+            attention_mask = (input_ids != 0).any(dim=-1)
+        mask = attention_mask.bool()
+        if self.activation_cache is not None:
+            layers = self.activation_cache.layers(self, input_ids, attention_mask)
+        else:
+            layers = self.elmo_layers(input_ids, attention_mask)
+        hidden = self.dropout(self.scalar_mix(layers, mask))
+        if self.tagger is not None:
+            hidden = self.dropout(self.tagger(hidden, mask))
+        logits = self.classifier(hidden)
+
+        loss = None
+        if labels is not None:
+            loss = self._loss(logits, labels, mask, kwargs.pop("num_items_in_batch", None))
+        if self.crf is not None and not self.training:
+            path = self.crf.viterbi_decode(logits.float(), mask)
+            off_path = 1.0 - nn.functional.one_hot(path, self.num_labels).to(logits.dtype)
+            logits = logits - 1e4 * off_path
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=layers if output_hidden_states else None)
+
+
+__all__ = ["ElmoModel", "ElmoPreTrainedModel", "ElmoModelOutput", "ElmoForTokenClassification"]

@@ -206,7 +206,7 @@ def test_urls_are_downloaded_once_into_the_cache(served_checkpoint, online_loopb
     result = convert_checkpoint(
         f"{base_url}/options.json", f"{base_url}/lm_weights.hdf5", tmp_path / "out", cache_dir=cache
     )
-    cached = sorted(cache.rglob("*.*"))
+    cached = sorted(cache.rglob("*.*"), key=lambda path: path.name)
     assert [p.name for p in cached] == ["lm_weights.hdf5", "options.json"]
     assert (cached[0].read_bytes(), cached[1].read_bytes()) == (
         (source / "lm_weights.hdf5").read_bytes(),

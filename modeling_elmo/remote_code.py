@@ -1,0 +1,94 @@
+"""What a saved ELMo folder needs to load with `trust_remote_code=True` where this package is not installed.
+
+`save_pretrained` copies the file defining each class registered with `register_for_auto_class` (see `__init__.py`),
+plus every file it imports relatively, into the folder and records the class in an `auto_map`. Only the classes that
+were saved get an entry, so a converted folder sets `CONFIG_AUTO_MAP` in full: the same repo then answers to
+`AutoModel` and `AutoModelForTokenClassification`. The copied files may import only what Transformers itself needs.
+"""
+
+import ast
+import json
+import sys
+from pathlib import Path
+
+CONFIG_AUTO_MAP = {
+    "AutoConfig": "configuration_elmo.ElmoConfig",
+    "AutoModel": "modeling_elmo.ElmoModel",
+    "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
+}
+TOKENIZER_AUTO_CLASS = "AutoTokenizer"
+# What the remote code may import: Transformers and its own dependencies, and the standard library.
+ALLOWED_TOP_LEVEL_IMPORTS = frozenset({"torch", "transformers", "huggingface_hub"} | set(sys.stdlib_module_names))
+
+
+def _import_problems(name: str, tree: ast.Module, folder: Path) -> list[str]:
+    """Imports in module `name` that would fail or go uncopied where only torch and transformers are installed."""
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            modules = [node.module or ""]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level != 1 or node.module is None or "." in node.module:
+                problems.append(
+                    f"{name}:{node.lineno}: only `from .module import name` is copied with the code, keep it flat"
+                )
+            elif not (folder / f"{node.module}.py").is_file():
+                problems.append(f"{name}:{node.lineno}: imports .{node.module}, but {node.module}.py is missing")
+            continue
+        else:
+            continue
+        problems += [
+            f"{name}:{node.lineno}: imports {module!r}; remote code may import only torch, transformers and the "
+            "standard library"
+            for module in modules
+            if module.split(".")[0] not in ALLOWED_TOP_LEVEL_IMPORTS
+        ]
+    return problems
+
+
+def _class_reference_problems(
+    modules: dict[str, ast.Module], source: str, auto_class: str, reference: object
+) -> list[str]:
+    """`reference` ("module.Class") must name a class defined at the top level of a shipped module."""
+    if not isinstance(reference, str):
+        return [f"{source}: auto_map has no {auto_class!r} entry"]
+    module, _, class_name = reference.rpartition(".")
+    if f"{module}.py" not in modules:
+        return [f"{source}: auto_map[{auto_class!r}] = {reference!r}, but {module}.py is missing or unreadable"]
+    if not any(isinstance(node, ast.ClassDef) and node.name == class_name for node in modules[f"{module}.py"].body):
+        return [f"{source}: auto_map[{auto_class!r}] = {reference!r}, but {module}.py defines no {class_name}"]
+    return []
+
+
+def _read_auto_map(json_file: Path) -> dict:
+    try:
+        auto_map = json.loads(json_file.read_text(encoding="utf-8")).get("auto_map")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return auto_map if isinstance(auto_map, dict) else {}
+
+
+def remote_code_problems(folder: str | Path) -> list[str]:
+    """Everything that keeps `folder` from loading with `trust_remote_code=True` alone; empty when it is complete."""
+    folder = Path(folder)
+    problems, modules = [], {}
+    for code_file in sorted(folder.glob("*.py")):
+        try:
+            modules[code_file.name] = ast.parse(code_file.read_text(encoding="utf-8"), filename=str(code_file))
+        except (SyntaxError, UnicodeDecodeError) as error:
+            problems.append(f"{code_file.name}: not valid Python ({error})")
+    for name, tree in modules.items():
+        problems += _import_problems(name, tree, folder)
+    config_map = _read_auto_map(folder / "config.json")
+    for auto_class in CONFIG_AUTO_MAP:
+        problems += _class_reference_problems(modules, "config.json", auto_class, config_map.get(auto_class))
+    tokenizer_entry = _read_auto_map(folder / "tokenizer_config.json").get(TOKENIZER_AUTO_CLASS)
+    # a tokenizer's entry is [slow class, fast class]; ElmoTokenizer is the "slow" (Python) one
+    slow_class = tokenizer_entry[0] if isinstance(tokenizer_entry, list) and tokenizer_entry else None
+    problems += _class_reference_problems(modules, "tokenizer_config.json", TOKENIZER_AUTO_CLASS, slow_class)
+    return problems
+
+
+__all__ = ["CONFIG_AUTO_MAP", "remote_code_problems"]

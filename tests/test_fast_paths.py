@@ -1,0 +1,202 @@
+"""The fast inference paths of ElmoModel against the straightforward ones: in-place recurrence and differentiable
+fast path vs the per-step TF-formulation reference, the char CNN once per distinct word vs per word, the word cache,
+and precomputed token-embedding tables."""
+
+import pytest
+import torch
+
+from modeling_elmo import ElmoModel
+from modeling_elmo.character_ids import word_to_char_ids
+from modeling_elmo.modeling_elmo import ElmoCharacterEncoder, ElmoLstmLayer
+from modeling_elmo.original_checkpoint import load_original_checkpoint
+from modeling_elmo.testing_utils import ARCHITECTURES
+from modeling_elmo.token_embeddings import load_token_embedding_table, read_token_embedding_table
+from modeling_elmo.word_embedding_store import WordEmbeddingStore, word_keys
+
+TOLERANCE = 1e-6
+WORDS = "the bank closed its doors . river boats go by Zürich naïve café 日本語 ! a , of".split()
+LONG_WORD = "pneumonoultramicroscopicsilicovolcanoconiosis-and-then-some-more-letters"  # cut at 48 bytes
+
+
+def _sentences(seed: int, count: int, max_words: int) -> list[list[str]]:
+    generator = torch.Generator().manual_seed(seed)
+    vocabulary = [*WORDS, LONG_WORD]
+    sentences = []
+    for _ in range(count):
+        length = int(torch.randint(1, max_words + 1, (1,), generator=generator))
+        sentences.append([vocabulary[int(i)] for i in torch.randint(len(vocabulary), (length,), generator=generator)])
+    return sentences
+
+
+def _char_ids(sentences: list[list[str]]) -> torch.Tensor:
+    """Right-padded character ids (batch, max_words, 50)."""
+    ids = torch.zeros(len(sentences), max(map(len, sentences)), 50, dtype=torch.long)
+    for row, words in enumerate(sentences):
+        ids[row, : len(words)] = torch.tensor([word_to_char_ids(word) for word in words])
+    return ids
+
+
+def _model(random_checkpoint, seed: int = 0, **architecture) -> ElmoModel:
+    config, state = load_original_checkpoint(*random_checkpoint(seed=seed, **architecture))
+    model = ElmoModel(config)
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def _layers(model: ElmoModel, ids: torch.Tensor, reference: bool, grad: bool = False) -> tuple[torch.Tensor, ...]:
+    model.bilm.use_reference_implementation = reference
+    try:
+        with torch.set_grad_enabled(grad):
+            return model(ids, output_hidden_states=True).hidden_states
+    finally:
+        model.bilm.use_reference_implementation = False
+
+
+def _max_difference(left: tuple[torch.Tensor, ...], right: tuple[torch.Tensor, ...]) -> float:
+    return max(float((a - b).detach().abs().max()) for a, b in zip(left, right, strict=True))
+
+
+ARCHITECTURE_CASES = {
+    "tiny": {},
+    "clipping-active": {"cell_clip": 0.5, "proj_clip": 0.25},
+    "no-clip-no-skip": {"cell_clip": None, "proj_clip": None, "use_skip_connections": False, "n_layers": 3},
+    "small-shape": {"dim": 1024, "projection_dim": 128, "n_highway": 1, "char_dim": 16, "filters": [[1, 32], [7, 64]]},
+}
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURE_CASES.values(), ids=ARCHITECTURE_CASES.keys())
+@pytest.mark.parametrize("block_rows", [3, 512])
+def test_fast_paths_match_reference(random_checkpoint, monkeypatch, architecture, block_rows):
+    monkeypatch.setattr(ElmoLstmLayer, "INPUT_GATE_BLOCK_ROWS", block_rows)  # 3: many input-gate blocks
+    model = _model(random_checkpoint, seed=1, **architecture)
+    ids = _char_ids(_sentences(seed=0, count=9, max_words=25))
+    reference = _layers(model, ids, reference=True)
+    assert _max_difference(reference, _layers(model, ids, reference=False)) <= TOLERANCE
+    assert _max_difference(reference, _layers(model, ids, reference=False, grad=True)) <= TOLERANCE
+
+
+def test_clipping_is_active_in_the_clipped_case(random_checkpoint):
+    model = _model(random_checkpoint, seed=1, **ARCHITECTURE_CASES["clipping-active"])
+    layers = _layers(model, _char_ids(_sentences(seed=0, count=4, max_words=20)), reference=False)
+    assert float(layers[1].abs().max()) == pytest.approx(0.25)  # the first layer's outputs hit proj_clip
+
+
+def test_gradients_of_fast_path_match_reference(random_checkpoint):
+    model = _model(random_checkpoint, seed=2, **ARCHITECTURE_CASES["clipping-active"])
+    ids = _char_ids(_sentences(seed=3, count=5, max_words=12))
+    gradients = []
+    for reference in (True, False):
+        model.zero_grad()
+        layers = _layers(model, ids, reference=reference, grad=True)
+        sum(layer.pow(2).sum() for layer in layers).backward()
+        gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
+    assert gradients[0].keys() == gradients[1].keys()
+    for name, expected in gradients[0].items():
+        torch.testing.assert_close(gradients[1][name], expected, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_stateful_final_states_match_reference(random_checkpoint):
+    model = _model(random_checkpoint, seed=3)
+    model.config.stateful = True
+    batches = [_char_ids(_sentences(seed=seed, count=4, max_words=15)) for seed in (4, 5)]
+    outputs = []
+    for reference in (True, False):
+        model.reset_states()
+        outputs.append([_layers(model, ids, reference=reference) for ids in batches])
+    for expected, found in zip(*outputs, strict=True):
+        assert _max_difference(expected, found) <= TOLERANCE
+
+
+def test_long_sentence_matches_reference(random_checkpoint):
+    model = _model(random_checkpoint, seed=4)
+    ids = _char_ids([[WORDS[i % len(WORDS)] for i in range(700)]])
+    assert _max_difference(_layers(model, ids, reference=True), _layers(model, ids, reference=False)) <= TOLERANCE
+
+
+@pytest.mark.parametrize("words_per_chunk", [2, 256])
+def test_unique_word_cnn_equals_direct_cnn(random_checkpoint, monkeypatch, words_per_chunk):
+    monkeypatch.setattr(ElmoCharacterEncoder, "WORDS_PER_CHUNK", words_per_chunk)
+    encoder = _model(random_checkpoint, seed=5).char_encoder
+    ids = _char_ids(_sentences(seed=7, count=6, max_words=20)).flatten(0, 1)
+    ids = ids[(ids != 0).any(dim=1)]
+    assert torch.unique(ids, dim=0).shape[0] < ids.shape[0]  # repeated words
+    with torch.no_grad():
+        torch.testing.assert_close(encoder.embed_words(ids), encoder(ids), rtol=0, atol=TOLERANCE)
+    with torch.enable_grad():
+        torch.testing.assert_close(encoder.embed_words(ids), encoder(ids), rtol=0, atol=TOLERANCE)
+
+
+def test_word_cache_gives_same_outputs_and_stays_bounded(random_checkpoint):
+    model = _model(random_checkpoint, seed=6)
+    batches = [_char_ids(_sentences(seed=seed, count=3, max_words=10)) for seed in range(4)]
+    with torch.no_grad():
+        expected = [model(ids).last_hidden_state for ids in batches]
+        model.enable_word_cache(max_words=6)
+        for _ in range(2):  # the second pass is served partly from the cache
+            for ids, reference in zip(batches, expected, strict=True):
+                torch.testing.assert_close(model(ids).last_hidden_state, reference, rtol=0, atol=TOLERANCE)
+                assert 0 < len(model.char_encoder.word_cache) <= 6
+
+
+def test_word_cache_is_emptied_when_weights_change(random_checkpoint):
+    model = _model(random_checkpoint, seed=7)
+    ids = _char_ids(_sentences(seed=8, count=3, max_words=10))
+    model.enable_word_cache(max_words=100)
+    with torch.no_grad():
+        model(ids)
+        model.char_encoder.projection.bias.add_(0.5)  # an optimizer step would do the same
+        cached = model(ids).last_hidden_state
+        model.disable_word_cache()
+        torch.testing.assert_close(cached, model(ids).last_hidden_state, rtol=0, atol=TOLERANCE)
+
+
+def test_word_embedding_store_evicts_least_recently_used():
+    store = WordEmbeddingStore(capacity=2)
+    keys = [b"a", b"b", b"c"]
+    store.add(keys[:2], torch.tensor([[1.0], [2.0]]))
+    assert store.lookup([b"a"])[0] == [0]  # "a" becomes the most recent
+    store.add(keys[2:], torch.tensor([[3.0]]))  # evicts "b"
+    found, rows = store.lookup(keys)
+    assert found == [0, 2] and rows.flatten().tolist() == [1.0, 3.0]
+    with pytest.raises(ValueError, match="capacity"):
+        WordEmbeddingStore(capacity=0)
+
+
+def test_fixture_token_embedding_table_equals_char_cnn(fixture_dir, random_checkpoint):
+    config, state = load_original_checkpoint(fixture_dir / "options.json", fixture_dir / "lm_weights.hdf5")
+    model = ElmoModel(config)
+    model.load_state_dict(state)
+    model.eval()
+    words, table = read_token_embedding_table(
+        fixture_dir / "vocab_test.txt", fixture_dir / "elmo_token_embeddings.hdf5"
+    )
+    assert {"<S>", "</S>"} <= set(words)
+    ids = torch.tensor([word_to_char_ids(word) for word in words])
+    with torch.no_grad():
+        torch.testing.assert_close(model.char_encoder.embed_words(ids), table, rtol=0, atol=TOLERANCE)
+        torch.testing.assert_close(model.char_encoder(ids), table, rtol=0, atol=TOLERANCE)
+        sentences = [words[:7], words[100:112], ["not-in-the-table", *words[3:5]]]
+        expected = model(_char_ids(sentences), output_hidden_states=True).hidden_states
+        load_token_embedding_table(model, fixture_dir / "vocab_test.txt", fixture_dir / "elmo_token_embeddings.hdf5")
+        assert len(model.char_encoder.token_embedding_table) == len(words)
+        found = model(_char_ids(sentences), output_hidden_states=True).hidden_states
+    assert _max_difference(expected, found) <= TOLERANCE
+    assert word_keys(ids[:1]) == [ids[0].numpy().tobytes()]
+
+
+def test_token_embedding_table_shape_is_checked(random_checkpoint):
+    model = _model(random_checkpoint)
+    with pytest.raises(ValueError, match=r"token embeddings must have shape \(2, 16\)"):
+        model.set_token_embedding_table(["a", "b"], torch.zeros(2, 3))
+
+
+@pytest.mark.parametrize("name", ["small"])
+def test_bfloat16_runs_close_to_float32(random_checkpoint, name):
+    arch = ARCHITECTURES[name]
+    model = _model(random_checkpoint, seed=8, dim=arch.dim, projection_dim=arch.projection_dim, n_highway=1)
+    ids = _char_ids(_sentences(seed=9, count=4, max_words=12))
+    with torch.no_grad():
+        expected = model(ids, output_hidden_states=True).hidden_states
+        found = model.to(torch.bfloat16)(ids, output_hidden_states=True).hidden_states
+    assert all(layer.dtype == torch.bfloat16 for layer in found)
+    assert _max_difference(expected, tuple(layer.float() for layer in found)) < 0.5

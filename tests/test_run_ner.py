@@ -1,0 +1,98 @@
+"""examples/run_ner.py end to end on a slice of CoNLL-2003: the loss falls, dev F1 rises, reports are written."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from transformers import AutoModelForTokenClassification, pipeline
+
+from modeling_elmo.conll import ConllFormatError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import run_ner  # noqa: E402
+
+
+def _slice(source: Path, target: Path, sentences: int) -> Path:
+    blocks = source.read_text(encoding="utf-8").split("\n\n")[:sentences]
+    target.write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
+    return target
+
+
+@pytest.fixture(scope="module")
+def trained(converted_fixture, conll_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("run_ner")
+    train = _slice(conll_dir / "train.txt", folder / "train.txt", 160)
+    output = folder / "out"
+    results = run_ner.main(
+        [
+            f"--model_name_or_path={converted_fixture}",
+            f"--train_file={train}",
+            f"--validation_file={train}",
+            f"--test_file={_slice(conll_dir / 'test.txt', folder / 'test.txt', 40)}",
+            f"--output_dir={output}",
+            "--classifier_head=bilstm",
+            "--use_crf=True",
+            "--tagger_hidden_size=32",
+            "--classifier_dropout=0.0",
+            "--elmo_cache=True",
+            f"--elmo_cache_dir={folder / 'cache'}",
+            "--num_train_epochs=6",
+            "--learning_rate=0.02",
+            "--per_device_train_batch_size=16",
+            "--eval_strategy=epoch",
+            "--save_strategy=epoch",
+            "--save_total_limit=1",
+            "--load_best_model_at_end=True",
+            "--metric_for_best_model=f1",
+            "--logging_steps=5",
+            "--report_to=none",
+            "--use_cpu=True",
+            "--seed=0",
+        ]
+    )
+    return folder, output, results
+
+
+def test_loss_falls_and_f1_rises(trained):
+    _, output, results = trained
+    history = json.loads((output / "trainer_state.json").read_text())["log_history"]
+    losses = [entry["loss"] for entry in history if "loss" in entry]
+    f1s = [entry["eval_f1"] for entry in history if "eval_f1" in entry]
+    assert len(f1s) == 6 and losses[-1] < 0.5 * losses[0]
+    assert max(f1s) > f1s[0] and max(f1s) > 0.3
+    assert results["dev"]["dev_f1"] == pytest.approx(max(f1s))  # the best checkpoint was kept
+
+
+def test_reports_cache_and_reload(trained):
+    folder, output, results = trained
+    report = (output / "test_report.txt").read_text()
+    assert "micro avg" in report and "PER" in report
+    test = json.loads((output / "test_results.json").read_text())
+    assert {"test_f1", "test_precision", "test_recall", "test_PER_f1"} <= set(test)
+    assert results["train"]["train_words_per_second"] > 0
+    assert len(list((folder / "cache").glob("*.safetensors"))) == 1
+
+    model = AutoModelForTokenClassification.from_pretrained(output)
+    assert model.config.use_crf and model.config.id2label[0] == "O"
+    entities = pipeline("token-classification", model=str(output), aggregation_strategy="simple")(
+        "Peter lives in Paris ."
+    )
+    assert all("Peter lives in Paris ."[e["start"] : e["end"]] == e["word"] for e in entities)
+
+
+def test_evaluation_only_rejects_unknown_tags(trained, tmp_path):
+    _, output, _ = trained
+    test = tmp_path / "test.txt"
+    test.write_text("Paris NNP B-NP B-CITY\n", encoding="utf-8")
+    with pytest.raises(ConllFormatError, match="B-CITY"):
+        run_ner.main([f"--model_name_or_path={output}", f"--test_file={test}", f"--output_dir={tmp_path / 'o'}"])
+
+
+def test_malformed_file_names_the_line(converted_fixture, tmp_path):
+    train = tmp_path / "train.txt"
+    train.write_text("EU NNP B-NP B-ORG\nrejects VBZ\n", encoding="utf-8")
+    with pytest.raises(ConllFormatError, match=r"train\.txt, line 2"):
+        run_ner.main(
+            [f"--model_name_or_path={converted_fixture}", f"--train_file={train}", f"--output_dir={tmp_path}"]
+        )

@@ -1,0 +1,201 @@
+"""ElmoForTokenClassification: heads, loss, CRF decoding, freezing, loading a base checkpoint, save/load, cache."""
+
+import pytest
+import torch
+from torch import nn
+from transformers import AutoModelForTokenClassification
+
+from modeling_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel, ElmoTokenizer
+from modeling_elmo.activation_cache import ElmoActivationCache
+
+LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+SENTENCES = [["John", "Smith", "lives", "in", "New", "York", "."], ["Hi", "!"], ["Paris"]]
+TAGS = [[1, 2, 0, 0, 3, 4, 0], [0, 0], [3]]
+
+
+def tiny_config(**overrides) -> ElmoConfig:
+    values = {
+        "char_filters": [[1, 8], [2, 8], [3, 8]],
+        "char_embedding_dim": 4,
+        "num_highway_layers": 1,
+        "lstm_cell_size": 16,
+        "projection_dim": 8,
+        "tagger_hidden_size": 6,
+        "id2label": dict(enumerate(LABELS)),
+        "label2id": {label: index for index, label in enumerate(LABELS)},
+    }
+    return ElmoConfig(**{**values, **overrides})
+
+
+def tiny_model(seed: int = 0, **overrides) -> ElmoForTokenClassification:
+    torch.manual_seed(seed)
+    return ElmoForTokenClassification(tiny_config(**overrides)).eval()
+
+
+def batch(padding_side: str = "right") -> dict[str, torch.Tensor]:
+    tokenizer = ElmoTokenizer(padding_side=padding_side)
+    encoding = tokenizer(SENTENCES, is_split_into_words=True, padding=True, return_tensors="pt")
+    width = encoding["input_ids"].shape[1]
+    labels = torch.full((len(SENTENCES), width), -100)
+    for row, tags in enumerate(TAGS):
+        positions = encoding["attention_mask"][row].nonzero().squeeze(1)
+        labels[row, positions] = torch.tensor(tags)
+    return {**encoding, "labels": labels}
+
+
+HEADS = [
+    {"classifier_head": "linear"},
+    {"classifier_head": "bilstm"},
+    {"classifier_head": "linear", "use_crf": True},
+    {"classifier_head": "bilstm", "use_crf": True},
+]
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_heads_shapes_and_padding_side_invariance(head):
+    model = tiny_model(**head)
+    right, left = batch("right"), batch("left")
+    out_right, out_left = model(**right), model(**left)
+    assert out_right.logits.shape == (3, 7, len(LABELS))
+    mask_right, mask_left = right["attention_mask"].bool(), left["attention_mask"].bool()
+    torch.testing.assert_close(out_right.logits[mask_right], out_left.logits[mask_left], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out_right.loss, out_left.loss, atol=1e-5, rtol=1e-5)
+
+
+def test_linear_loss_is_cross_entropy_over_labelled_words():
+    model = tiny_model()
+    inputs = batch()
+    output = model(**inputs)
+    keep = inputs["labels"] != -100
+    expected = nn.functional.cross_entropy(output.logits[keep], inputs["labels"][keep])
+    torch.testing.assert_close(output.loss, expected)
+    summed = nn.functional.cross_entropy(output.logits[keep], inputs["labels"][keep], reduction="sum")
+    torch.testing.assert_close(model(**inputs, num_items_in_batch=torch.tensor(40)).loss, summed / 40)
+
+
+def test_crf_loss_and_viterbi_logits():
+    model = tiny_model(use_crf=True, classifier_head="bilstm")
+    with torch.no_grad():
+        for parameter in model.crf.parameters():
+            parameter.normal_()
+    inputs = batch()
+    mask = inputs["attention_mask"].bool()
+    output = model(**inputs)
+    emissions = model.classifier(
+        model.tagger(model.scalar_mix(model.elmo_layers(inputs["input_ids"], mask), mask), mask)
+    )
+    nll = model.crf.neg_log_likelihood(emissions, inputs["labels"], mask)
+    torch.testing.assert_close(output.loss, nll.sum() / mask.sum(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(model(**inputs, num_items_in_batch=20).loss, nll.sum() / 20, atol=1e-5, rtol=1e-5)
+    viterbi = model.crf.viterbi_decode(emissions, mask)
+    assert torch.equal(output.logits.argmax(-1)[mask], viterbi[mask])
+    # the BIO constraints hold: no I-X after O or another type, and no I-X first
+    for row in range(len(SENTENCES)):
+        path = [LABELS[i] for i in viterbi[row, mask[row]].tolist()]
+        for previous, tag in zip(["O", *path], path, strict=False):
+            assert not tag.startswith("I-") or previous[2:] == tag[2:]
+
+
+def test_frozen_biLM_gets_no_gradient_and_stays_in_eval_mode():
+    model = tiny_model(classifier_head="bilstm", use_crf=True, classifier_dropout=0.0).train()
+    assert not model.elmo.training and model.tagger.training
+    model(**batch()).loss.backward()
+    assert all(p.grad is None and not p.requires_grad for p in model.elmo.parameters())
+    assert model.scalar_mix.scalar_parameters.grad is not None and model.classifier.weight.grad.abs().sum() > 0
+
+    unfrozen = tiny_model(freeze_elmo=False).train()
+    assert unfrozen.elmo.training
+    unfrozen(**batch()).loss.backward()
+    assert unfrozen.elmo.char_encoder.char_embeddings.weight.grad.abs().sum() > 0
+
+
+def test_scalar_mix_l2_penalty_is_added_in_training():
+    model = tiny_model(scalar_mix_l2_coef=0.5, classifier_dropout=0.0)
+    with torch.no_grad():
+        model.scalar_mix.scalar_parameters.copy_(torch.tensor([1.0, 2.0, -1.0]))
+    inputs = batch()
+    plain = model(**inputs).loss
+    model.train()
+    torch.testing.assert_close(model(**inputs).loss, plain + 0.5 * 6.0)
+
+
+def test_mismatched_num_labels_is_an_error():
+    with pytest.raises(ValueError, match="num_labels=3 does not match id2label"):
+        tiny_config(num_labels=3)
+
+
+def test_from_base_checkpoint_inits_only_the_head(converted_fixture):
+    model, info = AutoModelForTokenClassification.from_pretrained(
+        converted_fixture,
+        id2label=dict(enumerate(LABELS)),
+        label2id={label: index for index, label in enumerate(LABELS)},
+        classifier_head="bilstm",
+        use_crf=True,
+        output_loading_info=True,
+    )
+    assert isinstance(model, ElmoForTokenClassification)
+    assert not info["unexpected_keys"] and not info["mismatched_keys"]
+    assert all(key.split(".")[0] in ("scalar_mix", "tagger", "classifier", "crf") for key in info["missing_keys"])
+    assert {"classifier.weight", "crf.transitions", "scalar_mix.gamma"} <= set(info["missing_keys"])
+    base = ElmoModel.from_pretrained(converted_fixture)
+    loaded = model.elmo.state_dict()
+    assert all(torch.equal(tensor, loaded[name]) for name, tensor in base.state_dict().items())
+    assert torch.equal(model.crf.transitions, torch.zeros(len(LABELS), len(LABELS)))
+    assert not any(p.requires_grad for p in model.elmo.parameters())
+
+
+@pytest.mark.parametrize("head", HEADS[1:])
+def test_save_load_gives_same_predictions(tmp_path, head):
+    model = tiny_model(seed=3, **head)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))
+    model.save_pretrained(tmp_path)
+    ElmoTokenizer().save_pretrained(tmp_path)
+    loaded = AutoModelForTokenClassification.from_pretrained(tmp_path)
+    assert type(loaded) is ElmoForTokenClassification and loaded.config.id2label == model.config.id2label
+    inputs = batch()
+    torch.testing.assert_close(loaded(**inputs).logits, model(**inputs).logits)
+    torch.testing.assert_close(loaded(**inputs).loss, model(**inputs).loss)
+
+
+def test_activation_cache_matches_the_biLM_and_skips_it(tmp_path):
+    model = tiny_model(classifier_head="bilstm", use_crf=True)
+    inputs = batch()
+    expected = model(**inputs)
+    cache = ElmoActivationCache(model, tmp_path).attach()
+    first = model(**inputs)
+    calls = []
+    model.elmo.register_forward_hook(lambda *args: calls.append(1))
+    second = model(**inputs)
+    assert calls == [] and cache.hits == 3 and cache.misses == 3
+    for output in (first, second):
+        torch.testing.assert_close(output.logits, expected.logits, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(output.loss, expected.loss, atol=1e-5, rtol=1e-5)
+
+    # a new cache for the same weights finds the saved entries; another model never sees them
+    path = cache.save()
+    same = ElmoActivationCache(tiny_model(classifier_head="bilstm", use_crf=True), tmp_path)
+    assert same.path == path and len(same.entries) == 3
+    other = ElmoActivationCache(tiny_model(seed=1), tmp_path)
+    assert other.fingerprint != cache.fingerprint and other.entries == {}
+
+
+def test_activation_cache_keys_follow_the_tokenizer_output():
+    from modeling_elmo.activation_cache import sentence_key
+
+    words = ["supercalifragilistic", "word"]
+    long_ids = torch.tensor(ElmoTokenizer(max_characters_per_token=50)(words, is_split_into_words=True)["input_ids"])
+    short_ids = torch.tensor(ElmoTokenizer(max_characters_per_token=12)(words, is_split_into_words=True)["input_ids"])
+    assert sentence_key(long_ids) != sentence_key(short_ids)
+    assert sentence_key(long_ids) == sentence_key(long_ids.clone())
+
+
+def test_activation_cache_refuses_unfrozen_and_foreign_models():
+    with pytest.raises(ValueError, match="frozen"):
+        ElmoActivationCache(tiny_model(freeze_elmo=False))
+    cache = ElmoActivationCache(tiny_model())
+    stranger = tiny_model().eval()
+    stranger.activation_cache = cache
+    with pytest.raises(ValueError, match="another"):
+        stranger(**batch())
