@@ -40,12 +40,16 @@ class ElmoModelOutput(ModelOutput):
     elmo_representations: tuple[torch.FloatTensor, ...] | None = None
 
 
+class ElmoHighwayGate(nn.Linear):
+    """The gate projection of a highway layer (its bias starts at -2, so a new layer starts close to the identity)."""
+
+
 class ElmoHighway(nn.Module):
     """One highway layer as in the original: `g * relu(x W_t + b_t) + (1 - g) * x`, `g = sigmoid(x W_c + b_c)`."""
 
     def __init__(self, size: int):
         super().__init__()
-        self.carry = nn.Linear(size, size)
+        self.carry = ElmoHighwayGate(size, size)
         self.transform = nn.Linear(size, size)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -56,6 +60,8 @@ class ElmoHighway(nn.Module):
 
 class ElmoCharacterEncoder(nn.Module):
     """Context-independent word embeddings from characters: char embedding, CNN + max-pool, highways, projection."""
+
+    WORDS_PER_CHUNK = 256  # words per char-CNN call in `embed_words`: bounds the convolution buffers
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
@@ -71,8 +77,6 @@ class ElmoCharacterEncoder(nn.Module):
         self.token_embedding_table: WordEmbeddingStore | None = None
         self.word_cache: WordEmbeddingStore | None = None
         self._word_cache_weights: tuple | None = None  # the weights the cached rows were computed with
-
-    WORDS_PER_CHUNK = 256  # words per char-CNN call in `embed_words`: bounds the convolution buffers
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """`char_ids`: (num_words, num_chars <= max_characters_per_token) -> (num_words, projection_dim)."""
@@ -153,6 +157,8 @@ class ElmoLstmLayer(nn.Module):
     is never computed.
     """
 
+    INPUT_GATE_BLOCK_ROWS = 512  # packed rows per direction whose input-to-gate products are computed at once
+
     def __init__(self, config: ElmoConfig):
         super().__init__()
         input_size, cell_size, proj_size = config.projection_dim, config.lstm_cell_size, config.projection_dim
@@ -162,8 +168,6 @@ class ElmoLstmLayer(nn.Module):
         self.weight_proj = nn.Parameter(torch.empty(2, cell_size, proj_size))
         self.cell_clip = config.cell_clip
         self.proj_clip = config.proj_clip
-
-    INPUT_GATE_BLOCK_ROWS = 512  # packed rows per direction whose input-to-gate products are computed at once
 
     def _cell(self, gates: torch.Tensor, cell: torch.Tensor) -> LstmState:
         """`gates` (2, n, 4 * cell_size), `cell` (2, n, cell_size) -> new (hidden (2, n, proj), cell)."""
@@ -180,7 +184,7 @@ class ElmoLstmLayer(nn.Module):
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
     ) -> tuple[torch.Tensor, LstmState]:
         """
-        Fast path: the input-to-gate products of all time steps in one GEMM, both directions per step in one `bmm`.
+        Fast path: the input-to-gate products of many time steps in one GEMM, both directions per step in one `bmm`.
 
         Args:
             inputs: (2, num_packed, input_size) packed inputs of both directions (backward already reversed).
@@ -191,14 +195,14 @@ class ElmoLstmLayer(nn.Module):
             outputs (2, num_packed, proj_size) and the final state (sorted rows), each row's state after its last
             step.
 
-        Without autograd (inference) the recurrence runs in place in preallocated buffers, and the input-to-gate
-        products are computed a block of time steps at a time (`INPUT_GATE_BLOCK_ROWS`), so memory stays bounded on
-        long inputs. With autograd it builds a differentiable graph instead.
+        When no gradient is needed (inference) the recurrence runs in place in preallocated buffers, and the
+        input-to-gate products are computed a block of time steps at a time (`INPUT_GATE_BLOCK_ROWS`), so memory stays
+        bounded on long inputs. Otherwise it builds a differentiable graph.
         """
-        if not torch.is_grad_enabled():
+        needs_grad = inputs.requires_grad or any(parameter.requires_grad for parameter in self.parameters())
+        if not (torch.is_grad_enabled() and needs_grad):
             return self._forward_in_place(inputs, batch_sizes, initial_state)
-        input_gates = torch.baddbmm(self.bias.unsqueeze(1), inputs, self.weight_ih)
-        return self._recur(input_gates, None, batch_sizes, initial_state)
+        return self._recur(torch.bmm(inputs, self.weight_ih), None, batch_sizes, initial_state)
 
     def _forward_in_place(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
@@ -208,18 +212,17 @@ class ElmoLstmLayer(nn.Module):
         outputs = inputs.new_empty(2, inputs.shape[1], self.weight_proj.shape[-1])
         scratch = (cell.new_empty(cell.numel()), outputs.new_empty(2 * cell.shape[1] * outputs.shape[-1]))
         offsets = list(itertools.accumulate(batch_sizes, initial=0))
+        bias = self.bias.unsqueeze(1)  # added last, as in the reference's `[x; h] @ W + b`
         step = 0
         while step < len(batch_sizes):
             end = step + 1  # steps [step, end) share one input-to-gate GEMM
             while end < len(batch_sizes) and offsets[end + 1] - offsets[step] <= self.INPUT_GATE_BLOCK_ROWS:
                 end += 1
-            gates_block = torch.baddbmm(
-                self.bias.unsqueeze(1), inputs[:, offsets[step] : offsets[end]], self.weight_ih
-            )
+            gates_block = torch.bmm(inputs[:, offsets[step] : offsets[end]], self.weight_ih)
             for time in range(step, end):
                 size = batch_sizes[time]
                 gates = gates_block[:, offsets[time] - offsets[step] : offsets[time + 1] - offsets[step]]
-                gates.baddbmm_(hidden[:, :size], self.weight_hh)
+                gates.baddbmm_(hidden[:, :size], self.weight_hh).add_(bias)
                 hidden = outputs[:, offsets[time] : offsets[time + 1]]
                 hidden.copy_(self._cell_in_place(gates, cell[:, :size], scratch))
             step = end
@@ -275,8 +278,9 @@ class ElmoLstmLayer(nn.Module):
                 final_hidden.append(hidden[:, size:])
                 final_cell.append(cell[:, size:])
                 hidden, cell = hidden[:, :size], cell[:, :size]
-            if reference is None:
+            if reference is None:  # the bias goes last, as in the reference
                 gates = torch.baddbmm(input_gates[:, offset : offset + size], hidden, self.weight_hh)
+                gates = gates + self.bias.unsqueeze(1)
             else:
                 inputs, weight = reference
                 gates = torch.stack(
@@ -411,8 +415,16 @@ class ElmoPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
-        if isinstance(module, ElmoHighway):
-            init.constant_(module.carry.bias, -2.0)  # start close to the identity, as the original does
+        # bilm-tf's initialisers: fan-in scaled normals and U(-1, 1) characters. (With the generic std of 0.02 a
+        # randomly initialised ELMo starts with token embeddings of ~1e-4 and trains slowly.)
+        if isinstance(module, (nn.Linear, nn.Conv1d)):
+            init.normal_(module.weight, std=module.weight[0].numel() ** -0.5)
+            if isinstance(module, ElmoHighwayGate):
+                init.constant_(module.bias, -2.0)
+        elif isinstance(module, nn.Embedding) and not getattr(module.weight, "_is_hf_initialized", False):
+            init.uniform_(module.weight, -1.0, 1.0)
+            if module.padding_idx is not None:
+                init.zeros_(module.weight[module.padding_idx])
         elif isinstance(module, ElmoLstmLayer):
             for weight in (module.weight_ih, module.weight_hh, module.weight_proj):
                 bound = weight.shape[1] ** -0.5
