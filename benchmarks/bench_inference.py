@@ -4,7 +4,8 @@ Builds random-weight checkpoints of the real 'small' (LSTM 1024/128, 1 highway) 
 2 highways) shapes in the original HDF5 layout, converts them with `convert_checkpoint`, then runs every setting
 (model x path x batch size) in a fresh process (so peak RSS is per setting, weights loading included), with
 `--threads` threads, an untimed warm-up batch and the sentences in corpus order. Timed: tokenizer + forward with all
-layers (`output_hidden_states=True`) under `torch.inference_mode()`.
+layers (`output_hidden_states=True`) under `torch.inference_mode()`. Paths: `fast` (default model), `fast-cache`
+(`model.enable_word_cache()`, empty when the timing starts), `reference` (`bilm.use_reference_implementation`).
 
 Corpus: as the AllenNLP peer benchmark (../shared/peers/bench_allennlp.py): the first 500 sentences with >= 11 words of
 CoNLL-2003 dev.txt, shuffled with random.Random(0) (24.5 words on average); a setting uses the first N of them.
@@ -17,6 +18,7 @@ max abs error of bfloat16 against float32.
 
 import argparse
 import json
+import os
 import random
 import resource
 import subprocess
@@ -27,9 +29,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONLL = REPO.parent / "shared" / "data" / "conll2003" / "dev.txt"
 # sentences per (path, batch size); the reference path is slow on 'original', so it gets fewer
+ORIGINAL_FAST, SMALL_FAST = {1: 32, 32: 128, 64: 128}, {1: 64, 32: 256, 64: 256}
 SENTENCES = {
-    "original": {"fast": {1: 32, 32: 128, 64: 128}, "reference": {1: 8, 32: 64, 64: 64}},
-    "small": {"fast": {1: 64, 32: 256, 64: 256}, "reference": {1: 32, 32: 128, 64: 128}},
+    "original": {"fast": ORIGINAL_FAST, "fast-cache": ORIGINAL_FAST, "reference": {1: 8, 32: 64, 64: 64}},
+    "small": {"fast": SMALL_FAST, "fast-cache": SMALL_FAST, "reference": {1: 32, 32: 128, 64: 128}},
 }
 
 
@@ -54,10 +57,13 @@ def load_corpus(path: Path, count: int = 500) -> list[list[str]]:
 
 
 def ensure_model(work_dir: Path, name: str) -> Path:
-    """Random original-format checkpoint of architecture `name`, converted once into `work_dir/name/hf`."""
+    """Random original-format checkpoint of architecture `name`, converted once into `work_dir/name/hf`; a model
+    folder given as `name` is used as it is."""
     from modeling_elmo.convert import convert_checkpoint
     from modeling_elmo.testing_utils import ARCHITECTURES, write_random_original_checkpoint
 
+    if Path(name).is_dir():
+        return Path(name)
     folder = work_dir / name / "hf"
     if not (folder / "config.json").exists():
         options, weights = write_random_original_checkpoint(work_dir / name / "original", ARCHITECTURES[name], seed=0)
@@ -101,6 +107,8 @@ def worker_speed(args: argparse.Namespace) -> dict:
 
     with torch.inference_mode():
         run(load_corpus(args.conll)[-args.batch_size :])  # warm-up, untimed
+        if args.path == "fast-cache":
+            model.enable_word_cache(100_000)  # empty: filled by the timed batches only
         start = time.perf_counter()
         for batch in batches:
             run(batch)
@@ -144,7 +152,8 @@ def _spawn(args: argparse.Namespace, mode: str, model_dir: Path, **options) -> d
     command += ["--threads", str(args.threads)]
     for key, value in options.items():
         command += [f"--{key.replace('_', '-')}", str(value)]
-    result = subprocess.run(command, capture_output=True, text=True)
+    environment = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"} if args.omp_passive else None
+    result = subprocess.run(command, capture_output=True, text=True, env=environment)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     if result.returncode != 0 or not lines:
         print(f"FAILED {mode} {model_dir} {options}:\n{result.stderr[-2000:]}", flush=True)
@@ -157,10 +166,16 @@ def main() -> None:
     parser.add_argument("--conll", type=Path, default=DEFAULT_CONLL, help="CoNLL-2003 dev.txt")
     parser.add_argument("--models", default="small,original")
     parser.add_argument("--batch-sizes", default="1,32,64")
-    parser.add_argument("--paths", default="fast,reference")
+    parser.add_argument("--paths", default="fast,fast-cache,reference", help="fast-cache: with the word cache on")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/elmo-bench"), help="checkpoints are kept here")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--long-sentence-words", type=int, default=2000, help="0 to skip")
+    parser.add_argument(
+        "--omp-passive",
+        action="store_true",
+        help="run the workers with OMP_WAIT_POLICY=PASSIVE: on a CPU shared with other busy processes, spinning "
+        "OpenMP threads otherwise slow every small parallel operation down by orders of magnitude",
+    )
     parser.add_argument("--worker", choices=["speed", "accuracy"], help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--path", default="fast", help=argparse.SUPPRESS)
@@ -176,8 +191,10 @@ def main() -> None:
     sys.path.insert(0, str(REPO))
     corpus = load_corpus(args.conll)
     lengths = list(map(len, corpus))
-    print(f"corpus: {len(corpus)} sentences, {sum(lengths)} words, avg {sum(lengths) / len(lengths):.1f}; "
-          f"threads={args.threads}", flush=True)  # fmt: skip
+    policy = "PASSIVE" if args.omp_passive else os.environ.get("OMP_WAIT_POLICY", "default")
+    average = sum(lengths) / len(lengths)
+    print(f"corpus: {len(corpus)} sentences, {sum(lengths)} words, avg {average:.1f}; threads={args.threads}; "
+          f"OMP_WAIT_POLICY={policy}; load average {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
     rows = []
     for name in args.models.split(","):
         model_dir = ensure_model(args.work_dir, name)
@@ -195,9 +212,12 @@ def main() -> None:
                 print(f"{name:>8} long sentence {result}", flush=True)
         accuracy = _spawn(args, "accuracy", model_dir, sentences=16)
         print(f"{name:>8} accuracy on 16 sentences: {accuracy}", flush=True)
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     print("\n| model | path | batch | tok/s | peak RSS (MiB) | tokens |\n|---|---|---|---|---|---|")
     for name, path, batch, result in rows:
-        print(f"| {name} | {path} | {batch} | {result['tok_s']:,.0f} | {result['peak_rss_mib']:,} | {result['tokens']} |")
+        print(
+            f"| {name} | {path} | {batch} | {result['tok_s']:,.0f} | {result['peak_rss_mib']:,} | {result['tokens']} |"
+        )
 
 
 if __name__ == "__main__":

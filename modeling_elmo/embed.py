@@ -106,8 +106,8 @@ def run(args: argparse.Namespace) -> Path:
         "dtype": args.dtype,
         "shard": [rank, world],
     }
-    store = PartStore(output, manifest, overwrite=args.overwrite)
     tokenizer, model = load_model(args.model, DTYPES[args.dtype], args.device)
+    store = PartStore(output, manifest, overwrite=args.overwrite)
     if args.word_cache:
         model.enable_word_cache(args.word_cache)
     split = (lambda text: [word for word, _, _ in tokenizer.split_words(text)]) if args.raw else None

@@ -144,7 +144,7 @@ def test_errors_are_clear(tmp_path, corpus, converted_fixture, capsys):
     assert _embed(tmp_path / "missing.txt", tmp_path / "out.hdf5", converted_fixture) == 1
     assert "Input file not found" in capsys.readouterr().err
     (tmp_path / "bad.txt").write_bytes(b"fine\n\xff\xfe broken\n")
-    assert _embed(tmp_path / "bad.txt", tmp_path / "out.hdf5", converted_fixture) == 1
+    assert _embed(tmp_path / "bad.txt", tmp_path / "bad.hdf5", converted_fixture) == 1
     assert "line 2 is not UTF-8" in capsys.readouterr().err
     assert _embed(input_path, tmp_path / "out.hdf5", tmp_path / "no-model") == 1
     assert "Cannot load model" in capsys.readouterr().err
