@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Before torch is imported: idle OpenMP threads sleep instead of spinning, which keeps the many small per-step
+# operations of the LSTM fast when other processes share the CPU.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
