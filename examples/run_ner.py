@@ -49,6 +49,9 @@ class ModelArguments:
     tagger_hidden_size: int | None = field(default=None, metadata={"help": "BiLSTM tagger size per direction"})
     classifier_dropout: float | None = field(default=None, metadata={"help": "dropout of the head"})
     scalar_mix_l2_coef: float | None = field(default=None, metadata={"help": "L2 penalty on the scalar-mix weights"})
+    scalar_mix_layer_norm: bool | None = field(
+        default=None, metadata={"help": "layer-normalise biLM layers in the mix"}
+    )
 
 
 @dataclass
@@ -106,6 +109,7 @@ def _load_model(model_args: ModelArguments, label_names: list[str] | None):
             "tagger_hidden_size",
             "classifier_dropout",
             "scalar_mix_l2_coef",
+            "scalar_mix_layer_norm",
         )
         if (value := getattr(model_args, name)) is not None
     }

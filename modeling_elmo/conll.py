@@ -8,6 +8,8 @@ from collections.abc import Mapping
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
+from .tokenization_elmo import ElmoTokenizer
+
 logger = logging.getLogger(__name__)
 
 _TAG = re.compile(r"^(O|[BI]-\S+)$")
@@ -104,11 +106,13 @@ def load_conll(data_files: Mapping[str, str | os.PathLike], label_names: list[st
     return DatasetDict(datasets)
 
 
-def encode_for_elmo(dataset: Dataset, tokenizer, max_length: int | None = None, label_column: str = "ner_tags"):
+def encode_for_elmo(
+    dataset: Dataset, tokenizer: ElmoTokenizer, max_length: int | None = None, label_column: str = "ner_tags"
+) -> Dataset:
     """
     Tokenize `tokens` (pre-split words) to character ids and attach `labels`, one per word, aligned with
     `word_ids()`. Sentences longer than `max_length` words are truncated (labels too) with a warning.
-    Returns a dataset with `input_ids`, `attention_mask`, `labels`.
+    Returns a dataset with `input_ids` (words, max_characters_per_token), `attention_mask` and `labels` (words).
     """
 
     def encode(batch: dict) -> dict:

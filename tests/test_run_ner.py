@@ -22,7 +22,7 @@ def _slice(source: Path, target: Path, sentences: int) -> Path:
 @pytest.fixture(scope="module")
 def trained(converted_fixture, conll_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("run_ner")
-    train = _slice(conll_dir / "train.txt", folder / "train.txt", 160)
+    train = _slice(conll_dir / "train.txt", folder / "train.txt", 48)
     output = folder / "out"
     results = run_ner.main(
         [
@@ -34,18 +34,19 @@ def trained(converted_fixture, conll_dir, tmp_path_factory):
             "--classifier_head=bilstm",
             "--use_crf=True",
             "--tagger_hidden_size=32",
+            "--scalar_mix_layer_norm=True",
             "--classifier_dropout=0.0",
             "--elmo_cache=True",
             f"--elmo_cache_dir={folder / 'cache'}",
-            "--num_train_epochs=6",
-            "--learning_rate=0.02",
-            "--per_device_train_batch_size=16",
+            "--num_train_epochs=12",
+            "--learning_rate=0.03",
+            "--per_device_train_batch_size=8",
             "--eval_strategy=epoch",
             "--save_strategy=epoch",
             "--save_total_limit=1",
             "--load_best_model_at_end=True",
             "--metric_for_best_model=f1",
-            "--logging_steps=5",
+            "--logging_steps=6",
             "--report_to=none",
             "--use_cpu=True",
             "--seed=0",
@@ -59,8 +60,8 @@ def test_loss_falls_and_f1_rises(trained):
     history = json.loads((output / "trainer_state.json").read_text())["log_history"]
     losses = [entry["loss"] for entry in history if "loss" in entry]
     f1s = [entry["eval_f1"] for entry in history if "eval_f1" in entry]
-    assert len(f1s) == 6 and losses[-1] < 0.5 * losses[0]
-    assert max(f1s) > f1s[0] and max(f1s) > 0.3
+    assert len(f1s) == 12 and losses[-1] < 0.5 * losses[0]
+    assert max(f1s) > f1s[0] + 0.1
     assert results["dev"]["dev_f1"] == pytest.approx(max(f1s))  # the best checkpoint was kept
 
 
