@@ -9,11 +9,13 @@ Extra arguments after the known ones are passed to run_ner.py (they override the
 """
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-import torch
-from torch import nn
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle threads sleep (see README, Speed)
+
+import torch  # noqa: E402
 
 from modeling_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
 from modeling_elmo.convert import convert_checkpoint
@@ -69,27 +71,6 @@ SETUPS = {
 }
 
 
-def bilm_tf_init(model: ElmoModel) -> None:
-    """
-    Re-initialise the character side as bilm-tf does when training from scratch: char embeddings U(-1, 1), filters
-    U(-0.05, 0.05), highway and projection N(0, 1/fan_in). The generic `initializer_range=0.02` of Transformers
-    shrinks every char-CNN stage, so the biLM's outputs start ~1e-4 in size and training stalls.
-    """
-    encoder = model.char_encoder
-    with torch.no_grad():
-        nn.init.uniform_(encoder.char_embeddings.weight, -1.0, 1.0)
-        encoder.char_embeddings.weight[0].zero_()
-        for convolution in encoder.convolutions:
-            nn.init.uniform_(convolution.weight, -0.05, 0.05)
-            nn.init.zeros_(convolution.bias)
-        for layer in [*(h.carry for h in encoder.highways), *(h.transform for h in encoder.highways)]:
-            nn.init.normal_(layer.weight, std=layer.in_features**-0.5)
-        for highway in encoder.highways:
-            nn.init.zeros_(highway.transform.bias)
-        nn.init.normal_(encoder.projection.weight, std=encoder.projection.in_features**-0.5)
-        nn.init.zeros_(encoder.projection.bias)
-
-
 def prepare_model(setup: str, folder: Path) -> Path:
     """Write the starting model folder: the converted fixture biLM, or a randomly initialised small ELMo."""
     if setup == "fixture":
@@ -97,7 +78,6 @@ def prepare_model(setup: str, folder: Path) -> Path:
     else:
         torch.manual_seed(0)
         model = ElmoModel(ElmoConfig(**SMALL_ELMO))
-        bilm_tf_init(model)
         model.save_pretrained(folder)
         ElmoTokenizer().save_pretrained(folder)
     return folder

@@ -415,8 +415,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
-        # bilm-tf's initialisers: fan-in scaled normals and U(-1, 1) characters. (With the generic std of 0.02 a
-        # randomly initialised ELMo starts with token embeddings of ~1e-4 and trains slowly.)
+        # Close to bilm-tf's initialisers: fan-in scaled normals and U(-1, 1) characters. (With the generic std of
+        # 0.02 a randomly initialised ELMo starts with token embeddings of ~1e-4 and trains very slowly.)
         if isinstance(module, (nn.Linear, nn.Conv1d)):
             init.normal_(module.weight, std=module.weight[0].numel() ** -0.5)
             if isinstance(module, ElmoHighwayGate):

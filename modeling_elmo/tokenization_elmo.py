@@ -212,22 +212,21 @@ class ElmoBatchEncoding(BatchEncoding):
         return self
 
     def _words_present(self, batch_index: int) -> list[bool]:
-        mask = self.data.get("attention_mask")
-        if mask is not None:
-            mask = to_py_obj(mask)
-            batched = len(mask) > 0 and isinstance(mask[0], (list, tuple))
-            example = mask[batch_index] if batched else mask
-            present = [bool(m) for m in example]
+        """Which positions of example `batch_index` hold a word (only that example is converted to Python)."""
+        key = "attention_mask" if self.data.get("attention_mask") is not None else "input_ids"
+        if key not in self.data:
+            raise ValueError("word_ids() needs `input_ids` or `attention_mask` in the encoding.")
+        value = self.data[key]
+        if hasattr(value, "ndim"):  # tensor or array
+            batched = value.ndim == (2 if key == "attention_mask" else 3)
+        elif key == "attention_mask":
+            batched = len(value) > 0 and isinstance(value[0], (list, tuple))
         else:
-            if "input_ids" not in self.data:
-                raise ValueError("word_ids() needs `input_ids` or `attention_mask` in the encoding.")
-            ids = to_py_obj(self.data["input_ids"])
-            batched = _is_batch_of_examples(ids)
-            example = ids[batch_index] if batched else ids
-            present = [any(row) for row in example]
+            batched = _is_batch_of_examples(value)
         if not batched and batch_index != 0:
             raise IndexError(f"batch_index {batch_index} is out of range: this encoding holds a single example.")
-        return present
+        example = to_py_obj(value[batch_index] if batched else value)
+        return [bool(item) if key == "attention_mask" else any(item) for item in example]
 
     def word_ids(self, batch_index: int = 0) -> list[int | None]:
         """Word index of every position of example `batch_index`: `[0, 1, ..., n - 1]` plus `None` for padding."""
