@@ -33,6 +33,7 @@ from transformers import (
 import modeling_elmo  # noqa: F401  (registers the Auto classes)
 from modeling_elmo.activation_cache import ElmoActivationCache
 from modeling_elmo.conll import encode_for_elmo, load_conll
+from modeling_elmo.model_card import render_ner_model_card
 from modeling_elmo.ner_metrics import build_compute_metrics, decode_tags
 
 logger = logging.getLogger("run_ner")
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
             dataset = dataset.select(range(min(limits[split], len(dataset))))
         encoded[split] = encode_for_elmo(dataset, tokenizer, max_length=data_args.max_length)
 
-    trainer = Trainer(
+    trainer = ElmoNerTrainer(
         model=model,
         args=training_args,
         train_dataset=encoded.get("train"),
@@ -185,9 +186,37 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     if trainer.is_world_process_zero():
         for name, metrics in results.items():
             (output_dir / f"{name}_results.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+    if trainer.is_world_process_zero() and {"dev", "test"} <= results.keys():
+        card = render_ner_model_card(
+            trainer.model,
+            base_model=model_args.model_name_or_path,
+            dev_scores=_entity_scores(results["dev"], "dev"),
+            test_scores=_entity_scores(results["test"], "test"),
+            repo_id=training_args.hub_model_id,
+            training={
+                "epochs": training_args.num_train_epochs,
+                "learning rate": training_args.learning_rate,
+                "batch size": training_args.per_device_train_batch_size,
+            },
+        )
+        (output_dir / "README.md").write_text(card, encoding="utf-8")
     if training_args.push_to_hub:
         trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="token-classification")
     return results
+
+
+class ElmoNerTrainer(Trainer):
+    """`Trainer` whose `push_to_hub` keeps the ELMo NER card written by `main` (scores, learned scalar-mix
+    weights) instead of replacing it with the generic auto-generated one."""
+
+    def create_model_card(self, **kwargs) -> None:
+        if not (Path(self.args.output_dir) / "README.md").is_file():
+            super().create_model_card(**kwargs)
+
+
+def _entity_scores(metrics: dict[str, float], prefix: str) -> dict[str, float]:
+    """Micro precision / recall / F1 from the Trainer's `{prefix}_f1`-style metrics."""
+    return {name: metrics[f"{prefix}_{name}"] for name in ("precision", "recall", "f1")}
 
 
 def _labels_if_fine_tuned(model_name_or_path: str) -> list[str] | None:

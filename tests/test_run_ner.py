@@ -73,6 +73,8 @@ def test_reports_cache_and_reload(trained):
     assert {"test_f1", "test_precision", "test_recall", "test_PER_f1"} <= set(test)
     assert results["train"]["train_words_per_second"] > 0
     assert len(list((folder / "cache").glob("*.safetensors"))) == 1
+    card = (output / "README.md").read_text()
+    assert f"{test['test_f1']:.4f}" in card and "pipeline_tag: token-classification" in card
 
     model = AutoModelForTokenClassification.from_pretrained(output)
     assert model.config.use_crf and model.config.id2label[0] == "O"
