@@ -272,26 +272,22 @@ class ElmoLstmLayer(nn.Module):
     ) -> tuple[torch.Tensor, LstmState]:
         hidden, cell = initial_state
         outputs, final_hidden, final_cell = [], [], []
-        offset = 0
-        for size in batch_sizes:
+        # one split instead of a slice per step: a slice's backward would zero-fill the whole packed tensor each step
+        steps = (input_gates if reference is None else reference[0]).split(batch_sizes, dim=1)
+        for size, step_values in zip(batch_sizes, steps, strict=True):
             if size < hidden.shape[1]:  # rows `size:` ended at the previous step: their state is final
                 final_hidden.append(hidden[:, size:])
                 final_cell.append(cell[:, size:])
                 hidden, cell = hidden[:, :size], cell[:, :size]
             if reference is None:  # the bias goes last, as in the reference
-                gates = torch.baddbmm(input_gates[:, offset : offset + size], hidden, self.weight_hh)
-                gates = gates + self.bias.unsqueeze(1)
+                gates = torch.baddbmm(step_values, hidden, self.weight_hh) + self.bias.unsqueeze(1)
             else:
-                inputs, weight = reference
+                weight = reference[1]
                 gates = torch.stack(
-                    [
-                        torch.cat([inputs[d, offset : offset + size], hidden[d]], dim=-1) @ weight[d] + self.bias[d]
-                        for d in range(2)
-                    ]
+                    [torch.cat([step_values[d], hidden[d]], dim=-1) @ weight[d] + self.bias[d] for d in range(2)]
                 )
             hidden, cell = self._cell(gates, cell)
             outputs.append(hidden)
-            offset += size
         final_hidden.append(hidden)
         final_cell.append(cell)
         final_state = (torch.cat(final_hidden[::-1], dim=1), torch.cat(final_cell[::-1], dim=1))
