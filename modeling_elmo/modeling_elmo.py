@@ -211,6 +211,9 @@ class ElmoLstmLayer(nn.Module):
         hidden, cell = initial_state[0], initial_state[1].clone()  # the prefix `cell[:, :size]` is updated in place
         outputs = inputs.new_empty(2, inputs.shape[1], self.weight_proj.shape[-1])
         scratch = (cell.new_empty(cell.numel()), outputs.new_empty(2 * cell.shape[1] * outputs.shape[-1]))
+        # `baddbmm_` into a slice of the gate block would run one direction at a time: the recurrent products go to
+        # a contiguous buffer instead, both directions in one batched call
+        recurrent_scratch = inputs.new_empty(2 * batch_sizes[0] * self.weight_hh.shape[-1])
         offsets = list(itertools.accumulate(batch_sizes, initial=0))
         bias = self.bias.unsqueeze(1)  # added last, as in the reference's `[x; h] @ W + b`
         step = 0
@@ -222,9 +225,11 @@ class ElmoLstmLayer(nn.Module):
             for time in range(step, end):
                 size = batch_sizes[time]
                 gates = gates_block[:, offsets[time] - offsets[step] : offsets[time + 1] - offsets[step]]
-                gates.baddbmm_(hidden[:, :size], self.weight_hh).add_(bias)
-                hidden = outputs[:, offsets[time] : offsets[time + 1]]
-                hidden.copy_(self._cell_in_place(gates, cell[:, :size], scratch))
+                recurrent = recurrent_scratch[: gates.numel()].view(gates.shape)
+                torch.bmm(hidden[:, :size], self.weight_hh, out=recurrent)
+                gates.add_(recurrent).add_(bias)
+                hidden = self._cell_in_place(gates, cell[:, :size], scratch)  # a view of `scratch`, read next step
+                outputs[:, offsets[time] : offsets[time + 1]].copy_(hidden)
             step = end
         lengths = torch.tensor(batch_sizes).unsqueeze(1) > torch.arange(batch_sizes[0])  # (time, batch) active
         last_step = lengths.sum(dim=0) - 1
