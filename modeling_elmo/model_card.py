@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 import jinja2
 import torch
 from huggingface_hub import EvalResult, ModelCardData
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 
 from .configuration_elmo import ElmoConfig
 from .modeling_elmo import ElmoPreTrainedModel, ElmoScalarMix
@@ -147,7 +149,8 @@ def render_ner_model_card(
     """Card of a fine-tuned ELMo tagger (`ElmoForTokenClassification`).
 
     `dev_scores` / `test_scores`: metric name -> value, e.g. `{"precision": .., "recall": .., "f1": ..}` (seqeval,
-    entity level); `base_model`: the Hub id of the biLM it was fine-tuned from; `training`: optional hyperparameters
+    entity level); `base_model`: the Hub id (or local folder, then left out of the metadata) of the biLM it was
+    fine-tuned from; `training`: optional hyperparameters
     shown as a table. The learned scalar-mix weights are read from `model`.
     """
     if not dev_scores or not test_scores:
@@ -156,6 +159,7 @@ def render_ner_model_card(
     if not mixes:
         raise ModelCardError(f"{type(model).__name__} has no scalar mix; is it an ElmoForTokenClassification?")
     config = model.config
+    base_model_on_hub = _is_repo_id(base_model)
     card_data = ModelCardData(
         language="en",
         license=ORIGINAL_LICENSE,
@@ -163,7 +167,7 @@ def render_ner_model_card(
         pipeline_tag="token-classification",
         tags=["elmo", "token-classification", "ner"],
         datasets=[dataset],
-        base_model=base_model,
+        base_model=base_model if base_model_on_hub else None,
         model_name=repo_id or "elmo-ner",
         eval_results=_eval_results(dev_scores, "validation", dataset, dataset_name)
         + _eval_results(test_scores, "test", dataset, dataset_name),
@@ -173,6 +177,7 @@ def render_ner_model_card(
         card_data,
         repo_id=repo_id or LOCAL_FOLDER,
         base_model=base_model,
+        base_model_on_hub=base_model_on_hub,
         dataset_name=dataset_name,
         labels=[config.id2label[index] for index in range(config.num_labels)],
         head="BiLSTM tagger" if config.classifier_head == "bilstm" else "linear layer",
@@ -187,6 +192,15 @@ def render_ner_model_card(
         training=dict(training or {}),
         **architecture_fields(config),
     )
+
+
+def _is_repo_id(name: str) -> bool:
+    """Whether `name` can be a Hub repo id (a local path such as /tmp/start-model cannot)."""
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
 
 
 __all__ = ["ModelCardError", "learned_scalar_mixes", "render_base_model_card", "render_card", "render_ner_model_card"]

@@ -75,6 +75,7 @@ def test_reports_cache_and_reload(trained):
     assert len(list((folder / "cache").glob("*.safetensors"))) == 1
     card = (output / "README.md").read_text()
     assert f"{test['test_f1']:.4f}" in card and "pipeline_tag: token-classification" in card
+    assert "base_model:" not in card  # the biLM was a local folder, not a Hub repo id
 
     model = AutoModelForTokenClassification.from_pretrained(output)
     assert model.config.use_crf and model.config.id2label[0] == "O"
