@@ -500,21 +500,16 @@ class ElmoTokenizer(PythonBackend):
         if return_length:
             batch["length"] = [len(ex) for ex in examples]
 
-        batch = self._pad_batch(
+        return self._padded_encoding(
             batch,
+            is_batched,
+            return_tensors,
+            prepend_batch_axis=not is_batched and return_tensors is not None,
             padding_strategy=padding_strategy,
             max_length=max_length,
             pad_to_multiple_of=pad_to_multiple_of,
             padding_side=padding_side,
             return_attention_mask=return_attention_mask,
-        )
-        if not is_batched:
-            batch = {key: value[0] for key, value in batch.items()}
-        return ElmoBatchEncoding(
-            batch,
-            tensor_type=return_tensors,
-            prepend_batch_axis=not is_batched and return_tensors is not None,
-            max_characters_per_token=self.max_characters_per_token,
         )
 
     # ---- padding ----------------------------------------------------------------------------------------------------
@@ -576,18 +571,35 @@ class ElmoTokenizer(PythonBackend):
         )
         if not is_batched:
             data = {key: [value] for key, value in data.items()}
-        data = self._pad_batch(
+        return self._padded_encoding(
             data,
+            is_batched,
+            return_tensors,
+            prepend_batch_axis=False,
             padding_strategy=padding_strategy,
             max_length=max_length,
             pad_to_multiple_of=pad_to_multiple_of,
             padding_side=padding_side,
             return_attention_mask=return_attention_mask,
         )
+
+    def _padded_encoding(
+        self,
+        batch: dict[str, list],
+        is_batched: bool,
+        return_tensors: str | TensorType | None,
+        prepend_batch_axis: bool,
+        **padding: Any,
+    ) -> "ElmoBatchEncoding":
+        """Pad `batch` (lists of examples) with `_pad_batch(**padding)`, unwrap a single example, wrap the result."""
+        batch = self._pad_batch(batch, **padding)
         if not is_batched:
-            data = {key: value[0] for key, value in data.items()}
+            batch = {key: value[0] for key, value in batch.items()}
         return ElmoBatchEncoding(
-            data, tensor_type=return_tensors, max_characters_per_token=self.max_characters_per_token
+            batch,
+            tensor_type=return_tensors,
+            prepend_batch_axis=prepend_batch_axis,
+            max_characters_per_token=self.max_characters_per_token,
         )
 
     def _pad_batch(
