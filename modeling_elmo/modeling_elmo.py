@@ -13,6 +13,7 @@ from transformers.utils.generic import can_return_tuple
 
 from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
+from .cpu_linear import Linear, make_linear
 from .crf import LinearChainCrf, bio_constraints
 from .word_embedding_store import WordEmbeddingStore, word_keys
 
@@ -168,6 +169,12 @@ class ElmoLstmLayer(nn.Module):
         self.weight_proj = nn.Parameter(torch.empty(2, cell_size, proj_size))
         self.cell_clip = config.cell_clip
         self.proj_clip = config.proj_clip
+        self._linears: tuple[tuple, list[tuple[Linear, Linear, Linear]]] | None = None  # see `_inference_linears`
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state["_linears"] = None  # packed weights are rebuilt on demand (and cannot be pickled)
+        return state
 
     def _cell(self, gates: torch.Tensor, cell: torch.Tensor) -> LstmState:
         """`gates` (2, n, 4 * cell_size), `cell` (2, n, cell_size) -> new (hidden (2, n, proj), cell)."""
@@ -207,59 +214,76 @@ class ElmoLstmLayer(nn.Module):
     def _forward_in_place(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
     ) -> tuple[torch.Tensor, LstmState]:
-        """Inference recurrence of `forward` (same arguments and results) without per-step allocations."""
-        hidden, cell = initial_state[0], initial_state[1].clone()  # the prefix `cell[:, :size]` is updated in place
+        """Inference recurrence of `forward` (same arguments and results), one direction after the other."""
         outputs = inputs.new_empty(2, inputs.shape[1], self.weight_proj.shape[-1])
-        scratch = (cell.new_empty(cell.numel()), outputs.new_empty(2 * cell.shape[1] * outputs.shape[-1]))
-        # `baddbmm_` into a slice of the gate block would run one direction at a time: the recurrent products go to
-        # a contiguous buffer instead, both directions in one batched call
-        recurrent_scratch = inputs.new_empty(2 * batch_sizes[0] * self.weight_hh.shape[-1])
+        cell = initial_state[1].clone()  # updated in place, row prefixes as rows end
         offsets = list(itertools.accumulate(batch_sizes, initial=0))
-        bias = self.bias.unsqueeze(1)  # added last, as in the reference's `[x; h] @ W + b`
-        step = 0
-        while step < len(batch_sizes):
-            end = step + 1  # steps [step, end) share one input-to-gate GEMM
-            while end < len(batch_sizes) and offsets[end + 1] - offsets[step] <= self.INPUT_GATE_BLOCK_ROWS:
-                end += 1
-            gates_block = torch.bmm(inputs[:, offsets[step] : offsets[end]], self.weight_ih)
-            for time in range(step, end):
-                size = batch_sizes[time]
-                gates = gates_block[:, offsets[time] - offsets[step] : offsets[time + 1] - offsets[step]]
-                recurrent = recurrent_scratch[: gates.numel()].view(gates.shape)
-                torch.bmm(hidden[:, :size], self.weight_hh, out=recurrent)
-                gates.add_(recurrent).add_(bias)
-                hidden = self._cell_in_place(gates, cell[:, :size], scratch)  # a view of `scratch`, read next step
-                outputs[:, offsets[time] : offsets[time + 1]].copy_(hidden)
-            step = end
+        for direction, linears in enumerate(self._inference_linears()):
+            self._recur_in_place(linears, inputs[direction], offsets, initial_state[0][direction], cell[direction],
+                                 outputs[direction])  # fmt: skip
         lengths = torch.tensor(batch_sizes).unsqueeze(1) > torch.arange(batch_sizes[0])  # (time, batch) active
         last_step = lengths.sum(dim=0) - 1
         last_index = torch.tensor(offsets[:-1])[last_step] + torch.arange(batch_sizes[0])
         return outputs, (outputs[:, last_index.to(outputs.device)], cell)
 
-    def _cell_in_place(
-        self, gates: torch.Tensor, cell: torch.Tensor, scratch: tuple[torch.Tensor, torch.Tensor]
-    ) -> torch.Tensor:
+    def _inference_linears(self) -> list[tuple[Linear, Linear, Linear]]:
         """
-        `_cell` without allocations: `gates` (2, n, 4 * cell_size) is overwritten by the activated gates and `cell`
-        (2, n, cell_size) updated; returns the new hidden state (2, n, proj_size), a view of `scratch` (two flat
-        buffers, of at least 2 * n * cell_size and 2 * n * proj_size elements). The matrix product works on
-        contiguous buffers: `bmm` into a strided `out=` takes another, less accurate kernel.
+        Per direction the input-to-gate (bias included), recurrent and projection products of the inference path
+        (`make_linear`: packed oneDNN weights on x86 CPUs in float32), rebuilt when a parameter changes.
         """
-        cell_size, num_rows = cell.shape[-1], cell.shape[1]
-        projected = scratch[0][: 2 * num_rows * cell_size].view(2, num_rows, cell_size)
-        hidden = scratch[1][: 2 * num_rows * self.weight_proj.shape[-1]].view(2, num_rows, -1)
-        gates[..., :cell_size].sigmoid_()
-        gates[..., cell_size : 2 * cell_size].tanh_()
-        gates[..., 2 * cell_size :].sigmoid_()  # forget and output gates are adjacent: one call
-        input_gate, new_input, forget_gate, output_gate = gates.chunk(4, dim=-1)
-        cell.mul_(forget_gate).addcmul_(input_gate, new_input)
-        if self.cell_clip:
-            cell.clamp_(-self.cell_clip, self.cell_clip)
-        torch.tanh(cell, out=projected).mul_(output_gate)
-        torch.bmm(projected, self.weight_proj, out=hidden)
-        if self.proj_clip:
-            hidden.clamp_(-self.proj_clip, self.proj_clip)
-        return hidden
+        key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in self.parameters())
+        if self._linears is None or self._linears[0] != key:
+            self._linears = None  # free the old packed weights before packing new ones
+            linears = [
+                (
+                    make_linear(self.weight_ih[direction], self.bias[direction]),
+                    make_linear(self.weight_hh[direction], pack_rows=64),
+                    make_linear(self.weight_proj[direction], pack_rows=64),
+                )
+                for direction in range(2)
+            ]
+            self._linears = (key, linears)
+        return self._linears[1]
+
+    def _recur_in_place(
+        self,
+        linears: tuple[Linear, Linear, Linear],
+        inputs: torch.Tensor,
+        offsets: list[int],
+        hidden: torch.Tensor,
+        cell: torch.Tensor,
+        outputs: torch.Tensor,
+    ) -> None:
+        """
+        One direction of the inference recurrence: `inputs` (num_packed, input_size), initial `hidden` (batch,
+        proj_size), `cell` (batch, cell_size) updated in place, `outputs` (num_packed, proj_size) written. The
+        input-to-gate products are computed a block of time steps at a time (`INPUT_GATE_BLOCK_ROWS`), so memory stays
+        bounded on long inputs.
+        """
+        input_to_gates, recurrent, projection = linears
+        num_steps, cell_size = len(offsets) - 1, cell.shape[-1]
+        step = 0
+        while step < num_steps:
+            end = step + 1  # steps [step, end) share one input-to-gate product
+            while end < num_steps and offsets[end + 1] - offsets[step] <= self.INPUT_GATE_BLOCK_ROWS:
+                end += 1
+            gates_block = input_to_gates(inputs[offsets[step] : offsets[end]])  # (rows, 4 * cell_size)
+            for time in range(step, end):
+                size = offsets[time + 1] - offsets[time]
+                gates = gates_block[offsets[time] - offsets[step] : offsets[time + 1] - offsets[step]]
+                gates.add_(recurrent(hidden[:size]))
+                gates[:, :cell_size].sigmoid_()
+                gates[:, cell_size : 2 * cell_size].tanh_()
+                gates[:, 2 * cell_size :].sigmoid_()  # forget and output gates are adjacent: one call
+                input_gate, new_input, forget_gate, output_gate = gates.chunk(4, dim=-1)
+                step_cell = cell[:size].mul_(forget_gate).addcmul_(input_gate, new_input)
+                if self.cell_clip:
+                    step_cell.clamp_(-self.cell_clip, self.cell_clip)
+                hidden = outputs[offsets[time] : offsets[time + 1]]
+                hidden.copy_(projection(torch.tanh(step_cell).mul_(output_gate)))
+                if self.proj_clip:
+                    hidden.clamp_(-self.proj_clip, self.proj_clip)
+            step = end
 
     def forward_reference(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
