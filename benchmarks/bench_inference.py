@@ -9,8 +9,8 @@ layers (`output_hidden_states=True`) under `torch.inference_mode()`. Paths: `fas
 
 Corpus: as the AllenNLP peer benchmark (../shared/peers/bench_allennlp.py): the first 500 sentences with >= 11 words of
 CoNLL-2003 dev.txt, shuffled with random.Random(0) (24.5 words on average); a setting uses the first N of them.
-Also measured: a single 2,000-word sentence (batch 1, fast path), the max abs difference between the paths, and the
-max abs error of bfloat16 against float32.
+Also measured: a single 2,000-word sentence (batch 1, fast path), the max abs difference between the paths and of each
+against the reference path run in float64, and the max abs error of bfloat16 against float32.
 
     python benchmarks/bench_inference.py [--conll ../shared/data/conll2003/dev.txt] [--models small,original]
         [--batch-sizes 1,32,64] [--work-dir /tmp/elmo-bench] [--threads 2]
@@ -124,24 +124,31 @@ def worker_speed(args: argparse.Namespace) -> dict:
 
 
 def worker_accuracy(args: argparse.Namespace) -> dict:
-    """Max abs difference fast vs reference path (float32), and bfloat16 vs float32 (fast path)."""
+    """
+    Max abs differences of all layers: fast vs reference path in float32, both against the reference path computed in
+    float64 (the exact values up to float64 rounding), and bfloat16 (fast path) vs float32.
+    """
     import torch
 
     tokenizer, model = _load(args.model_dir, args.threads)
     sentences = load_corpus(args.conll)[: args.sentences]
     encoded = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+
+    def layers(reference: bool, dtype: torch.dtype) -> tuple:
+        model.to(dtype).bilm.use_reference_implementation = reference
+        return model(**encoded, output_hidden_states=True).hidden_states
+
     with torch.inference_mode():
-        fast = model(**encoded, output_hidden_states=True).hidden_states
-        model.bilm.use_reference_implementation = True
-        reference = model(**encoded, output_hidden_states=True).hidden_states
-        model.bilm.use_reference_implementation = False
-        low = model.to(torch.bfloat16)(**encoded, output_hidden_states=True).hidden_states
+        fast, reference = layers(False, torch.float32), layers(True, torch.float32)
+        exact, low = layers(True, torch.float64), layers(False, torch.bfloat16)
 
     def difference(left, right) -> float:
-        return max(float((a.float() - b.float()).abs().max()) for a, b in zip(left, right, strict=True))
+        return max(float((a.double() - b.double()).abs().max()) for a, b in zip(left, right, strict=True))
 
     return {
         "fast_vs_reference": difference(fast, reference),
+        "fast_vs_float64_reference": difference(fast, exact),
+        "reference_vs_float64_reference": difference(reference, exact),
         "bf16_vs_fp32": difference(low, fast),
         "max_abs_value": max(float(layer.abs().max()) for layer in fast),
     }

@@ -13,7 +13,7 @@ from transformers.utils.generic import can_return_tuple
 
 from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
-from .cpu_linear import Linear, make_linear
+from .cpu_linear import Linear, make_linear, onednn_linear_applies
 from .crf import LinearChainCrf, bio_constraints
 from .word_embedding_store import WordEmbeddingStore, word_keys
 
@@ -229,9 +229,13 @@ class ElmoLstmLayer(nn.Module):
     def _inference_linears(self) -> list[tuple[Linear, Linear, Linear]]:
         """
         Per direction the input-to-gate (bias included), recurrent and projection products of the inference path
-        (`make_linear`: packed oneDNN weights on x86 CPUs in float32), rebuilt when a parameter changes.
+        (`make_linear`: packed oneDNN weights on x86 CPUs in float32), rebuilt when a parameter or the backend
+        changes.
         """
-        key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in self.parameters())
+        key = (
+            *((p.data_ptr(), p._version, p.dtype, p.device) for p in self.parameters()),
+            onednn_linear_applies(self.weight_hh),
+        )
         if self._linears is None or self._linears[0] != key:
             self._linears = None  # free the old packed weights before packing new ones
             linears = [

@@ -1,12 +1,16 @@
-"""The fast inference paths of ElmoModel against the straightforward ones: in-place recurrence and differentiable
-fast path vs the per-step TF-formulation reference, the char CNN once per distinct word vs per word, the word cache,
-and precomputed token-embedding tables."""
+"""The fast inference paths of ElmoModel against the straightforward ones: in-place recurrence (oneDNN products on x86
+CPUs, torch.mm elsewhere) and differentiable fast path vs the per-step TF-formulation reference (in float32 and
+float64), the char CNN once per distinct word vs per word, the word cache, and precomputed token-embedding tables."""
+
+import copy
+import pickle
 
 import pytest
 import torch
 
 from modeling_elmo import ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
+from modeling_elmo.cpu_linear import onednn_linear_applies
 from modeling_elmo.modeling_elmo import ElmoCharacterEncoder, ElmoLstmLayer
 from modeling_elmo.original_checkpoint import load_original_checkpoint
 from modeling_elmo.testing_utils import ARCHITECTURES
@@ -73,6 +77,46 @@ def test_fast_paths_match_reference(random_checkpoint, monkeypatch, architecture
     reference = _layers(model, ids, reference=True)
     assert _max_difference(reference, _layers(model, ids, reference=False)) <= TOLERANCE
     assert _max_difference(reference, _layers(model, ids, reference=False, grad=True)) <= TOLERANCE
+
+
+@pytest.mark.parametrize("onednn", [True, False], ids=["onednn", "torch-mm"])
+def test_fast_path_matches_float64_reference(random_checkpoint, monkeypatch, onednn):
+    """
+    Wider LSTM products (512 inputs, 2048 cells): the float32 rounding of the paths shows, so they are held to the
+    exact values (the reference path in float64). MKL's float32 products (torch.mm on CPUs) are the less accurate
+    ones here: the float32 reference path itself is 1.06e-6 off, so the torch.mm path gets the float32 bound of 2e-6.
+    """
+    monkeypatch.setattr(torch.backends.mkldnn, "enabled", onednn)
+    model = _model(random_checkpoint, seed=10, dim=2048, projection_dim=512, n_highway=1, filters=[[1, 32], [3, 64]])
+    if onednn and not onednn_linear_applies(model.bilm.layers[0].weight_hh.detach()):
+        pytest.skip("oneDNN's linear is used on x86 CPUs only")
+    ids = _char_ids(_sentences(seed=11, count=6, max_words=20))
+    with torch.no_grad():
+        assert onednn_linear_applies(model.bilm.layers[0].weight_hh) == onednn
+        fast = tuple(layer.double() for layer in _layers(model, ids, reference=False))
+    exact = _layers(copy.deepcopy(model).double(), ids, reference=True)
+    assert _max_difference(fast, exact) <= (TOLERANCE if onednn else 2e-6)
+
+
+def test_packed_inference_weights_follow_parameter_changes(random_checkpoint):
+    model = _model(random_checkpoint, seed=12)
+    ids = _char_ids(_sentences(seed=13, count=4, max_words=12))
+    with torch.no_grad():
+        before = _layers(model, ids, reference=False)
+        for layer in model.bilm.layers:  # an optimizer step or a load_state_dict would do the same
+            layer.weight_hh.mul_(1.5)
+            layer.weight_proj.add_(0.01)
+        after = _layers(model, ids, reference=False)
+    assert _max_difference(before, after) > 1e-3
+    assert _max_difference(_layers(model, ids, reference=True), after) <= TOLERANCE
+
+
+def test_model_can_be_copied_and_pickled_after_inference(random_checkpoint):
+    model = _model(random_checkpoint, seed=14)
+    ids = _char_ids(_sentences(seed=15, count=3, max_words=10))
+    expected = _layers(model, ids, reference=False)  # builds the packed weights
+    for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        assert _max_difference(_layers(clone, ids, reference=False), expected) == 0
 
 
 def test_clipping_is_active_in_the_clipped_case(random_checkpoint):
