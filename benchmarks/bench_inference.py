@@ -4,7 +4,9 @@ Builds random-weight checkpoints of the real 'small' (LSTM 1024/128, 1 highway) 
 2 highways) shapes in the original HDF5 layout, converts them with `convert_checkpoint`, then runs every setting
 (model x path x batch size) in a fresh process (so peak RSS is per setting, weights loading included), with
 `--threads` threads, an untimed warm-up batch and the sentences in corpus order. Timed: tokenizer + forward with all
-layers (`output_hidden_states=True`) under `torch.inference_mode()`. Paths: `fast` (default model), `fast-cache`
+layers (`output_hidden_states=True`) under `torch.inference_mode()`, `--repeats` passes over the setting's sentences;
+the median pass is reported, with the range of the passes (the machine's memory bandwidth is shared, so single passes
+vary). Paths: `fast` (default model), `fast-cache`
 (`model.enable_word_cache()`, empty when the timing starts), `reference` (`bilm.use_reference_implementation`).
 
 Corpus: as the AllenNLP peer benchmark (../shared/peers/bench_allennlp.py): the first 500 sentences with >= 11 words of
@@ -13,7 +15,7 @@ Also measured: a single 2,000-word sentence (batch 1, fast path), the max abs di
 against the reference path run in float64, and the max abs error of bfloat16 against float32.
 
     python benchmarks/bench_inference.py [--conll ../shared/data/conll2003/dev.txt] [--models small,original]
-        [--batch-sizes 1,32,64] [--work-dir /tmp/elmo-bench] [--threads 2]
+        [--batch-sizes 1,32,64] [--work-dir /tmp/elmo-bench] [--threads 2] [--repeats 3]
 """
 
 import argparse
@@ -21,6 +23,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -105,19 +108,23 @@ def worker_speed(args: argparse.Namespace) -> dict:
         encoded = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
         model(**encoded, output_hidden_states=True)
 
+    passes = []
     with torch.inference_mode():
         run(load_corpus(args.conll)[-args.batch_size :])  # warm-up, untimed
-        if args.path == "fast-cache":
-            model.enable_word_cache(100_000)  # empty: filled by the timed batches only
-        start = time.perf_counter()
-        for batch in batches:
-            run(batch)
-        seconds = time.perf_counter() - start
+        for _ in range(args.repeats):
+            if args.path == "fast-cache":
+                model.enable_word_cache(100_000)  # a new, empty cache: filled by the timed batches only
+            start = time.perf_counter()
+            for batch in batches:
+                run(batch)
+            passes.append(time.perf_counter() - start)
     tokens = sum(map(len, sentences))
+    seconds = statistics.median(passes)
     return {
         "tokens": tokens,
         "seconds": round(seconds, 2),
         "tok_s": round(tokens / seconds, 1),
+        "tok_s_range": [round(tokens / max(passes)), round(tokens / min(passes))],
         "peak_rss_mib": round(_peak_rss_mib()),
         "rss_after_load_mib": round(rss_after_load),
     }
@@ -156,7 +163,7 @@ def worker_accuracy(args: argparse.Namespace) -> dict:
 
 def _spawn(args: argparse.Namespace, mode: str, model_dir: Path, **options) -> dict | None:
     command = [sys.executable, __file__, "--worker", mode, "--model-dir", str(model_dir), "--conll", str(args.conll)]
-    command += ["--threads", str(args.threads)]
+    command += ["--threads", str(args.threads), "--repeats", str(args.repeats)]
     for key, value in options.items():
         command += [f"--{key.replace('_', '-')}", str(value)]
     environment = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"} if args.omp_passive else None
@@ -177,6 +184,7 @@ def main() -> None:
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/elmo-bench"), help="checkpoints are kept here")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--long-sentence-words", type=int, default=2000, help="0 to skip")
+    parser.add_argument("--repeats", type=int, default=3, help="timed passes per setting; the median is reported")
     parser.add_argument(
         "--omp-passive",
         action="store_true",
@@ -220,10 +228,13 @@ def main() -> None:
         accuracy = _spawn(args, "accuracy", model_dir, sentences=16)
         print(f"{name:>8} accuracy on 16 sentences: {accuracy}", flush=True)
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
-    print("\n| model | path | batch | tok/s | peak RSS (MiB) | tokens |\n|---|---|---|---|---|---|")
+    print("\n| model | path | batch | tok/s (median) | passes | peak RSS (MiB) | tokens |")
+    print("|---|---|---|---|---|---|---|")
     for name, path, batch, result in rows:
+        low, high = result["tok_s_range"]
         print(
-            f"| {name} | {path} | {batch} | {result['tok_s']:,.0f} | {result['peak_rss_mib']:,} | {result['tokens']} |"
+            f"| {name} | {path} | {batch} | {result['tok_s']:,.0f} | {low:,}-{high:,} | {result['peak_rss_mib']:,} "
+            f"| {result['tokens']} |"
         )
 
 
