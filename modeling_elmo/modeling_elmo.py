@@ -41,6 +41,18 @@ class ElmoModelOutput(ModelOutput):
     elmo_representations: tuple[torch.FloatTensor, ...] | None = None
 
 
+def _parameter_versions(module: nn.Module) -> tuple | None:
+    """
+    Identifies the current values of `module`'s parameters (storage, in-place update count, dtype, device), for caches
+    derived from them; None when they cannot be tracked (tensors created under `torch.inference_mode()` have no
+    update count), so such caches are rebuilt on every call.
+    """
+    parameters = list(module.parameters())
+    if any(parameter.is_inference() for parameter in parameters):
+        return None
+    return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in parameters)
+
+
 class ElmoHighwayGate(nn.Linear):
     """The gate projection of a highway layer (its bias starts at -2, so a new layer starts close to the identity)."""
 
@@ -139,8 +151,8 @@ class ElmoCharacterEncoder(nn.Module):
         """The word cache, emptied first if any weight of the encoder changed (training step, reload, dtype)."""
         if self.word_cache is None:
             return None
-        weights = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in self.parameters())
-        if weights != self._word_cache_weights:
+        weights = _parameter_versions(self)
+        if weights is None or weights != self._word_cache_weights:
             self.word_cache.clear()
             self._word_cache_weights = weights
         return self.word_cache
@@ -234,11 +246,8 @@ class ElmoLstmLayer(nn.Module):
         (`make_linear`: packed oneDNN weights on x86 CPUs in float32), rebuilt when a parameter or the backend
         changes.
         """
-        key = (
-            *((p.data_ptr(), p._version, p.dtype, p.device) for p in self.parameters()),
-            onednn_linear_applies(self.weight_hh),
-        )
-        if self._linears is None or self._linears[0] != key:
+        key = (_parameter_versions(self), onednn_linear_applies(self.weight_hh))
+        if key[0] is None or self._linears is None or self._linears[0] != key:
             self._linears = None  # free the old packed weights before packing new ones
             linears = [
                 (

@@ -111,6 +111,20 @@ def test_packed_inference_weights_follow_parameter_changes(random_checkpoint):
     assert _max_difference(_layers(model, ids, reference=True), after) <= TOLERANCE
 
 
+def test_model_built_under_inference_mode_runs(random_checkpoint):
+    """Parameters created under `torch.inference_mode()` have no version counter: the caches are rebuilt per call."""
+    config, state = load_original_checkpoint(*random_checkpoint(seed=16))
+    ids = _char_ids(_sentences(seed=17, count=3, max_words=10))
+    expected = _layers(_model(random_checkpoint, seed=16), ids, reference=True)
+    with torch.inference_mode():
+        model = ElmoModel(config)
+        model.load_state_dict(state)
+        model.eval().enable_word_cache(max_words=100)
+        assert model.bilm.layers[0].weight_hh.is_inference()
+        for _ in range(2):
+            assert _max_difference(_layers(model, ids, reference=False), expected) <= TOLERANCE
+
+
 def test_model_can_be_copied_and_pickled_after_inference(random_checkpoint):
     model = _model(random_checkpoint, seed=14)
     ids = _char_ids(_sentences(seed=15, count=3, max_words=10))
