@@ -1,6 +1,7 @@
 """PyTorch ELMo model: character CNN, bidirectional LSTM language model with projection, scalar mixes."""
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -222,7 +223,11 @@ class ElmoLstmLayer(nn.Module):
         needs_grad = inputs.requires_grad or any(parameter.requires_grad for parameter in self.parameters())
         if not (torch.is_grad_enabled() and needs_grad):
             return self._forward_in_place(inputs, batch_sizes, initial_state)
-        return self._recur(torch.bmm(inputs, self.weight_ih), None, batch_sizes, initial_state)
+
+        def gates(step_input_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+            return torch.baddbmm(step_input_gates, hidden, self.weight_hh) + self.bias.unsqueeze(1)  # bias last
+
+        return self._recur(torch.bmm(inputs, self.weight_ih), gates, batch_sizes, initial_state)
 
     def _forward_in_place(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
@@ -305,32 +310,35 @@ class ElmoLstmLayer(nn.Module):
     ) -> tuple[torch.Tensor, LstmState]:
         """Straightforward path for checks: per step and per direction, `[x_t; h] @ W + b` as in TensorFlow."""
         weight = torch.cat([self.weight_ih, self.weight_hh], dim=1)
-        return self._recur(None, (inputs, weight), batch_sizes, initial_state)
+
+        def gates(step_inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+            return torch.stack(
+                [torch.cat([step_inputs[d], hidden[d]], dim=-1) @ weight[d] + self.bias[d] for d in range(2)]
+            )
+
+        return self._recur(inputs, gates, batch_sizes, initial_state)
 
     def _recur(
         self,
-        input_gates: torch.Tensor | None,
-        reference: tuple[torch.Tensor, torch.Tensor] | None,
+        packed_values: torch.Tensor,
+        gates: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         batch_sizes: list[int],
         initial_state: LstmState,
     ) -> tuple[torch.Tensor, LstmState]:
+        """
+        Differentiable recurrence: `packed_values` (2, num_packed, D) are split per time step and passed with the
+        hidden state (2, n, proj_size) to `gates`, which returns the pre-activation gates (2, n, 4 * cell_size).
+        Same results as `forward`.
+        """
         hidden, cell = initial_state
         outputs, final_hidden, final_cell = [], [], []
         # one split instead of a slice per step: a slice's backward would zero-fill the whole packed tensor each step
-        steps = (input_gates if reference is None else reference[0]).split(batch_sizes, dim=1)
-        for size, step_values in zip(batch_sizes, steps, strict=True):
+        for size, step_values in zip(batch_sizes, packed_values.split(batch_sizes, dim=1), strict=True):
             if size < hidden.shape[1]:  # rows `size:` ended at the previous step: their state is final
                 final_hidden.append(hidden[:, size:])
                 final_cell.append(cell[:, size:])
                 hidden, cell = hidden[:, :size], cell[:, :size]
-            if reference is None:  # the bias goes last, as in the reference
-                gates = torch.baddbmm(step_values, hidden, self.weight_hh) + self.bias.unsqueeze(1)
-            else:
-                weight = reference[1]
-                gates = torch.stack(
-                    [torch.cat([step_values[d], hidden[d]], dim=-1) @ weight[d] + self.bias[d] for d in range(2)]
-                )
-            hidden, cell = self._cell(gates, cell)
+            hidden, cell = self._cell(gates(step_values, hidden), cell)
             outputs.append(hidden)
         final_hidden.append(hidden)
         final_cell.append(cell)
