@@ -142,12 +142,13 @@ def worker_accuracy(args: argparse.Namespace) -> dict:
     encoded = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
 
     def layers(reference: bool, dtype: torch.dtype) -> tuple:
-        model.to(dtype).bilm.use_reference_implementation = reference
-        return model(**encoded, output_hidden_states=True).hidden_states
+        model.to(dtype)  # outside inference mode: parameters made inside it cannot keep packed weights
+        model.bilm.use_reference_implementation = reference
+        with torch.inference_mode():
+            return model(**encoded, output_hidden_states=True).hidden_states
 
-    with torch.inference_mode():
-        fast, reference = layers(False, torch.float32), layers(True, torch.float32)
-        exact, low = layers(True, torch.float64), layers(False, torch.bfloat16)
+    fast, reference = layers(False, torch.float32), layers(True, torch.float32)
+    exact, low = layers(True, torch.float64), layers(False, torch.bfloat16)
 
     def difference(left, right) -> float:
         return max(float((a.double() - b.double()).abs().max()) for a, b in zip(left, right, strict=True))

@@ -1,11 +1,10 @@
 """
-Float32 matrix products for inference on x86 CPUs through oneDNN.
+Float32 matrix products for inference on x86 CPUs through oneDNN, which is part of PyTorch's x86 CPU builds.
 
-PyTorch sends float32 `mm`/`addmm`/`linear` to MKL, whose kernels are fast on Intel CPUs but take slower code on
-others (2-3x slower than oneDNN on an AMD EPYC with AVX-512). oneDNN, also part of PyTorch's x86 CPU builds, picks its
-kernels from the CPU's instruction sets, and its weight can be reordered once into the kernel's blocked layout, which
-matters for the biLM's per-time-step products with few rows. Both are plain float32 arithmetic; only the order of the
-additions differs. oneDNN's linear has no backward: it is used only where no gradient is needed.
+PyTorch sends float32 `mm`/`bmm` on CPUs to MKL, whose kernels are slow on non-Intel CPUs; oneDNN picks its kernels
+from the CPU's instruction sets, and its weight can be reordered once into the kernel's blocked layout, which matters
+for products with few rows such as the biLM's per-time-step ones. Both are plain float32 arithmetic; only the order
+of the additions differs. oneDNN's linear has no backward: these products are for inference only.
 """
 
 import functools
@@ -14,45 +13,46 @@ from collections.abc import Callable
 
 import torch
 
-Linear = Callable[[torch.Tensor], torch.Tensor]
+LinearFn = Callable[[torch.Tensor], torch.Tensor]
 
 
 @functools.cache
-def _onednn_linear_available() -> bool:
-    return (
-        platform.machine().lower() in ("x86_64", "amd64")
-        and torch.backends.mkldnn.is_available()
-        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
-    )
+def _onednn_linear_works() -> bool:
+    """oneDNN's linear is built, on an x86 CPU, and gives `torch.mm`'s result on a small probe (checked once)."""
+    if platform.machine().lower() not in ("x86_64", "amd64") or not torch.backends.mkldnn.is_available():
+        return False
+    weight, inputs = torch.arange(12.0).reshape(3, 4), torch.arange(8.0).reshape(2, 4)
+    try:
+        with torch.no_grad():
+            packed = torch.ops.mkldnn._reorder_linear_weight(weight, 2)
+            result = torch.ops.mkldnn._linear_pointwise(inputs, packed, None, "none", [], "")
+    except (AttributeError, NotImplementedError, RuntimeError):
+        return False
+    return torch.equal(result, inputs @ weight.t())
 
 
-def onednn_linear_applies(weight: torch.Tensor, inputs: torch.Tensor | None = None) -> bool:
-    """Whether oneDNN computes products with `weight` (and `inputs`): float32 on an x86 CPU, oneDNN built and
-    enabled (`torch.backends.mkldnn.flags(enabled=False)` turns it off), no gradient needed."""
-    needs_grad = torch.is_grad_enabled() and (weight.requires_grad or (inputs is not None and inputs.requires_grad))
+def onednn_linear_applies(weight: torch.Tensor, inputs: torch.Tensor) -> bool:
+    """
+    Whether `onednn_linear` should compute the products of `inputs` with `weight`: both float32 on an x86 CPU, no
+    CPU autocast, oneDNN working and enabled (`torch.backends.mkldnn.flags(enabled=False)` turns it off).
+    """
     return (
-        not needs_grad
-        and weight.device.type == "cpu"
-        and weight.dtype == torch.float32
+        weight.device.type == "cpu"
+        and weight.dtype == inputs.dtype == torch.float32
         and torch.backends.mkldnn.enabled
-        and _onednn_linear_available()
+        and not torch.is_autocast_enabled("cpu")
+        and _onednn_linear_works()
     )
 
 
-def make_linear(weight: torch.Tensor, bias: torch.Tensor | None = None, pack_rows: int | None = None) -> Linear:
+def onednn_linear(weight: torch.Tensor, pack_rows: int | None = None) -> LinearFn:
     """
-    `inputs (n, in_features) -> inputs @ weight + bias (n, out_features)` for a fixed `weight` (in_features,
-    out_features) and `bias` (out_features,), for inference: oneDNN where `onednn_linear_applies`, else
-    `torch.addmm`/`torch.mm`. With `pack_rows` (a hint for the usual `n`; any `n` works) oneDNN gets a copy of the
-    weight in its packed layout, made once: worth its memory for products with few rows, which the per-call reorder
-    would otherwise dominate.
+    `inputs (*, in_features) -> inputs @ weight (*, out_features)` through oneDNN, for a fixed `weight` (in_features,
+    out_features). With `pack_rows` (a hint for the usual number of rows; any number works) the weight is copied once
+    into oneDNN's packed layout, which costs its memory again; otherwise oneDNN reorders it on every call, which only
+    large products amortise.
     """
-    weight, bias = weight.detach(), None if bias is None else bias.detach()
-    if onednn_linear_applies(weight):
-        transposed = weight.t()  # (out_features, in_features), as oneDNN's linear expects
-        if pack_rows is not None:
-            transposed = torch.ops.mkldnn._reorder_linear_weight(transposed.contiguous(), pack_rows)
-        return lambda inputs: torch.ops.mkldnn._linear_pointwise(inputs, transposed, bias, "none", [], "")
-    if bias is None:
-        return lambda inputs: torch.mm(inputs, weight)
-    return lambda inputs: torch.addmm(bias, inputs, weight)
+    transposed = weight.detach().t()  # (out_features, in_features), as oneDNN's linear expects
+    if pack_rows is not None:
+        transposed = torch.ops.mkldnn._reorder_linear_weight(transposed.contiguous(), pack_rows)
+    return lambda inputs: torch.ops.mkldnn._linear_pointwise(inputs, transposed, None, "none", [], "")

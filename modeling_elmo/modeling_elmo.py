@@ -14,7 +14,7 @@ from transformers.utils.generic import can_return_tuple
 
 from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
-from .cpu_linear import Linear, make_linear, onednn_linear_applies
+from .cpu_linear import LinearFn, onednn_linear, onednn_linear_applies
 from .crf import LinearChainCrf, bio_constraints
 from .word_embedding_store import WordEmbeddingStore, word_keys
 
@@ -162,7 +162,7 @@ class ElmoCharacterEncoder(nn.Module):
 class ElmoLstmLayer(nn.Module):
     r"""
     One biLM layer: a forward and a backward LSTM cell with projection (TensorFlow `LSTMCell(num_proj=...)`), stored
-    stacked so that both directions run in the same batched matrix products. Index 0 of every parameter is the
+    stacked so that both directions can run in the same batched matrix products. Index 0 of every parameter is the
     forward direction, index 1 the backward one. Gate order is TensorFlow's `(i, j, f, o)`; `bias` already includes
     TensorFlow's `forget_bias = 1.0`.
 
@@ -172,6 +172,7 @@ class ElmoLstmLayer(nn.Module):
     """
 
     INPUT_GATE_BLOCK_ROWS = 512  # packed rows per direction whose input-to-gate products are computed at once
+    PACKED_WEIGHT_ROWS = 64  # oneDNN lays the per-step weights out for products of about this many rows (any work)
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
@@ -182,12 +183,16 @@ class ElmoLstmLayer(nn.Module):
         self.weight_proj = nn.Parameter(torch.empty(2, cell_size, proj_size))
         self.cell_clip = config.cell_clip
         self.proj_clip = config.proj_clip
-        self._linears: tuple[tuple, list[tuple[Linear, Linear, Linear]]] | None = None  # see `_inference_linears`
+        self._packed_linears: tuple | None = None  # (parameter versions, parameters, linears): `_inference_linears`
 
     def __getstate__(self) -> dict:
         state = super().__getstate__()
-        state["_linears"] = None  # packed weights are rebuilt on demand (and cannot be pickled)
+        state["_packed_linears"] = None  # rebuilt on demand (packed oneDNN weights cannot be pickled)
         return state
+
+    def _apply(self, fn, recurse: bool = True):
+        self._packed_linears = None  # `.to()`, `.half()`, ...: drop the packed copies of the old weights
+        return super()._apply(fn, recurse)
 
     def _cell(self, gates: torch.Tensor, cell: torch.Tensor) -> LstmState:
         """`gates` (2, n, 4 * cell_size), `cell` (2, n, cell_size) -> new (hidden (2, n, proj), cell)."""
@@ -215,59 +220,78 @@ class ElmoLstmLayer(nn.Module):
             outputs (2, num_packed, proj_size) and the final state (sorted rows), each row's state after its last
             step.
 
-        When no gradient is needed (inference) the recurrence runs one direction after the other, the cell updated in
-        place, the input-to-gate products of a block of time steps (`INPUT_GATE_BLOCK_ROWS`) in one product, and on
-        x86 CPUs in float32 every product through oneDNN with packed recurrent weights (`cpu_linear.make_linear`).
-        Otherwise it builds a differentiable graph, both directions per step in one `bmm`.
+        When no gradient is needed (inference) the recurrence runs in place, the input-to-gate products of a block of
+        time steps (`INPUT_GATE_BLOCK_ROWS`) in one product; on x86 CPUs in float32 its products go through oneDNN,
+        one direction at a time, with packed recurrent weights (`_inference_linears`), elsewhere both directions run
+        in one `bmm`. Otherwise it builds a differentiable graph, both directions per step in one `bmm`.
         """
         needs_grad = inputs.requires_grad or any(parameter.requires_grad for parameter in self.parameters())
         if not (torch.is_grad_enabled() and needs_grad):
             return self._forward_in_place(inputs, batch_sizes, initial_state)
 
-        def gates(step_input_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        def compute_gates(step_input_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
             return torch.baddbmm(step_input_gates, hidden, self.weight_hh) + self.bias.unsqueeze(1)  # bias last
 
-        return self._recur(torch.bmm(inputs, self.weight_ih), gates, batch_sizes, initial_state)
+        return self._recur(torch.bmm(inputs, self.weight_ih), compute_gates, batch_sizes, initial_state)
 
     def _forward_in_place(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
     ) -> tuple[torch.Tensor, LstmState]:
-        """Inference recurrence of `forward` (same arguments and results), one direction after the other."""
+        """Inference recurrence of `forward` (same arguments and results)."""
         outputs = inputs.new_empty(2, inputs.shape[1], self.weight_proj.shape[-1])
         hidden, cell = initial_state[0], initial_state[1].clone()  # `cell` is updated in place
         offsets = list(itertools.accumulate(batch_sizes, initial=0))
-        for direction, linears in enumerate(self._inference_linears()):
+        for directions, linears in self._inference_linears(inputs):
             self._recur_in_place(
-                linears, inputs[direction], offsets, hidden[direction], cell[direction], outputs[direction]
-            )
+                linears, self.bias[directions].unsqueeze(1), inputs[directions], offsets, hidden[directions],
+                cell[directions], outputs[directions],
+            )  # fmt: skip
         lengths = torch.tensor(batch_sizes).unsqueeze(1) > torch.arange(batch_sizes[0])  # (time, batch) active
         last_step = lengths.sum(dim=0) - 1
         last_index = torch.tensor(offsets[:-1])[last_step] + torch.arange(batch_sizes[0])
         return outputs, (outputs[:, last_index.to(outputs.device)], cell)
 
-    def _inference_linears(self) -> list[tuple[Linear, Linear, Linear]]:
+    def _inference_linears(self, inputs: torch.Tensor) -> list[tuple[slice, tuple[LinearFn, LinearFn, LinearFn]]]:
         """
-        Per direction the input-to-gate (bias included), recurrent and projection products of the inference path
-        (`make_linear`: packed oneDNN weights on x86 CPUs in float32), rebuilt when a parameter or the backend
-        changes.
+        The input-to-gate, recurrent and projection products of the inference path, with the directions each set
+        computes: both at once with `bmm`, or on x86 CPUs in float32 one direction at a time through oneDNN
+        (`cpu_linear`), the recurrent and projection weights packed once and kept until a parameter changes.
         """
-        key = (_parameter_versions(self), onednn_linear_applies(self.weight_hh))
-        if key[0] is None or self._linears is None or self._linears[0] != key:
-            self._linears = None  # free the old packed weights before packing new ones
-            linears = [
+        if not onednn_linear_applies(self.weight_hh, inputs):
+            return [
                 (
-                    make_linear(self.weight_ih[direction], self.bias[direction]),
-                    make_linear(self.weight_hh[direction], pack_rows=64),
-                    make_linear(self.weight_proj[direction], pack_rows=64),
+                    slice(0, 2),
+                    (
+                        lambda rows: torch.bmm(rows, self.weight_ih),
+                        lambda hidden: torch.bmm(hidden, self.weight_hh),
+                        lambda cell_output: torch.bmm(cell_output, self.weight_proj),
+                    ),
                 )
-                for direction in range(2)
             ]
-            self._linears = (key, linears)
-        return self._linears[1]
+        versions, cached = _parameter_versions(self), self._packed_linears  # one read: other threads may replace it
+        if versions is not None and cached is not None and cached[0] == versions:
+            return cached[2]
+        self._packed_linears = cached = None  # free the old packed weights before packing new ones
+        pack_rows = None if versions is None else self.PACKED_WEIGHT_ROWS  # untracked parameters: nothing to keep
+        linears = [
+            (
+                slice(direction, direction + 1),
+                (
+                    onednn_linear(self.weight_ih[direction]),
+                    onednn_linear(self.weight_hh[direction], pack_rows),
+                    onednn_linear(self.weight_proj[direction], pack_rows),
+                ),
+            )
+            for direction in range(2)
+        ]
+        if versions is not None:  # the parameters are kept too, so that no new tensor can reuse their addresses
+            self._packed_linears = (versions, tuple(self.parameters()), linears)
+        return linears
 
     def _recur_in_place(
         self,
-        linears: tuple[Linear, Linear, Linear],
+        linears: tuple[LinearFn, LinearFn, LinearFn],
+        bias: torch.Tensor,
         inputs: torch.Tensor,
         offsets: list[int],
         hidden: torch.Tensor,
@@ -275,35 +299,45 @@ class ElmoLstmLayer(nn.Module):
         outputs: torch.Tensor,
     ) -> None:
         """
-        One direction of the inference recurrence: `inputs` (num_packed, input_size), initial `hidden` (batch,
-        proj_size), `cell` (batch, cell_size) updated in place, `outputs` (num_packed, proj_size) written. The
-        input-to-gate products are computed a block of time steps at a time (`INPUT_GATE_BLOCK_ROWS`), so memory stays
-        bounded on long inputs.
+        The inference recurrence for `D` directions (1 or 2) at once: `inputs` (D, num_packed, input_size), `bias`
+        (D, 1, 4 * cell_size), initial `hidden` (D, batch, proj_size), `cell` (D, batch, cell_size) updated in place,
+        `outputs` (D, num_packed, proj_size) written. The input-to-gate products are computed a block of time steps
+        at a time (`INPUT_GATE_BLOCK_ROWS`), so memory stays bounded on long inputs.
         """
         input_to_gates, recurrent, projection = linears
-        num_steps, cell_size = len(offsets) - 1, cell.shape[-1]
+        num_steps = len(offsets) - 1
         step = 0
         while step < num_steps:
             end = step + 1  # steps [step, end) share one input-to-gate product
             while end < num_steps and offsets[end + 1] - offsets[step] <= self.INPUT_GATE_BLOCK_ROWS:
                 end += 1
-            gates_block = input_to_gates(inputs[offsets[step] : offsets[end]])  # (rows, 4 * cell_size)
+            gates_block = input_to_gates(inputs[:, offsets[step] : offsets[end]])  # (D, rows, 4 * cell_size)
             for time in range(step, end):
                 size = offsets[time + 1] - offsets[time]
-                gates = gates_block[offsets[time] - offsets[step] : offsets[time + 1] - offsets[step]]
-                gates.add_(recurrent(hidden[:size]))
-                gates[:, :cell_size].sigmoid_()
-                gates[:, cell_size : 2 * cell_size].tanh_()
-                gates[:, 2 * cell_size :].sigmoid_()  # forget and output gates are adjacent: one call
-                input_gate, new_input, forget_gate, output_gate = gates.chunk(4, dim=-1)
-                step_cell = cell[:size].mul_(forget_gate).addcmul_(input_gate, new_input)
-                if self.cell_clip:
-                    step_cell.clamp_(-self.cell_clip, self.cell_clip)
-                hidden = outputs[offsets[time] : offsets[time + 1]]
-                hidden.copy_(projection(torch.tanh(step_cell).mul_(output_gate)))
-                if self.proj_clip:
-                    hidden.clamp_(-self.proj_clip, self.proj_clip)
+                gates = gates_block[:, offsets[time] - offsets[step] : offsets[time + 1] - offsets[step]]
+                gates.add_(recurrent(hidden[:, :size])).add_(bias)  # the bias last, as in the reference
+                hidden = outputs[:, offsets[time] : offsets[time + 1]]
+                self._cell_in_place(gates, cell[:, :size], projection, hidden)
             step = end
+
+    def _cell_in_place(
+        self, gates: torch.Tensor, cell: torch.Tensor, projection: LinearFn, hidden: torch.Tensor
+    ) -> None:
+        """
+        `_cell` in place: `gates` (D, n, 4 * cell_size) is overwritten by the activated gates, `cell` (D, n,
+        cell_size) updated and the new hidden state written to `hidden` (D, n, proj_size).
+        """
+        cell_size = cell.shape[-1]
+        gates[..., :cell_size].sigmoid_()
+        gates[..., cell_size : 2 * cell_size].tanh_()
+        gates[..., 2 * cell_size :].sigmoid_()  # forget and output gates are adjacent: one call
+        input_gate, new_input, forget_gate, output_gate = gates.chunk(4, dim=-1)
+        cell.mul_(forget_gate).addcmul_(input_gate, new_input)
+        if self.cell_clip:
+            cell.clamp_(-self.cell_clip, self.cell_clip)
+        hidden.copy_(projection(torch.tanh(cell).mul_(output_gate)))
+        if self.proj_clip:
+            hidden.clamp_(-self.proj_clip, self.proj_clip)
 
     def forward_reference(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
@@ -311,24 +345,24 @@ class ElmoLstmLayer(nn.Module):
         """Straightforward path for checks: per step and per direction, `[x_t; h] @ W + b` as in TensorFlow."""
         weight = torch.cat([self.weight_ih, self.weight_hh], dim=1)
 
-        def gates(step_inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        def compute_gates(step_inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
             return torch.stack(
                 [torch.cat([step_inputs[d], hidden[d]], dim=-1) @ weight[d] + self.bias[d] for d in range(2)]
             )
 
-        return self._recur(inputs, gates, batch_sizes, initial_state)
+        return self._recur(inputs, compute_gates, batch_sizes, initial_state)
 
     def _recur(
         self,
         packed_values: torch.Tensor,
-        gates: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        compute_gates: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         batch_sizes: list[int],
         initial_state: LstmState,
     ) -> tuple[torch.Tensor, LstmState]:
         """
         Differentiable recurrence: `packed_values` (2, num_packed, D) are split per time step and passed with the
-        hidden state (2, n, proj_size) to `gates`, which returns the pre-activation gates (2, n, 4 * cell_size).
-        Same results as `forward`.
+        hidden state (2, n, proj_size) to `compute_gates`, which returns the pre-activation gates (2, n,
+        4 * cell_size). Arguments other than these and results as in `forward`.
         """
         hidden, cell = initial_state
         outputs, final_hidden, final_cell = [], [], []
@@ -338,7 +372,7 @@ class ElmoLstmLayer(nn.Module):
                 final_hidden.append(hidden[:, size:])
                 final_cell.append(cell[:, size:])
                 hidden, cell = hidden[:, :size], cell[:, :size]
-            hidden, cell = self._cell(gates(step_values, hidden), cell)
+            hidden, cell = self._cell(compute_gates(step_values, hidden), cell)
             outputs.append(hidden)
         final_hidden.append(hidden)
         final_cell.append(cell)

@@ -68,9 +68,31 @@ ARCHITECTURE_CASES = {
 }
 
 
+@pytest.fixture
+def onednn_calls(monkeypatch) -> list[torch.Size]:
+    """Records the input shape of every oneDNN linear call."""
+    calls, linear = [], torch.ops.mkldnn._linear_pointwise
+
+    def spy(inputs, *args):
+        calls.append(inputs.shape)
+        return linear(inputs, *args)
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
+    return calls
+
+
+@pytest.fixture(params=["onednn", "bmm"])
+def backend(request, monkeypatch) -> str:
+    """The inference products: oneDNN (x86 CPUs, float32) or `bmm` (everywhere else; oneDNN switched off)."""
+    if request.param == "onednn" and not onednn_linear_applies(torch.zeros(1), torch.zeros(1)):
+        pytest.skip("oneDNN's linear is used on x86 CPUs only")
+    monkeypatch.setattr(torch.backends.mkldnn, "enabled", request.param == "onednn")
+    return request.param
+
+
 @pytest.mark.parametrize("architecture", ARCHITECTURE_CASES.values(), ids=ARCHITECTURE_CASES.keys())
 @pytest.mark.parametrize("block_rows", [3, 512])
-def test_fast_paths_match_reference(random_checkpoint, monkeypatch, architecture, block_rows):
+def test_fast_paths_match_reference(random_checkpoint, monkeypatch, backend, architecture, block_rows):
     monkeypatch.setattr(ElmoLstmLayer, "INPUT_GATE_BLOCK_ROWS", block_rows)  # 3: many input-gate blocks
     model = _model(random_checkpoint, seed=1, **architecture)
     ids = _char_ids(_sentences(seed=0, count=9, max_words=25))
@@ -79,36 +101,64 @@ def test_fast_paths_match_reference(random_checkpoint, monkeypatch, architecture
     assert _max_difference(reference, _layers(model, ids, reference=False, grad=True)) <= TOLERANCE
 
 
-@pytest.mark.parametrize("onednn", [True, False], ids=["onednn", "torch-mm"])
-def test_fast_path_matches_float64_reference(random_checkpoint, monkeypatch, onednn):
+def test_fast_path_matches_float64_reference(random_checkpoint, backend, onednn_calls):
     """
     Wider LSTM products (512 inputs, 2048 cells): the float32 rounding of the paths shows, so they are held to the
-    exact values (the reference path in float64). MKL's float32 products (torch.mm on CPUs) are the less accurate
-    ones here: the float32 reference path itself is 1.06e-6 off, so the torch.mm path gets the float32 bound of 2e-6.
+    exact values (the reference path in float64). MKL's float32 products (`bmm` on CPUs) are the less accurate ones
+    here (the float32 reference path itself is 1.06e-6 off), so the `bmm` path gets the float32 bound of 2e-6.
     """
-    monkeypatch.setattr(torch.backends.mkldnn, "enabled", onednn)
     model = _model(random_checkpoint, seed=10, dim=2048, projection_dim=512, n_highway=1, filters=[[1, 32], [3, 64]])
-    if onednn and not onednn_linear_applies(model.bilm.layers[0].weight_hh.detach()):
-        pytest.skip("oneDNN's linear is used on x86 CPUs only")
     ids = _char_ids(_sentences(seed=11, count=6, max_words=20))
-    with torch.no_grad():
-        assert onednn_linear_applies(model.bilm.layers[0].weight_hh) == onednn
-        fast = tuple(layer.double() for layer in _layers(model, ids, reference=False))
+    fast = tuple(layer.double() for layer in _layers(model, ids, reference=False))
+    assert bool(onednn_calls) == (backend == "onednn")
     exact = _layers(copy.deepcopy(model).double(), ids, reference=True)
-    assert _max_difference(fast, exact) <= (TOLERANCE if onednn else 2e-6)
+    assert _max_difference(fast, exact) <= (TOLERANCE if backend == "onednn" else 2e-6)
+
+
+@pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN:UserWarning")
+def test_onednn_is_used_per_direction_with_packed_weights(random_checkpoint, onednn_calls):
+    model = _model(random_checkpoint, seed=18)
+    if not onednn_linear_applies(model.bilm.layers[0].weight_hh, torch.zeros(1)):
+        pytest.skip("oneDNN's linear is used on x86 CPUs only")
+    ids = _char_ids(_sentences(seed=19, count=3, max_words=8))
+    expected = _layers(model, ids, reference=False)
+    # per layer and direction: 1 input-to-gate block, then per step the recurrent and projection products
+    num_steps = int((ids != 0).any(dim=-1).sum(dim=1).max()) + 2
+    assert len(onednn_calls) == len(model.bilm.layers) * 2 * (1 + 2 * num_steps)
+    assert all(shape[0] == 1 for shape in onednn_calls)  # one direction at a time
+    packed = model.bilm.layers[0]._packed_linears
+    onednn_calls.clear()
+    with torch.backends.mkldnn.flags(enabled=False):
+        assert _max_difference(_layers(model, ids, reference=False), expected) <= TOLERANCE
+    assert not onednn_calls  # switched off: `bmm`
+    _layers(model, ids, reference=False)
+    assert onednn_calls and model.bilm.layers[0]._packed_linears is packed  # switched on again: no repacking
 
 
 def test_packed_inference_weights_follow_parameter_changes(random_checkpoint):
     model = _model(random_checkpoint, seed=12)
+    other = _model(random_checkpoint, seed=20).state_dict()
     ids = _char_ids(_sentences(seed=13, count=4, max_words=12))
-    with torch.no_grad():
-        before = _layers(model, ids, reference=False)
-        for layer in model.bilm.layers:  # an optimizer step or a load_state_dict would do the same
+
+    def update_in_place():  # as an optimizer step
+        for layer in model.bilm.layers:
             layer.weight_hh.mul_(1.5)
             layer.weight_proj.add_(0.01)
-        after = _layers(model, ids, reference=False)
-    assert _max_difference(before, after) > 1e-3
-    assert _max_difference(_layers(model, ids, reference=True), after) <= TOLERANCE
+
+    changes = [
+        update_in_place,
+        lambda: model.load_state_dict(other),
+        lambda: model.load_state_dict({name: value * 0.9 for name, value in other.items()}, assign=True),
+        lambda: model.half().float(),  # new tensors (maybe at recycled addresses), weights rounded to float16
+    ]
+    with torch.no_grad():
+        for change in changes:
+            before = _layers(model, ids, reference=True)
+            _layers(model, ids, reference=False)  # packs the weights
+            change()
+            expected = _layers(model, ids, reference=True)
+            assert _max_difference(before, expected) > 100 * TOLERANCE  # stale packed weights would show
+            assert _max_difference(expected, _layers(model, ids, reference=False)) <= TOLERANCE
 
 
 def test_model_built_under_inference_mode_runs(random_checkpoint):
