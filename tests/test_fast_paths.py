@@ -161,6 +161,17 @@ def test_packed_inference_weights_follow_parameter_changes(random_checkpoint):
             assert _max_difference(expected, _layers(model, ids, reference=False)) <= TOLERANCE
 
 
+def test_runs_under_cpu_autocast(random_checkpoint):
+    """Under CPU autocast the inputs of the biLM are bfloat16 while its weights stay float32: `bmm` takes over."""
+    model = _model(random_checkpoint, seed=21)
+    ids = _char_ids(_sentences(seed=22, count=3, max_words=10))
+    expected = _layers(model, ids, reference=False)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        found = _layers(model, ids, reference=False)
+    assert found[-1].dtype == torch.bfloat16
+    assert _max_difference(found, expected) < 0.05
+
+
 def test_model_built_under_inference_mode_runs(random_checkpoint):
     """Parameters created under `torch.inference_mode()` have no version counter: the caches are rebuilt per call."""
     config, state = load_original_checkpoint(*random_checkpoint(seed=16))
