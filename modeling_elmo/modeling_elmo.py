@@ -190,7 +190,7 @@ class ElmoLstmLayer(nn.Module):
         state["_packed_linears"] = None  # rebuilt on demand (packed oneDNN weights cannot be pickled)
         return state
 
-    def _apply(self, fn, recurse: bool = True):
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> "ElmoLstmLayer":
         self._packed_linears = None  # `.to()`, `.half()`, ...: drop the packed copies of the old weights
         return super()._apply(fn, recurse)
 
