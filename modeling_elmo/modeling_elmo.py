@@ -171,7 +171,7 @@ class ElmoLstmLayer(nn.Module):
     is never computed.
     """
 
-    INPUT_GATE_BLOCK_ROWS = 512  # packed rows per direction whose input-to-gate products are computed at once
+    INPUT_GATE_BLOCK_ROWS = 256  # packed rows per direction whose input-to-gate products are computed at once
     PACKED_WEIGHT_ROWS = 64  # oneDNN lays the per-step weights out for products of about this many rows (any work)
 
     def __init__(self, config: ElmoConfig):

@@ -91,7 +91,7 @@ def backend(request, monkeypatch) -> str:
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURE_CASES.values(), ids=ARCHITECTURE_CASES.keys())
-@pytest.mark.parametrize("block_rows", [3, 512])
+@pytest.mark.parametrize("block_rows", [3, ElmoLstmLayer.INPUT_GATE_BLOCK_ROWS])
 def test_fast_paths_match_reference(random_checkpoint, monkeypatch, backend, architecture, block_rows):
     monkeypatch.setattr(ElmoLstmLayer, "INPUT_GATE_BLOCK_ROWS", block_rows)  # 3: many input-gate blocks
     model = _model(random_checkpoint, seed=1, **architecture)
