@@ -199,6 +199,8 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=32, help=argparse.SUPPRESS)
     parser.add_argument("--long-sentence", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
     if args.worker:
         result = worker_speed(args) if args.worker == "speed" else worker_accuracy(args)
         print("RESULT " + json.dumps(result), flush=True)
