@@ -1,7 +1,7 @@
 """PyTorch ELMo model: character CNN, bidirectional LSTM language model with projection, scalar mixes."""
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -42,18 +42,6 @@ class ElmoModelOutput(ModelOutput):
     elmo_representations: tuple[torch.FloatTensor, ...] | None = None
 
 
-def _parameter_versions(module: nn.Module) -> tuple | None:
-    """
-    Identifies the current values of `module`'s parameters (storage, in-place update count, dtype, device), for caches
-    derived from them; None when they cannot be tracked (tensors created under `torch.inference_mode()` have no
-    update count), so such caches are rebuilt on every call.
-    """
-    parameters = list(module.parameters())
-    if any(parameter.is_inference() for parameter in parameters):
-        return None
-    return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in parameters)
-
-
 class ElmoHighwayGate(nn.Linear):
     """The gate projection of a highway layer (its bias starts at -2, so a new layer starts close to the identity)."""
 
@@ -90,7 +78,7 @@ class ElmoCharacterEncoder(nn.Module):
         self.max_filter_width = max(width for width, _ in config.char_filters)
         self.token_embedding_table: WordEmbeddingStore | None = None
         self.word_cache: WordEmbeddingStore | None = None
-        self._word_cache_weights: tuple | None = None  # the weights the cached rows were computed with
+        self._word_cache_weights: list[torch.Tensor] = []  # copies of the weights the cached rows were computed with
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """`char_ids`: (num_words, num_chars <= max_characters_per_token) -> (num_words, projection_dim)."""
@@ -146,16 +134,24 @@ class ElmoCharacterEncoder(nn.Module):
     def enable_word_cache(self, max_words: int) -> None:
         """Keep the embeddings of up to `max_words` recently seen words between inference calls (LRU)."""
         self.word_cache = WordEmbeddingStore(capacity=max_words)
-        self._word_cache_weights = None
+        self._word_cache_weights = []
 
     def _current_word_cache(self) -> WordEmbeddingStore | None:
-        """The word cache, emptied first if any weight of the encoder changed (training step, reload, dtype)."""
+        """
+        The word cache, emptied first if any weight of the encoder differs from the copy its rows were computed
+        with. The values are compared, not version counters or addresses: fused optimizers, writes through `.data`
+        and reloads change weights without a trace that anything else would show.
+        """
         if self.word_cache is None:
             return None
-        weights = _parameter_versions(self)
-        if weights is None or weights != self._word_cache_weights:
+        weights = [parameter.detach() for parameter in self.parameters()]
+        unchanged = len(weights) == len(self._word_cache_weights) and all(
+            now.dtype == then.dtype and now.device == then.device and torch.equal(now, then)
+            for now, then in zip(weights, self._word_cache_weights, strict=False)
+        )  # NaN weights never compare equal: such a cache stays empty
+        if not unchanged:
             self.word_cache.clear()
-            self._word_cache_weights = weights
+            self._word_cache_weights = [weight.clone() for weight in weights]
         return self.word_cache
 
 
@@ -173,6 +169,8 @@ class ElmoLstmLayer(nn.Module):
 
     INPUT_GATE_BLOCK_ROWS = 256  # packed rows per direction whose input-to-gate products are computed at once
     PACKED_WEIGHT_ROWS = 64  # oneDNN lays the per-step weights out for products of about this many rows (any work)
+    # packing the per-step weights streams them about 4 times: worth it from about this many rows per call
+    PACK_WEIGHTS_MIN_ROWS = 1024
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
@@ -183,16 +181,6 @@ class ElmoLstmLayer(nn.Module):
         self.weight_proj = nn.Parameter(torch.empty(2, cell_size, proj_size))
         self.cell_clip = config.cell_clip
         self.proj_clip = config.proj_clip
-        self._packed_linears: tuple | None = None  # (parameter versions, parameters, linears): `_inference_linears`
-
-    def __getstate__(self) -> dict:
-        state = super().__getstate__()
-        state["_packed_linears"] = None  # rebuilt on demand (packed oneDNN weights cannot be pickled)
-        return state
-
-    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> "ElmoLstmLayer":
-        self._packed_linears = None  # `.to()`, `.half()`, ...: drop the packed copies of the old weights
-        return super()._apply(fn, recurse)
 
     def _cell(self, gates: torch.Tensor, cell: torch.Tensor) -> LstmState:
         """`gates` (2, n, 4 * cell_size), `cell` (2, n, cell_size) -> new (hidden (2, n, proj), cell)."""
@@ -222,8 +210,8 @@ class ElmoLstmLayer(nn.Module):
 
         When no gradient is needed (inference) the recurrence runs in place, the input-to-gate products of a block of
         time steps (`INPUT_GATE_BLOCK_ROWS`) in one product; on x86 CPUs in float32 its products go through oneDNN,
-        one direction at a time, with packed recurrent weights (`_inference_linears`), elsewhere both directions run
-        in one `bmm`. Otherwise it builds a differentiable graph, both directions per step in one `bmm`.
+        one direction at a time (see `_inference_linears`), elsewhere both directions run in one `bmm`. Otherwise it
+        builds a differentiable graph, both directions per step in one `bmm`.
         """
         needs_grad = inputs.requires_grad or any(parameter.requires_grad for parameter in self.parameters())
         if not (torch.is_grad_enabled() and needs_grad):
@@ -251,30 +239,27 @@ class ElmoLstmLayer(nn.Module):
         last_index = torch.tensor(offsets[:-1])[last_step] + torch.arange(batch_sizes[0])
         return outputs, (outputs[:, last_index.to(outputs.device)], cell)
 
-    def _inference_linears(self, inputs: torch.Tensor) -> list[tuple[slice, tuple[LinearFn, LinearFn, LinearFn]]]:
+    def _inference_linears(self, inputs: torch.Tensor) -> Iterator[tuple[slice, tuple[LinearFn, LinearFn, LinearFn]]]:
         """
         The input-to-gate, recurrent and projection products of the inference path, with the directions each set
         computes: both at once with `bmm`, or on x86 CPUs in float32 one direction at a time through oneDNN
-        (`cpu_linear`), the recurrent and projection weights packed once and kept until a parameter changes.
+        (`cpu_linear`). For calls of at least `PACK_WEIGHTS_MIN_ROWS` packed rows the recurrent and projection
+        weights are packed for oneDNN, one direction at a time, for this call only: nothing derived from the weights
+        outlives the call, so no later change of the weights (fused optimizers, `.data`, reloads) can leave it stale.
         """
         if not onednn_linear_applies(self.weight_hh, inputs):
-            return [
+            yield (
+                slice(0, 2),
                 (
-                    slice(0, 2),
-                    (
-                        lambda rows: torch.bmm(rows, self.weight_ih),
-                        lambda hidden: torch.bmm(hidden, self.weight_hh),
-                        lambda cell_output: torch.bmm(cell_output, self.weight_proj),
-                    ),
-                )
-            ]
-        versions, cached = _parameter_versions(self), self._packed_linears  # one read: other threads may replace it
-        if versions is not None and cached is not None and cached[0] == versions:
-            return cached[2]
-        self._packed_linears = cached = None  # free the old packed weights before packing new ones
-        pack_rows = None if versions is None else self.PACKED_WEIGHT_ROWS  # untracked parameters: nothing to keep
-        linears = [
-            (
+                    lambda rows: torch.bmm(rows, self.weight_ih),
+                    lambda hidden: torch.bmm(hidden, self.weight_hh),
+                    lambda cell_output: torch.bmm(cell_output, self.weight_proj),
+                ),
+            )
+            return
+        pack_rows = self.PACKED_WEIGHT_ROWS if inputs.shape[1] >= self.PACK_WEIGHTS_MIN_ROWS else None
+        for direction in range(2):
+            yield (
                 slice(direction, direction + 1),
                 (
                     onednn_linear(self.weight_ih[direction]),
@@ -282,11 +267,6 @@ class ElmoLstmLayer(nn.Module):
                     onednn_linear(self.weight_proj[direction], pack_rows),
                 ),
             )
-            for direction in range(2)
-        ]
-        if versions is not None:  # the parameters are kept too, so that no new tensor can reuse their addresses
-            self._packed_linears = (versions, tuple(self.parameters()), linears)
-        return linears
 
     def _recur_in_place(
         self,

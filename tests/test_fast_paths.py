@@ -7,6 +7,7 @@ import pickle
 
 import pytest
 import torch
+from transformers import Trainer, TrainingArguments
 
 from modeling_elmo import ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
@@ -57,7 +58,8 @@ def _layers(model: ElmoModel, ids: torch.Tensor, reference: bool, grad: bool = F
 
 
 def _max_difference(left: tuple[torch.Tensor, ...], right: tuple[torch.Tensor, ...]) -> float:
-    return max(float((a - b).detach().abs().max()) for a, b in zip(left, right, strict=True))
+    """Max abs difference over all layers; NaN if any value is NaN (compare with `<=`, which NaN fails)."""
+    return float(torch.stack([(a - b).detach().abs().amax() for a, b in zip(left, right, strict=True)]).amax())
 
 
 ARCHITECTURE_CASES = {
@@ -116,49 +118,103 @@ def test_fast_path_matches_float64_reference(random_checkpoint, backend, onednn_
 
 
 @pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN:UserWarning")
-def test_onednn_is_used_per_direction_with_packed_weights(random_checkpoint, onednn_calls):
+@pytest.mark.parametrize("packed", [False, True], ids=["plain-weights", "packed-weights"])
+def test_onednn_is_used_per_direction(random_checkpoint, onednn_calls, monkeypatch, packed):
     model = _model(random_checkpoint, seed=18)
     if not onednn_linear_applies(model.bilm.layers[0].weight_hh, torch.zeros(1)):
         pytest.skip("oneDNN's linear is used on x86 CPUs only")
     ids = _char_ids(_sentences(seed=19, count=3, max_words=8))
-    expected = _layers(model, ids, reference=False)
+    monkeypatch.setattr(ElmoLstmLayer, "PACK_WEIGHTS_MIN_ROWS", 1 if packed else 10**9)
+    packings = []
+    reorder = torch.ops.mkldnn._reorder_linear_weight
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", lambda *args: packings.append(1) or reorder(*args))
+    expected = _layers(model, ids, reference=True)
+    assert _max_difference(_layers(model, ids, reference=False), expected) <= TOLERANCE
     # per layer and direction: 1 input-to-gate block, then per step the recurrent and projection products
     num_steps = int((ids != 0).any(dim=-1).sum(dim=1).max()) + 2
     assert len(onednn_calls) == len(model.bilm.layers) * 2 * (1 + 2 * num_steps)
     assert all(shape[0] == 1 for shape in onednn_calls)  # one direction at a time
-    packed = model.bilm.layers[0]._packed_linears
+    assert len(packings) == (len(model.bilm.layers) * 2 * 2 if packed else 0)  # recurrent + projection, per call
     onednn_calls.clear()
     with torch.backends.mkldnn.flags(enabled=False):
         assert _max_difference(_layers(model, ids, reference=False), expected) <= TOLERANCE
     assert not onednn_calls  # switched off: `bmm`
-    _layers(model, ids, reference=False)
-    assert onednn_calls and model.bilm.layers[0]._packed_linears is packed  # switched on again: no repacking
 
 
-def test_packed_inference_weights_follow_parameter_changes(random_checkpoint):
+# optimizers the Trainer offers that run on a CPU with this project's dependencies (`--optim NAME`)
+TRAINER_OPTIMIZERS = ["adamw_torch", "adamw_torch_fused", "adafactor", "sgd", "adagrad", "rmsprop"]
+TORCH_OPTIMIZERS = {
+    "adamw-fused": lambda params: torch.optim.AdamW(params, lr=0.05, fused=True),
+    "adamw-foreach": lambda params: torch.optim.AdamW(params, lr=0.05, foreach=True),
+    "adamw-for-loop": lambda params: torch.optim.AdamW(params, lr=0.05, foreach=False),
+    "sgd-fused": lambda params: torch.optim.SGD(params, lr=0.5, fused=True),
+    "adagrad-fused": lambda params: torch.optim.Adagrad(params, lr=0.5, fused=True),
+}
+
+
+def _trainer_optimizer(name: str):
+    def make(params):
+        args = TrainingArguments(output_dir="unused", optim=name, learning_rate=0.05, use_cpu=True, report_to=[])
+        optimizer_class, kwargs = Trainer.get_optimizer_cls_and_kwargs(args)
+        return optimizer_class(params, **kwargs)
+
+    return make
+
+
+OPTIMIZERS = {**{name: _trainer_optimizer(name) for name in TRAINER_OPTIMIZERS}, **TORCH_OPTIMIZERS}
+
+
+def _assert_inference_follows(model: ElmoModel, ids: torch.Tensor, change) -> None:
+    """After `change()`, the inference path (packed weights, word cache) gives the reference path's new outputs."""
+    model.enable_word_cache(max_words=1000)
+    before = _layers(model, ids, reference=True)
+    for _ in range(2):  # the second call would be served from anything kept between calls
+        assert _max_difference(before, _layers(model, ids, reference=False)) <= TOLERANCE
+    change()
+    expected = _layers(model, ids, reference=True)
+    assert not _max_difference(before, expected) <= 100 * TOLERANCE  # the change shows in every layer's outputs
+    assert _max_difference(expected, _layers(model, ids, reference=False)) <= TOLERANCE
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS.values(), ids=OPTIMIZERS.keys())
+def test_inference_after_an_optimizer_step_uses_the_new_weights(random_checkpoint, optimizer):
+    """Fused optimizers update parameters without bumping their version counters: nothing may go stale."""
+    model = _model(random_checkpoint, seed=12)
+    ids = _char_ids(_sentences(seed=13, count=4, max_words=12))
+    step = optimizer(model.parameters())
+
+    def train_step():
+        model(ids).last_hidden_state.pow(2).mean().backward()
+        step.step()
+
+    _assert_inference_follows(model, ids, train_step)
+
+
+def test_inference_follows_every_other_kind_of_weight_change(random_checkpoint):
     model = _model(random_checkpoint, seed=12)
     other = _model(random_checkpoint, seed=20).state_dict()
     ids = _char_ids(_sentences(seed=13, count=4, max_words=12))
 
-    def update_in_place():  # as an optimizer step
-        for layer in model.bilm.layers:
-            layer.weight_hh.mul_(1.5)
-            layer.weight_proj.add_(0.01)
+    def update_in_place():
+        with torch.no_grad():
+            for layer in model.bilm.layers:
+                layer.weight_hh.mul_(1.5)
+                layer.weight_proj.copy_(layer.weight_proj + 0.01)
+            model.char_encoder.projection.bias.add_(0.5)
+
+    def update_through_data():  # bypasses autograd's version counters
+        for parameter in model.parameters():
+            parameter.data.mul_(1.1)
 
     changes = [
         update_in_place,
+        update_through_data,
         lambda: model.load_state_dict(other),
         lambda: model.load_state_dict({name: value * 0.9 for name, value in other.items()}, assign=True),
         lambda: model.half().float(),  # new tensors (maybe at recycled addresses), weights rounded to float16
     ]
-    with torch.no_grad():
-        for change in changes:
-            before = _layers(model, ids, reference=True)
-            _layers(model, ids, reference=False)  # packs the weights
-            change()
-            expected = _layers(model, ids, reference=True)
-            assert _max_difference(before, expected) > 100 * TOLERANCE  # stale packed weights would show
-            assert _max_difference(expected, _layers(model, ids, reference=False)) <= TOLERANCE
+    for change in changes:
+        _assert_inference_follows(model, ids, change)
 
 
 def test_runs_under_cpu_autocast(random_checkpoint):
@@ -173,7 +229,7 @@ def test_runs_under_cpu_autocast(random_checkpoint):
 
 
 def test_model_built_under_inference_mode_runs(random_checkpoint):
-    """Parameters created under `torch.inference_mode()` have no version counter: the caches are rebuilt per call."""
+    """Parameters created under `torch.inference_mode()` (no version counter) work, word cache included."""
     config, state = load_original_checkpoint(*random_checkpoint(seed=16))
     ids = _char_ids(_sentences(seed=17, count=3, max_words=10))
     expected = _layers(_model(random_checkpoint, seed=16), ids, reference=True)
