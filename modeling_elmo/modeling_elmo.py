@@ -42,6 +42,22 @@ class ElmoModelOutput(ModelOutput):
     elmo_representations: tuple[torch.FloatTensor, ...] | None = None
 
 
+def _check_indices(name: str, values: torch.Tensor, size: int, ignore_index: int | None = None) -> None:
+    """Refuse `values` that are not integer indices in `[0, size)` (or `ignore_index`), naming `name` and one."""
+    if not isinstance(values, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(values).__name__}.")
+    if values.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device, which holds no values: move it to a real device first.")
+    if values.dtype.is_floating_point or values.dtype.is_complex or values.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer ids (e.g. torch.long), got dtype {values.dtype}.")
+    invalid = (values < 0) | (values >= size)
+    if ignore_index is not None:
+        invalid &= values != ignore_index
+    if invalid.any():
+        allowed = f"[0, {size - 1}]" + (f" or {ignore_index}" if ignore_index is not None else "")
+        raise ValueError(f"{name} must be in {allowed}, found {int(values[invalid][0])}.")
+
+
 class ElmoHighwayGate(nn.Linear):
     """The gate projection of a highway layer (its bias starts at -2, so a new layer starts close to the identity)."""
 
@@ -538,8 +554,9 @@ class ElmoModel(ElmoPreTrainedModel):
     def enable_word_cache(self, max_words: int = 100_000) -> None:
         """
         Opt-in for inference: keep the character-CNN embeddings of up to `max_words` recently seen distinct words
-        between calls (LRU), so repeated words skip the CNN. Results are unchanged; the cache empties itself when
-        the character encoder's weights change. Costs `max_words * projection_dim` floats.
+        between calls (LRU), so repeated words skip the CNN. Results are unchanged: every call compares the character
+        encoder's weights with a copy of those the cache was filled with and empties it if they differ. Costs
+        `max_words * projection_dim` floats and one copy of the character encoder's weights.
         """
         self.char_encoder.enable_word_cache(max_words)
 
@@ -616,6 +633,7 @@ class ElmoModel(ElmoPreTrainedModel):
             output_hidden_states (`bool`, *optional*):
                 Return all `num_hidden_layers + 1` layers as `hidden_states`.
         """
+        _check_indices("input_ids", input_ids, self.config.char_vocab_size)
         if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.max_characters_per_token:
             raise ValueError(
                 "input_ids must have shape (batch_size, num_words, "
@@ -629,6 +647,8 @@ class ElmoModel(ElmoPreTrainedModel):
             raise ValueError(
                 f"attention_mask must have shape {tuple(input_ids.shape[:2])}, got {tuple(attention_mask.shape)}."
             )
+        if attention_mask.device.type == "meta" or ((attention_mask != 0) & (attention_mask != 1)).any():
+            raise ValueError("attention_mask must hold 1 for words and 0 for padding (on a real device).")
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
@@ -826,6 +846,11 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
 
         loss = None
         if labels is not None:
+            _check_indices("labels", labels, self.num_labels, ignore_index=-100)
+            if labels.shape != mask.shape:
+                raise ValueError(
+                    f"labels must have shape {tuple(mask.shape)} (batch_size, num_words), got {tuple(labels.shape)}."
+                )
             loss = self._loss(logits, labels, mask, kwargs.pop("num_items_in_batch", None))
         if self.crf is not None and not self.training:
             path = self.crf.viterbi_decode(logits.float(), mask)

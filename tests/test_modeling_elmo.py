@@ -45,15 +45,16 @@ def expected_top_layers(fixture_dir) -> list[list[np.ndarray]]:
 
 
 def run_fixture_batches(model, sentences, expected, num_batches: int = 10) -> float:
-    worst = 0.0
+    """Max abs error of the top layer over the batches; NaN if any output is NaN (`<=` then fails)."""
+    errors = []
     with torch.no_grad():
         for i in range(num_batches):
             batch = [sentences[k][i] for k in range(3)]
             top = model(**encode(batch)).last_hidden_state
             for k in range(3):
                 assert expected[k][i].shape == (len(batch[k]), 32)
-                worst = max(worst, float(np.abs(top[k, : len(batch[k])].numpy() - expected[k][i]).max()))
-    return worst
+                errors.append(np.abs(top[k, : len(batch[k])].numpy() - expected[k][i]).max())
+    return float(np.max(errors))
 
 
 @pytest.mark.parametrize("reference", [False, True], ids=["fast", "reference"])
@@ -185,6 +186,38 @@ def test_invalid_inputs_give_clear_errors(converted_fixture):
         model(input_ids=torch.zeros(2, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="attention_mask must have shape"):
         model(input_ids=torch.zeros(2, 3, 50, dtype=torch.long), attention_mask=torch.ones(2, 4))
+
+
+@pytest.mark.parametrize("bad_id", [262, 300, -1])
+def test_character_ids_out_of_range_are_named(converted_fixture, bad_id):
+    model = AutoModel.from_pretrained(converted_fixture)
+    input_ids = encode([["The", "bank"]])["input_ids"]
+    input_ids[0, 1, 3] = bad_id
+    with pytest.raises(ValueError, match=rf"input_ids must be in \[0, 261\], found {bad_id}"):
+        model(input_ids=input_ids)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool])
+def test_non_integer_input_ids_are_refused(converted_fixture, dtype):
+    model = AutoModel.from_pretrained(converted_fixture)
+    with pytest.raises(TypeError, match=f"input_ids must hold integer ids .*got dtype {dtype}"):
+        model(input_ids=encode([["The", "bank"]])["input_ids"].to(dtype))
+
+
+def test_meta_device_inputs_are_refused(converted_fixture):
+    model = AutoModel.from_pretrained(converted_fixture)
+    batch = encode([["The", "bank"]])
+    with pytest.raises(ValueError, match="input_ids is on the meta device"):
+        model(input_ids=batch["input_ids"].to("meta"))
+    with pytest.raises(ValueError, match="attention_mask must hold 1 for words and 0 for padding"):
+        model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"].to("meta"))
+
+
+def test_attention_mask_values_other_than_0_and_1_are_refused(converted_fixture):
+    model = AutoModel.from_pretrained(converted_fixture)
+    batch = encode([["The", "bank"]])
+    with pytest.raises(ValueError, match="attention_mask must hold 1 for words and 0 for padding"):
+        model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"] * 2)
 
 
 def test_attention_mask_is_derived_from_padding(converted_fixture, fixture_sentences):

@@ -119,6 +119,22 @@ def test_scalar_mix_l2_penalty_is_added_in_training():
     torch.testing.assert_close(model(**inputs).loss, plain + 0.5 * 6.0)
 
 
+@pytest.mark.parametrize("bad_label", [len(LABELS), -1, -2])
+def test_labels_out_of_range_are_named(bad_label):
+    inputs = batch()
+    inputs["labels"][0, 0] = bad_label
+    with pytest.raises(ValueError, match=rf"labels must be in \[0, {len(LABELS) - 1}\] or -100, found {bad_label}"):
+        tiny_model()(**inputs)
+
+
+def test_labels_of_the_wrong_shape_or_type_are_refused():
+    inputs = batch()
+    with pytest.raises(ValueError, match=r"labels must have shape \(3, 7\)"):
+        tiny_model()(**{**inputs, "labels": inputs["labels"][:, :4]})
+    with pytest.raises(TypeError, match="labels must hold integer ids"):
+        tiny_model()(**{**inputs, "labels": inputs["labels"].float()})
+
+
 def test_mismatched_num_labels_is_an_error():
     with pytest.raises(ValueError, match="num_labels=3 does not match id2label"):
         tiny_config(num_labels=3)
