@@ -577,6 +577,8 @@ class ElmoModel(ElmoPreTrainedModel):
         expected = (len(words), self.config.projection_dim)
         if tuple(embeddings.shape) != expected:
             raise ValueError(f"token embeddings must have shape {expected}, got {tuple(embeddings.shape)}.")
+        if not torch.isfinite(embeddings).all():
+            raise ValueError("embeddings hold NaN or infinite values.")
         size = self.config.max_characters_per_token
         table = WordEmbeddingStore()
         table.add(word_keys(torch.tensor([word_to_char_ids(word, size) for word in words])), embeddings)

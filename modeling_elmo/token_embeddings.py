@@ -17,10 +17,14 @@ def read_token_embedding_table(
     """The words of `vocab_path` (one per line) and their rows of `embeddings_path[dataset]`: (num_words, dim)."""
     with open(vocab_path, encoding="utf-8") as handle:
         words = [line.rstrip("\r\n") for line in handle if line.rstrip("\r\n")]
-    with h5py.File(embeddings_path, "r") as handle:
-        if not isinstance(handle.get(dataset), h5py.Dataset):
-            raise ValueError(f"{embeddings_path}: no dataset '{dataset}'.")
-        embeddings = torch.from_numpy(handle[dataset][...]).float()
+    try:
+        with h5py.File(embeddings_path, "r") as handle:
+            stored = handle.get(dataset)
+            if not isinstance(stored, h5py.Dataset) or stored.dtype.kind not in "fiu":
+                raise ValueError(f"{embeddings_path}: no numeric dataset '{dataset}'.")
+            embeddings = torch.from_numpy(stored[...]).float()
+    except OSError as error:  # missing, unreadable, truncated or not HDF5
+        raise ValueError(f"{embeddings_path}: cannot read it as HDF5 ({error}).") from error
     if embeddings.ndim != 2 or embeddings.shape[0] != len(words):
         raise ValueError(
             f"{embeddings_path}: dataset '{dataset}' has shape {tuple(embeddings.shape)}, but {vocab_path} has "

@@ -390,8 +390,10 @@ class ElmoTokenizer(PythonBackend):
         truncation_strategy = TruncationStrategy(truncation_strategy)
         if truncation_strategy == TruncationStrategy.ONLY_SECOND:
             raise ValueError("truncation='only_second' needs a sequence pair, which ElmoTokenizer does not support.")
-        if max_length is not None and max_length < 0:
-            raise ValueError(f"`max_length` must be >= 0 words, got {max_length}.")
+        if max_length is not None and (
+            not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 0
+        ):
+            raise ValueError(f"`max_length` must be a number of words >= 0, got {max_length!r}.")
 
         examples, is_batched = self._parse_examples(text, is_split_into_words)
 

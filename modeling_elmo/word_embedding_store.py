@@ -20,7 +20,7 @@ class WordEmbeddingStore:
     """Rows of token embeddings (each `(dim,)`) by word key; least recently used rows go first beyond `capacity`."""
 
     def __init__(self, capacity: int | None = None):
-        if capacity is not None and capacity < 1:
+        if capacity is not None and (not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1):
             raise ValueError(f"capacity must be a positive number of words or None, got {capacity}.")
         self.capacity = capacity
         self._slots: OrderedDict[bytes, int] = OrderedDict()  # key -> row of `_values`, oldest use first

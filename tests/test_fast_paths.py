@@ -363,6 +363,22 @@ def test_token_embedding_table_shape_is_checked(random_checkpoint):
     model = _model(random_checkpoint)
     with pytest.raises(ValueError, match=r"token embeddings must have shape \(2, 16\)"):
         model.set_token_embedding_table(["a", "b"], torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="embeddings hold NaN or infinite values"):
+        model.set_token_embedding_table(["a", "b"], torch.full((2, 16), float("nan")))
+
+
+@pytest.mark.parametrize("content", [b"", b"not an HDF5 file", b"\x89HDF\r\n\x1a\n truncated"])
+def test_token_embedding_table_that_is_not_hdf5_is_named(tmp_path, content):
+    (tmp_path / "vocab.txt").write_text("a\nb\n")
+    (tmp_path / "table.hdf5").write_bytes(content)
+    with pytest.raises(ValueError, match="table.hdf5: cannot read it as HDF5"):
+        read_token_embedding_table(tmp_path / "vocab.txt", tmp_path / "table.hdf5")
+
+
+@pytest.mark.parametrize("max_words", [0, -5, 2.5, "100", True])
+def test_word_cache_size_must_be_a_positive_int(random_checkpoint, max_words):
+    with pytest.raises(ValueError, match="capacity must be a positive number of words"):
+        _model(random_checkpoint).enable_word_cache(max_words)
 
 
 @pytest.mark.parametrize("name", ["small"])

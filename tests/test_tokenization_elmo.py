@@ -509,3 +509,9 @@ def test_bad_constructor_arguments():
         ElmoTokenizer(max_characters_per_token="50")
     with pytest.raises(ValueError, match="pad_token"):
         ElmoTokenizer(pad_token="[PAD]")
+
+
+@pytest.mark.parametrize("max_length", [-1, "3", 2.5])
+def test_max_length_must_be_a_number_of_words(max_length):
+    with pytest.raises(ValueError, match="`max_length` must be a number of words >= 0"):
+        ElmoTokenizer()("a b c", truncation=True, max_length=max_length)
