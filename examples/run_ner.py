@@ -129,13 +129,15 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
 
     set_seed(training_args.seed)  # the head is initialised before the Trainer exists
-    files = _data_files(data_args)
-    # without a train file, evaluate with the fine-tuned model's own labels (an unknown tag is then an error)
-    label_names = None if "train" in files else _labels_if_fine_tuned(model_args.model_name_or_path)
-    raw = load_conll(files, label_names=label_names)
-    label_names = raw[next(iter(raw))].features["ner_tags"].feature.names
-    model = _load_model(model_args, label_names)
-    tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
+    try:
+        files = _data_files(data_args)
+        # without a train file, evaluate with the fine-tuned model's own labels (an unknown tag is then an error)
+        label_names = None if "train" in files else _labels_if_fine_tuned(model_args.model_name_or_path)
+        raw = load_conll(files, label_names=label_names)
+        model = _load_model(model_args, raw[next(iter(raw))].features["ner_tags"].feature.names)
+        tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
+    except (OSError, ValueError) as error:  # missing or unreadable data or model, a bad option: one line, exit 2
+        sys.exit(f"run_ner.py: error: {str(error).splitlines()[0] if str(error) else repr(error)}")
 
     cache = None
     if data_args.elmo_cache or data_args.elmo_cache_dir:
