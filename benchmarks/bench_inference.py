@@ -7,7 +7,7 @@ Builds random-weight checkpoints of the real 'small' (LSTM 1024/128, 1 highway) 
 layers (`output_hidden_states=True`) under `torch.inference_mode()`, `--repeats` passes over the setting's sentences;
 the median pass is reported, with the range of the passes (the machine's memory bandwidth is shared, so single passes
 vary). Paths: `fast` (default model), `fast-cache`
-(`model.enable_word_cache()`, empty when the timing starts), `reference` (`bilm.use_reference_implementation`).
+(`model.enable_word_cache()`, empty when the timing starts), `reference` (`with model.reference_implementation()`).
 
 Corpus: as the AllenNLP peer benchmark (../shared/peers/bench_allennlp.py): the first 500 sentences with >= 11 words of
 CoNLL-2003 dev.txt, shuffled with random.Random(0) (24.5 words on average); a setting uses the first N of them.
@@ -95,7 +95,6 @@ def worker_speed(args: argparse.Namespace) -> dict:
     import torch
 
     tokenizer, model = _load(args.model_dir, args.threads)
-    model.bilm.use_reference_implementation = args.path == "reference"
     rss_after_load = _peak_rss_mib()
     if args.long_sentence:
         words = [word for sentence in load_corpus(args.conll) for word in sentence]
@@ -109,7 +108,7 @@ def worker_speed(args: argparse.Namespace) -> dict:
         model(**encoded, output_hidden_states=True)
 
     passes = []
-    with torch.inference_mode():
+    with torch.inference_mode(), model.reference_implementation(enabled=args.path == "reference"):
         run(load_corpus(args.conll)[-args.batch_size :])  # warm-up, untimed
         for _ in range(args.repeats):
             if args.path == "fast-cache":
@@ -143,8 +142,7 @@ def worker_accuracy(args: argparse.Namespace) -> dict:
 
     def layers(reference: bool, dtype: torch.dtype) -> tuple:
         model.to(dtype)
-        model.bilm.use_reference_implementation = reference
-        with torch.inference_mode():
+        with torch.inference_mode(), model.reference_implementation(enabled=reference):
             return model(**encoded, output_hidden_states=True).hidden_states
 
     fast, reference = layers(False, torch.float32), layers(True, torch.float32)

@@ -1,17 +1,17 @@
-"""ELMo for Hugging Face Transformers. Importing this package registers the Auto classes."""
+"""ELMo for Hugging Face Transformers. Importing this package registers the Auto classes (and no pipeline: see
+pipeline_elmo.py)."""
 
 from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
 
 from .configuration_elmo import ElmoConfig
 from .modeling_elmo import ElmoForTokenClassification, ElmoModel, ElmoModelOutput, ElmoPreTrainedModel
-from .pipeline_elmo import ElmoTokenClassificationPipeline, register_pipeline
+from .pipeline_elmo import ElmoTokenClassificationPipeline
 from .tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer
 
 AutoConfig.register(ElmoConfig.model_type, ElmoConfig)
 AutoModel.register(ElmoConfig, ElmoModel)
 AutoModelForTokenClassification.register(ElmoConfig, ElmoForTokenClassification)
 AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer)
-register_pipeline()  # pipeline("token-classification") on ELMo models (other models: unchanged behaviour)
 
 # save_pretrained / push_to_hub then copy the code files and write `auto_map`, so that saved folders also load with
 # `trust_remote_code=True` where this package is not installed (see remote_code.py).

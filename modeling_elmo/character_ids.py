@@ -32,3 +32,19 @@ def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> list[int]
         return _wrap([END_OF_SENTENCE_CHAR], max_characters_per_token)
     data = word.encode("utf-8", errors="ignore")[: max_characters_per_token - 2]  # as the original
     return _wrap([b + 1 for b in data], max_characters_per_token)
+
+
+# Every character id as a token, for the tokenizer's generic machinery (`get_vocab()`, `convert_ids_to_tokens()`):
+# `<pad>` = 0, bytes `<0x00>`..`<0xFF>` = 1..256, `<S>` = 257, `</S>` = 258, `<bow>` = 259, `<eow>` = 260,
+# `<char_pad>` = 261.
+PAD_TOKEN, BOW_TOKEN, EOW_TOKEN, CHAR_PAD_TOKEN = "<pad>", "<bow>", "<eow>", "<char_pad>"
+BYTE_TOKENS = {f"<0x{byte:02X}>": bytes([byte]) for byte in range(256)}  # byte b has id b + 1
+CHAR_VOCAB = {
+    PAD_TOKEN: 0,
+    **{token: byte + 1 for byte, token in enumerate(BYTE_TOKENS)},
+    BOS_TOKEN: BEGIN_OF_SENTENCE_CHAR,
+    EOS_TOKEN: END_OF_SENTENCE_CHAR,
+    BOW_TOKEN: BEGIN_OF_WORD_CHAR,
+    EOW_TOKEN: END_OF_WORD_CHAR,
+    CHAR_PAD_TOKEN: PADDING_CHAR,
+}

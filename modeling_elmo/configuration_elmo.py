@@ -1,12 +1,142 @@
 """ELMo model configuration."""
 
+import copy
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
 from huggingface_hub.dataclasses import strict
+from huggingface_hub.errors import StrictDataclassClassValidationError
 from transformers import PreTrainedConfig
+
+from .pipeline_elmo import CUSTOM_PIPELINES
 
 # Character-CNN filters of the 'original' ELMo model: [width, number of filters].
 ORIGINAL_CHAR_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+# What a saved folder answers to with `trust_remote_code=True`: the `auto_map` of every ELMo config.
+AUTO_MAP = {
+    "AutoConfig": "configuration_elmo.ElmoConfig",
+    "AutoModel": "modeling_elmo.ElmoModel",
+    "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
+}
+# Upper bound of `max_characters_per_token` (every word is padded to that many character ids; the originals use 50).
+MAX_CHARACTERS_PER_TOKEN = 1024
 
 
+class ElmoConfigError(ValueError):
+    """An `ElmoConfig` value of the wrong type or out of range: `field` names it, `problem` says what is wrong."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"ElmoConfig: {field} {problem}")
+        self.field = field
+        self.problem = problem
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    """An int or a finite float; booleans are not numbers here."""
+    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _is_filter_spec(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(_is_int(n) and n >= 1 for n in value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """What a field accepts: `description` completes "must be ...", `accepts` tests any value but `None`."""
+
+    description: str
+    accepts: Callable[[Any], bool]
+    nullable: bool = False
+
+    def problem(self, value: Any, *, nullable: bool, null: str = "None", shown: str | None = None) -> str | None:
+        """Why `value` is refused ("must be ..., got ..."), or `None` when it is accepted."""
+        if (value is None and nullable) or (value is not None and self.accepts(value)):
+            return None
+        alternative = f" or {null}" if nullable else ""
+        return f"must be {self.description}{alternative}, got {repr(value) if shown is None else shown}"
+
+
+def _one_of(*choices: str) -> Rule:
+    return Rule("one of " + ", ".join(map(repr, choices)), lambda value: isinstance(value, str) and value in choices)
+
+
+_POSITIVE_INT = Rule("a positive integer", lambda value: _is_int(value) and value >= 1)
+_NON_NEGATIVE_INT = Rule("a non-negative integer", lambda value: _is_int(value) and value >= 0)
+_NON_NEGATIVE_NUMBER = Rule("a non-negative number", lambda value: _is_number(value) and value >= 0)
+_CLIP = Rule("a positive number", lambda value: _is_number(value) and value > 0, nullable=True)
+_BOOLEAN = Rule("a boolean", lambda value: isinstance(value, bool))
+
+# The type and range of every ElmoConfig field, checked on construction and on assignment (`ElmoConfigError`). The
+# options reader of the original format checks its keys against the same rules.
+FIELD_RULES: dict[str, Rule] = {
+    "char_vocab_size": Rule("an integer >= 262", lambda value: _is_int(value) and value >= 262),
+    "max_characters_per_token": Rule(
+        f"an integer from 3 to {MAX_CHARACTERS_PER_TOKEN}",
+        lambda value: _is_int(value) and 3 <= value <= MAX_CHARACTERS_PER_TOKEN,
+    ),
+    "char_embedding_dim": _POSITIVE_INT,
+    "char_filters": Rule(
+        "a non-empty list of [width, num_filters] pairs of positive integers",
+        lambda value: isinstance(value, list) and len(value) > 0 and all(map(_is_filter_spec, value)),
+        nullable=True,
+    ),
+    "num_highway_layers": _NON_NEGATIVE_INT,
+    "char_activation": _one_of("relu", "tanh"),
+    "lstm_cell_size": _POSITIVE_INT,
+    "projection_dim": _POSITIVE_INT,
+    "num_hidden_layers": _POSITIVE_INT,
+    "cell_clip": _CLIP,
+    "proj_clip": _CLIP,
+    "use_skip_connections": _BOOLEAN,
+    "num_output_representations": _NON_NEGATIVE_INT,
+    "scalar_mix_layer_norm": _BOOLEAN,
+    "scalar_mix_layer_norm_scope": _one_of("sentence", "batch"),
+    "stateful": _BOOLEAN,
+    "initializer_range": _NON_NEGATIVE_NUMBER,
+    "pad_token_id": dataclasses.replace(_NON_NEGATIVE_INT, nullable=True),
+    "classifier_head": _one_of("linear", "bilstm"),
+    "tagger_hidden_size": _POSITIVE_INT,
+    "tagger_num_layers": _POSITIVE_INT,
+    "classifier_dropout": Rule("a number from 0 to 1", lambda value: _is_number(value) and 0 <= value <= 1),
+    "use_crf": _BOOLEAN,
+    "freeze_elmo": _BOOLEAN,
+    "scalar_mix_l2_coef": _NON_NEGATIVE_NUMBER,
+}
+
+
+def _with_field_rules(cls: type[PreTrainedConfig]) -> type[PreTrainedConfig]:
+    """Check every assignment against `FIELD_RULES` before `@strict`'s type check, and raise the errors of the class
+    validators (`validate_*`) as they are: `@strict` wraps them in `StrictDataclassClassValidationError`, which is
+    not a `ValueError`."""
+    strict_setattr, strict_validate = cls.__setattr__, cls.validate
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        rule = FIELD_RULES.get(name)
+        problem = rule.problem(value, nullable=rule.nullable) if rule else None
+        if problem:
+            raise ElmoConfigError(name, problem)
+        strict_setattr(self, name, value)
+
+    def validate(self) -> None:
+        try:
+            strict_validate(self)
+        except StrictDataclassClassValidationError as error:
+            if isinstance(error.__cause__, ElmoConfigError):
+                raise error.__cause__ from None
+            raise
+
+    validate.__is_defined_by_strict_decorator__ = True  # lets `@strict` subclasses replace it, as with its own
+    cls.__setattr__, cls.validate = __setattr__, validate
+    return cls
+
+
+@_with_field_rules
 @strict
 class ElmoConfig(PreTrainedConfig):
     r"""
@@ -14,12 +144,16 @@ class ElmoConfig(PreTrainedConfig):
     forward and backward LSTMs with projection. The defaults give the 'original' English model (2 layers, LSTM
     4096/512, 2048 character filters).
 
+    Every field is checked on construction (`from_pretrained` included) and on assignment: a value of the wrong type
+    (booleans must be `bool`, integers `int`, never `bool` or `float`; numbers finite) or out of range raises
+    [`ElmoConfigError`], a `ValueError` naming the field. The ranges are listed in `FIELD_RULES`.
+
     Args:
         char_vocab_size (`int`, defaults to 262):
             Rows of the character embedding: 0 is padding, then the 261 characters of the original vocabulary
             (256 bytes, begin/end of sentence, begin/end of word, character padding).
         max_characters_per_token (`int`, defaults to 50):
-            Characters per word, begin/end-of-word markers included.
+            Characters per word, begin/end-of-word markers included: 3 to 1024, and at least the widest filter.
         char_embedding_dim (`int`, defaults to 16):
             Size of a character embedding.
         char_filters (`list[list[int]]`, *optional*):
@@ -36,15 +170,20 @@ class ElmoConfig(PreTrainedConfig):
         num_hidden_layers (`int`, defaults to 2):
             LSTM layers per direction.
         cell_clip (`float`, *optional*, defaults to 3.0):
-            Clip the LSTM cell state to `[-cell_clip, cell_clip]`; `None` disables it.
+            Clip the LSTM cell state to `[-cell_clip, cell_clip]` (`cell_clip > 0`); `None` disables it.
         proj_clip (`float`, *optional*, defaults to 3.0):
-            Clip the projected LSTM output to `[-proj_clip, proj_clip]`; `None` disables it.
+            Clip the projected LSTM output to `[-proj_clip, proj_clip]` (`proj_clip > 0`); `None` disables it.
         use_skip_connections (`bool`, defaults to `True`):
             Add each LSTM layer's input to its output for every layer after the first.
         num_output_representations (`int`, defaults to 0):
             Number of learned scalar mixes of all layers returned as `elmo_representations`.
         scalar_mix_layer_norm (`bool`, defaults to `False`):
             Layer-normalise each layer (over unpadded positions) before a scalar mix, as in the paper.
+        scalar_mix_layer_norm_scope (`str`, defaults to `"sentence"`):
+            What that normalisation averages over: `"sentence"` (each sentence's own words, so its result does not
+            depend on the rest of its batch) or `"batch"` (all words of the batch, as AllenNLP's `ScalarMix`; for
+            reproducing AllenNLP's results). A saved config that has `scalar_mix_layer_norm` on but no
+            `scalar_mix_layer_norm_scope` predates this field and normalised over the batch: it loads as `"batch"`.
         stateful (`bool`, defaults to `False`):
             Carry the LSTM states of each batch row over to the same row of the next call, like the original
             TensorFlow biLM. The default starts every call from zero states.
@@ -82,6 +221,7 @@ class ElmoConfig(PreTrainedConfig):
     use_skip_connections: bool = True
     num_output_representations: int = 0
     scalar_mix_layer_norm: bool = False
+    scalar_mix_layer_norm_scope: str = "sentence"
     stateful: bool = False
     initializer_range: float = 0.02
     pad_token_id: int | None = 0
@@ -94,6 +234,9 @@ class ElmoConfig(PreTrainedConfig):
     scalar_mix_l2_coef: float | int = 0.0
 
     def __post_init__(self, **kwargs):
+        # every saved folder answers to all its Auto classes and declares its pipeline (see pipeline_elmo.py)
+        kwargs["auto_map"] = {**AUTO_MAP, **(kwargs.get("auto_map") or {})}
+        kwargs.setdefault("custom_pipelines", copy.deepcopy(CUSTOM_PIPELINES))
         num_labels = kwargs.get("num_labels")
         if num_labels is not None and self.id2label is not None and len(self.id2label) != num_labels:
             raise ValueError(
@@ -107,21 +250,23 @@ class ElmoConfig(PreTrainedConfig):
             self.char_filters = [list(f) for f in ORIGINAL_CHAR_FILTERS]
         super().__post_init__(**kwargs)
 
-    def validate_architecture(self):
-        """Part of `@strict` validation: reject architectures that cannot be built."""
-        if self.char_activation not in ("relu", "tanh"):
-            raise ValueError(f"char_activation must be 'relu' or 'tanh', got {self.char_activation!r}.")
-        for spec in self.char_filters:
-            if len(spec) != 2 or min(spec) < 1:
-                raise ValueError(f"char_filters entries must be [width, num_filters] >= 1, got {spec!r}.")
-            if spec[0] > self.max_characters_per_token:
-                raise ValueError(
-                    f"char_filters width {spec[0]} exceeds max_characters_per_token {self.max_characters_per_token}."
-                )
-        if self.num_hidden_layers < 1:
-            raise ValueError(f"num_hidden_layers must be >= 1, got {self.num_hidden_layers}.")
-        if self.classifier_head not in ("linear", "bilstm"):
-            raise ValueError(f"classifier_head must be 'linear' or 'bilstm', got {self.classifier_head!r}.")
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs) -> "ElmoConfig":
+        """As [`PreTrainedConfig.from_dict`], which `from_pretrained` and `AutoConfig` load through. A saved config
+        that layer-normalises its scalar mixes but has no `scalar_mix_layer_norm_scope` predates that field: it keeps
+        normalising over the batch, as it was trained."""
+        if config_dict.get("scalar_mix_layer_norm") and "scalar_mix_layer_norm_scope" not in config_dict:
+            config_dict = {**config_dict, "scalar_mix_layer_norm_scope": "batch"}
+        return super().from_dict(config_dict, **kwargs)
+
+    def validate_architecture(self) -> None:
+        """Part of `@strict` validation: every character filter must fit in a word."""
+        widest = max(width for width, _ in self.char_filters)
+        if widest > self.max_characters_per_token:
+            raise ElmoConfigError(
+                "max_characters_per_token",
+                f"must be at least {widest} (the widest character filter), got {self.max_characters_per_token}",
+            )
 
     @property
     def hidden_size(self) -> int:
@@ -134,4 +279,4 @@ class ElmoConfig(PreTrainedConfig):
         return sum(n for _, n in self.char_filters)
 
 
-__all__ = ["ElmoConfig"]
+__all__ = ["ElmoConfig", "ElmoConfigError"]

@@ -2,30 +2,47 @@
 
 The folder holds `config.json` (with a complete `auto_map`), `model.safetensors` (float32), the tokenizer files, the
 code files for `trust_remote_code=True` and a `README.md` model card: a complete Hub repo, checked before it is renamed
-into place from a temporary sibling directory. `--push-to-hub` then uploads exactly that folder (see `hub.py`).
+into place. `--push-to-hub` then uploads exactly that folder (see `hub.py`).
+
+Writing is all or nothing. The folder is built in a hidden work folder beside the output, `.OUTPUT.partial-XXXX`, that
+holds an owner file (host and pid); a later run removes such folders once their process is gone. Every file gets the
+permissions the umask gives a new file. `--overwrite` replaces only a folder that elmo-convert could have written (an
+ELMo `config.json` and nothing but the files listed in `OUTPUT_FILES` and the package's code files) or an empty one,
+and never the current directory or one of its parents; the old folder is removed only once the new one is in place.
 """
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
 import torch
+from safetensors import SafetensorError
+from transformers.utils import logging
 
 from .configuration_elmo import ElmoConfig
-from .hub import HubError, check_push_target, model_repo_problems, push_folder
+from .hub import HubError, check_push_target, config_problems, model_repo_problems, push_folder
 from .model_card import ModelCardError, render_base_model_card
 from .modeling_elmo import ElmoModel
 from .original_checkpoint import OriginalCheckpointError, load_original_checkpoint
-from .remote_code import CONFIG_AUTO_MAP
 from .tokenization_elmo import ElmoTokenizer
 
+logger = logging.get_logger(__name__)
+
 ALLENNLP_ELMO_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
+# What a converted folder holds: these files and the package's code files. `--overwrite` replaces nothing else.
+OUTPUT_FILES = frozenset({"config.json", "model.safetensors", "tokenizer_config.json", "README.md"})
+CODE_FILES = frozenset(path.name for path in Path(__file__).parent.glob("*.py"))
+OWNER_FILE = "owner.json"  # in a work folder: {"host": ..., "pid": ...} of the elmo-convert process writing it
 
 
 @dataclass(frozen=True)
@@ -105,8 +122,12 @@ def resolve_source(location: str, cache_dir: str | os.PathLike | None = None) ->
     target = cache_root / hashlib.sha256(location.encode()).hexdigest()[:16] / Path(urlparse(location).path).name
     if target.is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".download-", delete=False) as partial:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = tempfile.NamedTemporaryFile(dir=target.parent, prefix=".download-", delete=False)
+    except OSError as error:
+        raise ConversionError(f"Cannot write to the download cache {cache_root}: {_reason(error)}") from error
+    with partial:
         try:
             http_get(location, partial, displayed_filename=target.name)
         except Exception as error:  # any network / HTTP / offline-mode failure
@@ -136,31 +157,156 @@ def max_difference_to_original(folder: Path, reference: ElmoModel) -> float:
     reloaded = AutoModel.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     batch = _verification_batch(tokenizer)
-    reference.bilm.use_reference_implementation = True
-    with torch.no_grad():
+    with torch.no_grad(), reference.reference_implementation():
         expected = reference(**batch, output_hidden_states=True).hidden_states
         found = reloaded(**batch, output_hidden_states=True).hidden_states
-    reference.bilm.use_reference_implementation = False
-    return max(float((a - b).abs().max()) for a, b in zip(expected, found, strict=True))
+    # torch's max keeps a NaN wherever it is; Python's max() would drop it unless it came first.
+    return float(torch.stack([(a - b).abs().max() for a, b in zip(expected, found, strict=True)]).max())
 
 
-def _prepare_output(output_dir: Path, overwrite: bool) -> None:
-    if output_dir.exists() and not overwrite:
-        raise ConversionError(f"Output directory {output_dir} already exists; pass --overwrite to replace it.")
-    if output_dir.exists() and not output_dir.is_dir():
-        raise ConversionError(f"Output path {output_dir} exists and is not a directory.")
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
+def _reason(error: OSError | SafetensorError) -> str:
+    """The cause of a failed write, on one line."""
+    if isinstance(error, OSError) and error.strerror:
+        return f"{error.strerror} ({error.filename})" if error.filename else error.strerror
+    return " ".join(str(error).split())
 
 
-def _move_into_place(staging: Path, output_dir: Path) -> None:
-    """Rename the finished `staging` folder to `output_dir`, replacing an old one only after success."""
-    if output_dir.exists():
-        retired = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}.old-"))
-        os.replace(output_dir, retired / "old")
-        os.replace(staging, output_dir)
-        shutil.rmtree(retired)
+def _check_replaceable(output_dir: Path) -> None:
+    """Refuse to replace `output_dir` unless it is empty or a folder elmo-convert wrote: an ELMo `config.json` and
+    nothing but `OUTPUT_FILES` and code files."""
+    try:
+        entries = sorted(output_dir.iterdir(), key=lambda path: path.name)
+    except OSError as error:
+        raise ConversionError(f"Cannot read the output folder {output_dir}: {_reason(error)}.") from error
+    unexpected = [
+        path.name + ("/" if path.is_dir() else "")
+        for path in entries
+        if path.name not in OUTPUT_FILES | CODE_FILES or path.is_symlink() or not path.is_file()
+    ]
+    if unexpected:
+        more = f" and {len(unexpected) - 5} more" if len(unexpected) > 5 else ""
+        problems = [f"it holds {', '.join(unexpected[:5])}{more}"]
     else:
-        os.replace(staging, output_dir)
+        problems = config_problems(output_dir) if entries else []
+    if problems:
+        raise ConversionError(
+            f"--overwrite replaces only a folder elmo-convert wrote, or an empty one, and {output_dir} is not one "
+            f"({problems[0]}). Choose another --output, or move those files away."
+        )
+
+
+def _check_output(output_dir: Path, overwrite: bool, inputs: tuple[str, ...]) -> None:
+    """Refuse an output location the converted folder cannot or must not replace, before any work is done."""
+    resolved, cwd = output_dir.resolve(), Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents:
+        raise ConversionError(
+            f"--output {output_dir} is the current directory or one of its parents ({resolved}); the converted "
+            "folder replaces the output folder as a whole, which cannot be done to the directory you are in. "
+            "Give a folder outside the current directory's path, e.g. a new subfolder."
+        )
+    if output_dir.is_symlink():
+        raise ConversionError(f"Output path {output_dir} is a symbolic link; give the folder it points to instead.")
+    if not output_dir.exists():
+        ancestor = next(path for path in resolved.parents if path.exists())
+        if not ancestor.is_dir():
+            raise ConversionError(f"Cannot create {output_dir}: {ancestor} is not a directory.")
+        return
+    if not output_dir.is_dir():
+        raise ConversionError(f"Output path {output_dir} exists and is not a directory.")
+    if not overwrite:
+        raise ConversionError(f"Output directory {output_dir} already exists; pass --overwrite to replace it.")
+    for location in inputs:
+        if not _is_url(location) and Path(location).resolve().is_relative_to(resolved):
+            raise ConversionError(f"{output_dir} contains the input {location}; --overwrite would delete it.")
+    _check_replaceable(output_dir)
+
+
+def _owner_is_gone(work: Path) -> bool:
+    """Whether `work` is an elmo-convert work folder whose process is known to be gone: its owner file names this
+    host and a pid that no longer runs. Anything else (no or unreadable owner file, another host) is left alone."""
+    try:
+        owner = json.loads((work / OWNER_FILE).read_text(encoding="utf-8"))
+        host, pid = owner["host"], owner["pid"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if host != socket.gethostname() or type(pid) is not int or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # alive under another user, or not a pid at all
+        return False
+    return False
+
+
+def _remove_stale_work_folders(output_dir: Path) -> None:
+    """Remove the work folders that killed conversions to `output_dir` left beside it.
+
+    A run killed between moving the old output aside and moving the new one in left the old folder in `old/`: it is put
+    back where it was.
+    """
+    prefix = f".{output_dir.name}.partial-"
+    try:
+        candidates = sorted(output_dir.parent.iterdir())
+    except OSError:  # no parent folder yet, or an unreadable one: nothing of ours there
+        return
+    for work in candidates:
+        if not work.name.startswith(prefix) or work.is_symlink() or not work.is_dir() or not _owner_is_gone(work):
+            continue
+        old = work / "old"
+        if old.is_dir() and not os.path.lexists(output_dir):
+            try:
+                os.replace(old, output_dir)
+            except OSError:
+                continue  # the only copy of the previous output: leave it
+        shutil.rmtree(work, ignore_errors=True)
+        logger.warning(f"Removed {work}, left behind by an interrupted elmo-convert run.")
+
+
+def _umask() -> int:
+    umask = os.umask(0o077)  # briefly the strictest mask, so that a file created meanwhile is never too open
+    os.umask(umask)
+    return umask
+
+
+@contextmanager
+def _work_folder(output_dir: Path) -> Iterator[Path]:
+    """Yield an empty `model/` folder inside a new hidden work folder beside `output_dir`, marked with this process's
+    owner file. The work folder is removed on exit, unless it holds the previous output that could not be put back."""
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}.partial-"))
+    try:
+        (work / OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+        model = work / "model"
+        model.mkdir()  # unlike the mkdtemp folder (0700), with the umask's permissions
+        yield model
+    finally:
+        if not (work / "old").exists():
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _move_into_place(model: Path, output_dir: Path) -> None:
+    """Rename the finished `model` folder to `output_dir`. An existing output is moved aside into the work folder first
+    and removed once the new folder is in place, or put back if that fails."""
+    if not output_dir.exists():
+        os.replace(model, output_dir)
+        return
+    _check_replaceable(output_dir)  # again: it may have changed while the conversion ran
+    old = model.parent / "old"
+    os.replace(output_dir, old)
+    try:
+        os.replace(model, output_dir)
+    except OSError as error:
+        try:
+            os.replace(old, output_dir)
+        except OSError:
+            raise ConversionError(
+                f"Could not move the new folder to {output_dir} ({_reason(error)}) nor the previous one back; the "
+                f"previous one is in {old}."
+            ) from error
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def convert_checkpoint(
@@ -179,13 +325,13 @@ def convert_checkpoint(
     `repo_id` is the Hub repo the folder is meant for; the model card's usage snippets load it by that name.
     """
     output_dir = Path(output_dir)
-    _prepare_output(output_dir, overwrite)
+    _remove_stale_work_folders(output_dir)  # first: it may put back an output that a killed run had moved aside
+    _check_output(output_dir, overwrite, (options, weights))
     options_path, weights_path = resolve_source(options, cache_dir), resolve_source(weights, cache_dir)
     config, state_dict = load_original_checkpoint(options_path, weights_path)
     model = ElmoModel(config)
     model.load_state_dict(state_dict, strict=True)
     model.eval()
-    model.config.auto_map = dict(CONFIG_AUTO_MAP)
     tokenizer = ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
     result = ConversionResult(
         output_dir=output_dir,
@@ -196,34 +342,36 @@ def convert_checkpoint(
         },
     )
 
-    staging = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}.partial-"))
-    umask = os.umask(0)
-    os.umask(umask)
-    staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should look like any new folder
     try:
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        if verify:
-            result.max_abs_difference = max_difference_to_original(staging, model)
-            if result.max_abs_difference > VERIFICATION_TOLERANCE:
-                raise ConversionError(
-                    f"Verification failed: the converted model differs from the original weights by "
-                    f"{result.max_abs_difference:.3g} (tolerance {VERIFICATION_TOLERANCE:g})."
-                )
-        card = render_base_model_card(
-            config,
-            sources=result.sources,
-            max_abs_difference=result.max_abs_difference,
-            preset=PRESETS.get(preset),
-            repo_id=repo_id,
-        )
-        (staging / "README.md").write_text(card, encoding="utf-8")
-        problems = model_repo_problems(staging)
-        if problems:
-            raise ConversionError("The converted folder is incomplete: " + "; ".join(problems))
-        _move_into_place(staging, output_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        with _work_folder(output_dir) as folder:
+            model.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+            if verify:
+                result.max_abs_difference = max_difference_to_original(folder, model)
+                if not result.max_abs_difference <= VERIFICATION_TOLERANCE:  # NaN fails too
+                    raise ConversionError(
+                        f"Verification failed: the converted model differs from the original weights by "
+                        f"{result.max_abs_difference:.3g} (tolerance {VERIFICATION_TOLERANCE:g})."
+                    )
+            card = render_base_model_card(
+                config,
+                sources=result.sources,
+                max_abs_difference=result.max_abs_difference,
+                preset=PRESETS.get(preset),
+                repo_id=repo_id,
+            )
+            (folder / "README.md").write_text(card, encoding="utf-8")
+            problems = model_repo_problems(folder)
+            if problems:
+                raise ConversionError("The converted folder is incomplete: " + "; ".join(problems))
+            mode = 0o666 & ~_umask()  # what a new file gets; safetensors writes model.safetensors 0600
+            for path in folder.iterdir():
+                if path.is_file():
+                    path.chmod(mode)
+            _move_into_place(folder, output_dir)
+    except (OSError, SafetensorError) as error:
+        kept = "; the existing folder is unchanged" if output_dir.exists() else ""
+        raise ConversionError(f"Could not write {output_dir}: {_reason(error)}{kept}.") from error
     return result
 
 
@@ -237,7 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--weights", help="HDF5 weights: local path or http(s) URL")
     source.add_argument("--preset", choices=sorted(PRESETS), help="one of the official English models")
     parser.add_argument("--output", required=True, help="folder to write (must not exist unless --overwrite)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing output folder written by elmo-convert (or empty)"
+    )
     parser.add_argument(
         "--verify", action="store_true", help="reload the written folder and compare it with the original weights"
     )

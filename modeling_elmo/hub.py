@@ -67,11 +67,14 @@ def _weights_problems(folder: Path) -> list[str]:
     ]
 
 
-def _config_problems(folder: Path) -> list[str]:
+def config_problems(folder: Path) -> list[str]:
+    """Why `folder/config.json` is not an ELMo config; empty when it is one."""
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
         return ["config.json is missing"]
+    except OSError as error:
+        return [f"config.json is unreadable ({error.strerror})"]
     except ValueError as error:
         return [f"config.json is not valid JSON ({error})"]
     model_type = config.get("model_type") if isinstance(config, dict) else None
@@ -96,7 +99,7 @@ def model_repo_problems(folder: str | os.PathLike) -> list[str]:
     folder = Path(folder)
     if not folder.is_dir():
         return [f"{folder} is not a directory"]
-    problems = _config_problems(folder) + _weights_problems(folder)
+    problems = config_problems(folder) + _weights_problems(folder)
     if not (folder / "tokenizer_config.json").is_file():
         problems.append("tokenizer_config.json is missing")
     return problems + _card_problems(folder) + remote_code_problems(folder)
@@ -151,6 +154,7 @@ __all__ = [
     "IncompleteRepoError",
     "check_model_repo",
     "check_push_target",
+    "config_problems",
     "model_repo_problems",
     "push_folder",
 ]

@@ -1,5 +1,6 @@
 """PyTorch ELMo model: character CNN, bidirectional LSTM language model with projection, scalar mixes."""
 
+import contextlib
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -8,6 +9,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.utils import ModelOutput
 from transformers.utils.generic import can_return_tuple
@@ -31,7 +33,8 @@ class ElmoModelOutput(ModelOutput):
             Top biLM layer, `[forward; backward]`, zero at padded positions.
         hidden_states (`tuple(torch.FloatTensor)`, *optional*, returned when `output_hidden_states=True`):
             `num_hidden_layers + 1` tensors of shape `(batch_size, num_words, 2 * projection_dim)`: the character-CNN
-            token embedding duplicated (`[x; x]`), then `[forward; backward]` of every LSTM layer.
+            token embedding duplicated (`[x; x]`), then `[forward; backward]` of every LSTM layer. With autograd, each
+            one is on the graph: the next layer reads it, so `retain_grad()` on any of them gets its gradient.
         elmo_representations (`tuple(torch.FloatTensor)`, *optional*, returned when `num_output_representations > 0`):
             `num_output_representations` learned scalar mixes of all layers, each `(batch_size, num_words,
             2 * projection_dim)`.
@@ -171,7 +174,7 @@ class ElmoCharacterEncoder(nn.Module):
         return self.word_cache
 
 
-class ElmoLstmLayer(nn.Module):
+class ElmoLstmLayer(GradientCheckpointingLayer):
     r"""
     One biLM layer: a forward and a backward LSTM cell with projection (TensorFlow `LSTMCell(num_proj=...)`), stored
     stacked so that both directions can run in the same batched matrix products. Index 0 of every parameter is the
@@ -181,6 +184,10 @@ class ElmoLstmLayer(nn.Module):
     Both implementations work on *packed* sequences (time-major, rows sorted by decreasing length, as in
     `torch.nn.utils.rnn.PackedSequence`): step `t` owns rows `offsets[t] : offsets[t] + batch_sizes[t]`, so padding
     is never computed.
+
+    Gradient checkpointing (`model.activation_checkpointing_enable()`) recomputes a layer's forward in the backward
+    pass. With `use_reentrant=True` the first pass runs without autograd, so it takes the inference path: its outputs
+    and the gradients then differ from an unchecked run by float32 rounding.
     """
 
     INPUT_GATE_BLOCK_ROWS = 256  # packed rows per direction whose input-to-gate products are computed at once
@@ -250,8 +257,8 @@ class ElmoLstmLayer(nn.Module):
                 linears, self.bias[directions].unsqueeze(1), inputs[directions], offsets, hidden[directions],
                 cell[directions], outputs[directions],
             )  # fmt: skip
-        lengths = torch.tensor(batch_sizes).unsqueeze(1) > torch.arange(batch_sizes[0])  # (time, batch) active
-        last_step = lengths.sum(dim=0) - 1
+        active = torch.tensor(batch_sizes).unsqueeze(1) > torch.arange(batch_sizes[0])  # (time, batch)
+        last_step = active.sum(dim=0) - 1
         last_index = torch.tensor(offsets[:-1])[last_step] + torch.arange(batch_sizes[0])
         return outputs, (outputs[:, last_index.to(outputs.device)], cell)
 
@@ -380,11 +387,40 @@ class ElmoLstmLayer(nn.Module):
 class _PackedBatch:
     """Index maps between padded word positions and the packed biLM sequences (`<S> words </S>` per row)."""
 
+    padded_shape: tuple[int, int]  # (batch, max_words) of the padded layers
     batch_sizes: list[int]
     sort_order: torch.Tensor  # (batch,) original row of each sorted row
     source: torch.Tensor  # (2, num_packed) index into [word embeddings; <S>; </S>] for each direction
     word_to_packed: torch.Tensor  # (2, num_words) packed position of every real word, per direction
     word_positions: torch.Tensor  # (num_words,) flat index into (batch * max_words) of every real word
+
+    def pad(self, words: torch.Tensor) -> torch.Tensor:
+        """`words` (num_words, width), in `word_positions` order -> (batch, max_words, width), zero at padding."""
+        batch_size, max_words = self.padded_shape
+        width = words.shape[-1]
+        padded = words.new_zeros(batch_size * max_words, width).index_copy(0, self.word_positions, words)
+        return padded.view(batch_size, max_words, width)
+
+    @property
+    def packed_words(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Index of the words' packed rows: `packed[packed_words]` is (2, num_words, dim) in `word_positions` order."""
+        return torch.arange(2, device=self.word_to_packed.device).unsqueeze(1), self.word_to_packed
+
+    def unpack(self, packed: torch.Tensor) -> torch.Tensor:
+        """
+        `packed` (2, num_packed, dim) -> its word rows as a padded layer `[forward; backward]`: (batch, max_words,
+        2 * dim).
+        """
+        return self.pad(packed[self.packed_words].transpose(0, 1).flatten(1))
+
+    def repack(self, layer: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
+        """
+        `packed` (2, num_packed, dim) with its word rows read back from `layer` (batch, max_words, 2 * dim), the
+        `unpack` of `packed`: the same values, but whatever is computed from the result depends on `layer` in the
+        autograd graph. The `<S>`/`</S>` rows, which no layer returns, stay those of `packed`.
+        """
+        words = layer.flatten(0, 1)[self.word_positions].unflatten(-1, (2, -1)).transpose(0, 1)  # (2, words, dim)
+        return packed.index_put(self.packed_words, words)
 
 
 def _pack_sentences(attention_mask: torch.Tensor) -> _PackedBatch:
@@ -415,6 +451,7 @@ def _pack_sentences(attention_mask: torch.Tensor) -> _PackedBatch:
     for direction in range(2):
         word_to_packed[direction, source[direction, is_word[direction]]] = packed_index[is_word[direction]]
     return _PackedBatch(
+        padded_shape=(batch_size, max_words),
         batch_sizes=active.sum(dim=1).tolist(),
         sort_order=sort_order,
         source=source,
@@ -430,54 +467,83 @@ class ElmoBiLm(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(ElmoLstmLayer(config) for _ in range(config.num_hidden_layers))
         self.use_skip_connections = config.use_skip_connections
-        self.use_reference_implementation = False
 
     def forward(
-        self, inputs: torch.Tensor, batch_sizes: list[int], initial_states: list[LstmState]
-    ) -> tuple[list[torch.Tensor], list[LstmState]]:
+        self,
+        token_embeddings: torch.Tensor,
+        packing: _PackedBatch,
+        initial_states: list[LstmState],
+        all_layers: bool,
+        reference: bool = False,
+    ) -> tuple[tuple[torch.Tensor, ...], list[LstmState]]:
         """
         Args:
-            inputs: (2, num_packed, projection_dim) token embeddings, forward and reversed order.
-            batch_sizes: active rows per time step.
+            token_embeddings: (num_words + 2, projection_dim): the batch's words in `packing.word_positions` order,
+                then `<S>` and `</S>`.
+            packing: the batch's `_PackedBatch`.
             initial_states: per layer, hidden (2, batch, proj) and cell (2, batch, cell_size), sorted rows.
+            all_layers: return every layer; otherwise only the top one.
+            reference: run every layer's `forward_reference` instead of its fast path.
 
         Returns:
-            per layer the packed outputs (2, num_packed, projection_dim), and per layer the final state.
+            The layers, each (batch, max_words, 2 * projection_dim) and zero at padding: the token layer `[x; x]` and
+            every LSTM layer `[forward; backward]` (or the top one only); and per layer the final state (sorted rows).
+
+        The layers run on packed sequences. When a graph is built, every layer is padded as soon as it is computed
+        and the next layer reads its word rows back from the padded tensor (`_PackedBatch.repack`), so every
+        returned layer is on the path to the outputs; otherwise only the returned layers are padded.
         """
-        outputs, final_states = [], []
+        on_graph = torch.is_grad_enabled() and (
+            token_embeddings.requires_grad or any(parameter.requires_grad for parameter in self.parameters())
+        )
+        words = token_embeddings[: packing.word_positions.numel()]
+        layers = [packing.pad(torch.cat([words, words], dim=-1))] if on_graph or all_layers else []
+        inputs = token_embeddings[packing.source]  # (2, num_packed, projection_dim), backward rows reversed
+        final_states = []
         for index, layer in enumerate(self.layers):
-            run = layer.forward_reference if self.use_reference_implementation else layer
-            layer_output, final_state = run(inputs, batch_sizes, initial_states[index])
+            if on_graph:
+                inputs = packing.repack(layers[-1], inputs)
+            run = layer.forward_reference if reference else layer
+            outputs, final_state = run(inputs, packing.batch_sizes, initial_states[index])
             if self.use_skip_connections and index > 0:
-                layer_output = layer_output + inputs
-            outputs.append(layer_output)
+                outputs = outputs + inputs
+            if on_graph or all_layers or index == len(self.layers) - 1:
+                layers.append(packing.unpack(outputs))
             final_states.append(final_state)
-            inputs = layer_output
-        return outputs, final_states
+            inputs = outputs
+        return tuple(layers if all_layers else layers[-1:]), final_states
 
 
 class ElmoScalarMix(nn.Module):
-    """`gamma * sum_k softmax(s)_k * h_k`, optionally layer-normalising each `h_k` over unpadded positions."""
+    """
+    `gamma * sum_k softmax(s)_k * h_k` over all `num_hidden_layers + 1` layers `h_k`. With
+    `config.scalar_mix_layer_norm`, each `h_k` is first normalised with the mean and variance of its unpadded
+    elements (words x features), taken as `config.scalar_mix_layer_norm_scope` says:
 
-    def __init__(self, num_layers: int, layer_norm: bool = False):
+    - `"sentence"`: per sentence, so a sentence's mix does not depend on the other sentences of its batch;
+    - `"batch"`: over the whole batch, as AllenNLP's `ScalarMix(do_layer_norm=True)`, to reproduce its results.
+    """
+
+    NORM_DIMS = {"sentence": (1, 2), "batch": (0, 1, 2)}  # per scope, the dimensions of (batch, words, dim) reduced
+
+    def __init__(self, config: ElmoConfig):
         super().__init__()
-        self.scalar_parameters = nn.Parameter(torch.zeros(num_layers))
+        self.scalar_parameters = nn.Parameter(torch.zeros(config.num_hidden_layers + 1))
         self.gamma = nn.Parameter(torch.ones(1))
-        self.layer_norm = layer_norm
+        self.norm_dims = self.NORM_DIMS[config.scalar_mix_layer_norm_scope] if config.scalar_mix_layer_norm else None
 
-    @staticmethod
-    def _masked_layer_norm(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Normalise `hidden` (batch, words, dim) with one mean/variance over all unpadded elements."""
+    def _masked_layer_norm(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Normalise `hidden` (batch, words, dim) with the mean and variance of its unpadded elements (`norm_dims`)."""
         mask = mask.unsqueeze(-1).to(hidden.dtype)
-        count = (mask.sum() * hidden.shape[-1]).clamp(min=1)
-        mean = (hidden * mask).sum() / count
-        variance = (((hidden - mean) * mask) ** 2).sum() / count
+        count = (mask.sum(dim=self.norm_dims, keepdim=True) * hidden.shape[-1]).clamp(min=1)
+        mean = (hidden * mask).sum(dim=self.norm_dims, keepdim=True) / count
+        variance = (((hidden - mean) * mask) ** 2).sum(dim=self.norm_dims, keepdim=True) / count
         return (hidden - mean) / torch.sqrt(variance + 1e-12)
 
     def forward(self, layers: tuple[torch.Tensor, ...], mask: torch.Tensor) -> torch.Tensor:
         """`layers`: num_layers tensors (batch, words, dim); `mask` (batch, words) -> (batch, words, dim)."""
         weights = torch.softmax(self.scalar_parameters, dim=0)
-        if self.layer_norm:
+        if self.norm_dims is not None:
             layers = tuple(self._masked_layer_norm(layer, mask) for layer in layers)
         mixed = sum(weight * layer for weight, layer in zip(weights, layers, strict=True))
         return self.gamma * mixed * mask.unsqueeze(-1).to(mixed.dtype)
@@ -489,6 +555,24 @@ class ElmoPreTrainedModel(PreTrainedModel):
     base_model_prefix = "elmo"
     main_input_name = "input_ids"
     _no_split_modules = ["ElmoLstmLayer"]
+    supports_gradient_checkpointing = True  # per biLM layer (`ElmoLstmLayer`)
+
+    def resize_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
+        """
+        Refused unless the size stays the same: the input embedding is the character embedding, and its vocabulary
+        (`config.char_vocab_size` rows: bytes, word and sentence markers, padding) is fixed. Every word, new or added
+        to the tokenizer, is spelled with these characters, so no resizing is ever needed.
+        """
+        embeddings = self.get_input_embeddings()
+        if new_num_tokens not in (None, embeddings.num_embeddings) or pad_to_multiple_of is not None:
+            raise ValueError(
+                f"ELMo's character vocabulary is fixed ({embeddings.num_embeddings} character ids): the character "
+                f"embedding cannot be resized (asked for {new_num_tokens} rows, pad_to_multiple_of="
+                f"{pad_to_multiple_of}). New words need no new ids: they are spelled with the same characters."
+            )
+        return embeddings
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -528,18 +612,37 @@ class ElmoModel(ElmoPreTrainedModel):
     of the next call, like the original TensorFlow biLM; `reset_states()` clears them. When the batch size changes
     in stateful mode, row `i` still continues from the stored row `i`; rows beyond the stored ones start from zero,
     and stored rows beyond the current batch are kept untouched for later calls.
+
+    `add_scalar_mixes=False` leaves out the `config.num_output_representations` scalar mixes (a head that mixes the
+    layers itself has no use for them).
     """
 
-    def __init__(self, config: ElmoConfig):
+    def __init__(self, config: ElmoConfig, add_scalar_mixes: bool = True):
         super().__init__(config)
         self.char_encoder = ElmoCharacterEncoder(config)
         self.bilm = ElmoBiLm(config)
-        self.scalar_mixes = nn.ModuleList(
-            ElmoScalarMix(config.num_hidden_layers + 1, config.scalar_mix_layer_norm)
-            for _ in range(config.num_output_representations)
-        )
+        num_mixes = config.num_output_representations if add_scalar_mixes else 0
+        self.scalar_mixes = nn.ModuleList(ElmoScalarMix(config) for _ in range(num_mixes))
         self._lstm_states: list[LstmState] | None = None
+        self._reference_implementation = False
         self.post_init()
+
+    @contextlib.contextmanager
+    def reference_implementation(self, enabled: bool = True) -> Iterator[None]:
+        """
+        Within the block (if `enabled`), `forward` takes the straightforward paths, for checking the fast ones: the
+        character CNN on every word (no deduplication, word cache or token-embedding table) and every LSTM layer's
+        `forward_reference` (per step and direction, in TensorFlow's formulation). On leaving the block, also through
+        an exception, the previous choice is restored.
+
+            with model.reference_implementation():
+                expected = model(**batch, output_hidden_states=True).hidden_states
+        """
+        previous, self._reference_implementation = self._reference_implementation, enabled
+        try:
+            yield
+        finally:
+            self._reference_implementation = previous
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.char_encoder.char_embeddings
@@ -654,37 +757,25 @@ class ElmoModel(ElmoPreTrainedModel):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
-        batch_size, max_words = attention_mask.shape
         packing = _pack_sentences(attention_mask)
 
-        words = input_ids.flatten(0, 1)[packing.word_positions]  # (num_words, max_chars)
-        vocabulary = torch.cat([words, self.boundary_char_ids(input_ids.device)])
-        if self.bilm.use_reference_implementation:
-            token_embeddings = self.char_encoder(vocabulary)  # (num_words + 2, projection_dim)
+        words = input_ids.flatten(0, 1)[packing.word_positions]  # (num_words, max_chars): every word of the batch
+        token_char_ids = torch.cat([words, self.boundary_char_ids(input_ids.device)])  # then <S>, </S>
+        if self._reference_implementation:
+            token_embeddings = self.char_encoder(token_char_ids)  # (num_words + 2, projection_dim)
         else:
-            token_embeddings = self.char_encoder.embed_words(vocabulary)
-        packed_inputs = token_embeddings[packing.source]  # (2, num_packed, projection_dim)
+            token_embeddings = self.char_encoder.embed_words(token_char_ids)
 
-        initial_states = self._initial_states(batch_size, packing.sort_order, token_embeddings)
-        packed_outputs, final_states = self.bilm(packed_inputs, packing.batch_sizes, initial_states)
+        initial_states = self._initial_states(input_ids.shape[0], packing.sort_order, token_embeddings)
+        layers, final_states = self.bilm(
+            token_embeddings,
+            packing,
+            initial_states,
+            all_layers=bool(output_hidden_states or self.scalar_mixes),
+            reference=self._reference_implementation,
+        )
         if self.config.stateful:
             self._store_states(final_states, packing.sort_order)
-
-        word_embeddings = token_embeddings[: words.shape[0]]
-        layer_values = [torch.cat([word_embeddings, word_embeddings], dim=-1)]
-        for packed in packed_outputs:
-            layer_values.append(
-                torch.cat([packed[0, packing.word_to_packed[0]], packed[1, packing.word_to_packed[1]]], dim=-1)
-            )
-        if not (output_hidden_states or self.scalar_mixes):
-            layer_values = layer_values[-1:]  # only the top layer is returned: unpad nothing else
-        width = 2 * self.config.projection_dim
-        layers = tuple(
-            values.new_zeros(batch_size * max_words, width)
-            .index_copy(0, packing.word_positions, values)
-            .view(batch_size, max_words, width)
-            for values in layer_values
-        )
         representations = tuple(mix(layers, attention_mask) for mix in self.scalar_mixes)
         return ElmoModelOutput(
             last_hidden_state=layers[-1],
@@ -738,11 +829,14 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
     numerically one-hot. In training mode (no decoding) `logits` are the emission scores.
     """
 
+    # ElmoModel's own mixes are not built here: ignore them in base checkpoints and in taggers saved with them
+    _keys_to_ignore_on_load_unexpected = [r"^(elmo\.)?scalar_mixes\."]
+
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.elmo = ElmoModel(config)
-        self.scalar_mix = ElmoScalarMix(config.num_hidden_layers + 1, config.scalar_mix_layer_norm)
+        self.elmo = ElmoModel(config, add_scalar_mixes=False)
+        self.scalar_mix = ElmoScalarMix(config)
         self.dropout = nn.Dropout(config.classifier_dropout)
         self.tagger = ElmoBiLstmTagger(config) if config.classifier_head == "bilstm" else None
         features = 2 * config.tagger_hidden_size if self.tagger is not None else config.hidden_size

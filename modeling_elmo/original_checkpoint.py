@@ -2,17 +2,24 @@
 state dict of `ElmoModel` parameter names. Every problem is reported as `OriginalCheckpointError` naming the file,
 the JSON key or the HDF5 dataset."""
 
+import contextlib
 import json
 import os
+import re
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import h5py
 import numpy as np
 import torch
 
-from .configuration_elmo import ElmoConfig
+from .configuration_elmo import FIELD_RULES, ElmoConfig, ElmoConfigError, Rule
 
 FORGET_BIAS = 1.0  # added by TensorFlow's LSTMCell at run time, not stored in the HDF5
 LSTM_CELL_PATH = "RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+# Datasets in the model's own groups. One that the options leave unread means the options and the weights disagree
+# (more layers, highway layers or filters than the options say); anything else in the file is ignored.
+MODEL_DATASET = re.compile(r"^(char_embed|CNN|RNN_)")
 
 
 class OriginalCheckpointError(ValueError):
@@ -22,101 +29,174 @@ class OriginalCheckpointError(ValueError):
 _MISSING = object()
 
 
-def _require(options: dict, path: str, source: str):
-    value = options_get(options, path, _MISSING)
-    if value is _MISSING:
-        raise OriginalCheckpointError(f"{source}: missing key '{path}' in the options JSON.")
+class Option(NamedTuple):
+    """A key of the options JSON, the `ElmoConfig` field it sets (checked with that field's rule) and its default
+    (none: the key is required). A key that sets no field (`field=None`) carries its own `rule`."""
+
+    key: str
+    field: str | None
+    default: Any = _MISSING
+    rule: Rule | None = None
+
+
+# bilm-tf trains with 261 characters and runs with 262 (a padding character); the HDF5 has 261 rows either way.
+_N_CHARACTERS = Rule("261 or 262", lambda value: type(value) is int and value in (261, 262))
+OPTIONS = (
+    Option("lstm.dim", "lstm_cell_size"),
+    Option("lstm.projection_dim", "projection_dim"),
+    Option("lstm.n_layers", "num_hidden_layers"),
+    Option("lstm.cell_clip", "cell_clip", default=None),
+    Option("lstm.proj_clip", "proj_clip", default=None),
+    Option("lstm.use_skip_connections", "use_skip_connections", default=False),
+    Option("char_cnn.embedding.dim", "char_embedding_dim"),
+    Option("char_cnn.filters", "char_filters"),
+    Option("char_cnn.n_highway", "num_highway_layers", default=0),
+    Option("char_cnn.n_characters", None, rule=_N_CHARACTERS),
+    Option("char_cnn.max_characters_per_token", "max_characters_per_token"),
+    Option("char_cnn.activation", "char_activation"),
+)
+_KEY_OF_FIELD = {option.field: option.key for option in OPTIONS if option.field}
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """`value` as JSON, shortened for an error message."""
+    text = json.dumps(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _lookup(options: dict, key: str, source: str) -> Any:
+    """`options[a][b]...` for the dotted `key`, or `_MISSING`; a section that is not an object is an error."""
+    value = options
+    parts = key.split(".")
+    for depth, part in enumerate(parts):
+        if not isinstance(value, dict):
+            section = ".".join(parts[:depth])
+            raise OriginalCheckpointError(f"{source}: {section} must be a JSON object, got {_shown(value)}")
+        if part not in value:
+            return _MISSING
+        value = value[part]
     return value
 
 
-def _require_int(options: dict, path: str, source: str, default: int | None = None) -> int:
-    value = _require(options, path, source) if default is None else options_get(options, path, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 0:
-        raise OriginalCheckpointError(f"{source}: '{path}' must be a non-negative integer, got {value!r}.")
-    return int(value)
-
-
-def options_get(options: dict, path: str, default):
-    """`options[a][b]...` for the dotted `path`, or `default` when a key is absent."""
-    for key in path.split("."):
-        if not isinstance(options, dict) or key not in options:
-            return default
-        options = options[key]
-    return options
-
-
 def config_from_options(options: dict, source: str = "options") -> ElmoConfig:
-    """Map the original options (`lstm`, `char_cnn` sections) to an `ElmoConfig`."""
-    filters = _require(options, "char_cnn.filters", source)
-    if not isinstance(filters, list) or not filters or not all(isinstance(f, list) and len(f) == 2 for f in filters):
-        raise OriginalCheckpointError(f"{source}: 'char_cnn.filters' must be a list of [width, num_filters] pairs.")
-    if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for f in filters for v in f):
-        raise OriginalCheckpointError(f"{source}: 'char_cnn.filters' entries must be positive integers: {filters}.")
-    activation = _require(options, "char_cnn.activation", source)
-    if activation not in ("relu", "tanh"):
-        raise OriginalCheckpointError(f"{source}: 'char_cnn.activation' must be 'relu' or 'tanh', got {activation!r}.")
-    n_characters = _require_int(options, "char_cnn.n_characters", source)
-    if n_characters not in (261, 262):
-        raise OriginalCheckpointError(f"{source}: 'char_cnn.n_characters' must be 261 or 262, got {n_characters}.")
-    return ElmoConfig(
-        char_vocab_size=262,
-        max_characters_per_token=_require_int(options, "char_cnn.max_characters_per_token", source),
-        char_embedding_dim=_require_int(options, "char_cnn.embedding.dim", source),
-        char_filters=[list(f) for f in filters],
-        num_highway_layers=_require_int(options, "char_cnn.n_highway", source, default=0),
-        char_activation=activation,
-        lstm_cell_size=_require_int(options, "lstm.dim", source),
-        projection_dim=_require_int(options, "lstm.projection_dim", source),
-        num_hidden_layers=_require_int(options, "lstm.n_layers", source),
-        cell_clip=options_get(options, "lstm.cell_clip", None),
-        proj_clip=options_get(options, "lstm.proj_clip", None),
-        use_skip_connections=bool(options_get(options, "lstm.use_skip_connections", False)),
-    )
+    """Map the original options (`lstm`, `char_cnn` sections) to an `ElmoConfig`, checking every key's type and
+    range."""
+    if "char_cnn" not in options:
+        raise OriginalCheckpointError(
+            f"{source}: no 'char_cnn' section: token-embedding (word-input) biLMs are not supported; "
+            "elmo-convert needs a character-input model (options with a 'char_cnn' section)."
+        )
+    fields = {}
+    for option in OPTIONS:
+        value = _lookup(options, option.key, source)
+        value = option.default if value is _MISSING else value
+        if value is _MISSING:
+            raise OriginalCheckpointError(f"{source}: missing key '{option.key}' in the options JSON.")
+        rule = option.rule or FIELD_RULES[option.field]
+        nullable = rule.nullable and option.default is not _MISSING  # only an optional key may be null
+        problem = rule.problem(value, nullable=nullable, null="null", shown=_shown(value))
+        if problem:
+            raise OriginalCheckpointError(f"{source}: {option.key} {problem}")
+        if option.field:
+            fields[option.field] = value
+    try:
+        return ElmoConfig(char_vocab_size=262, **fields)
+    except ElmoConfigError as error:  # a rule between keys: the filters must fit in a word
+        raise OriginalCheckpointError(f"{source}: {_KEY_OF_FIELD[error.field]} {error.problem}") from None
+
+
+def _require_file(path: str, kind: str) -> None:
+    if not os.path.exists(path):
+        raise OriginalCheckpointError(f"{kind} file not found: {path}")
+    if not os.path.isfile(path):
+        raise OriginalCheckpointError(f"{kind} path is not a file: {path}")
 
 
 def read_options(path: str | os.PathLike) -> ElmoConfig:
-    """Parse an options JSON file into an `ElmoConfig`."""
+    """Parse an options JSON file (UTF-8, with or without a byte-order mark) into an `ElmoConfig`."""
     path = os.fspath(path)
+    _require_file(path, "Options")
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8-sig") as handle:
             options = json.load(handle)
-    except FileNotFoundError as error:
-        raise OriginalCheckpointError(f"Options file not found: {path}") from error
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except OSError as error:
+        raise OriginalCheckpointError(f"{path}: cannot read the options file ({error.strerror}).") from error
+    except UnicodeDecodeError as error:
+        raise OriginalCheckpointError(f"{path}: not UTF-8 text, so not an options JSON ({error.reason}).") from error
+    except json.JSONDecodeError as error:
         raise OriginalCheckpointError(f"{path}: not valid JSON ({error}).") from error
+    except RecursionError:
+        raise OriginalCheckpointError(f"{path}: not valid JSON (nested too deeply).") from None
     if not isinstance(options, dict):
-        raise OriginalCheckpointError(f"{path}: the options JSON must be an object with 'lstm' and 'char_cnn'.")
+        raise OriginalCheckpointError(
+            f"{path}: the options JSON must be an object with 'lstm' and 'char_cnn', got {_shown(options)}."
+        )
+    return config_from_options(options, source=path)
+
+
+@contextlib.contextmanager
+def _readable(path: str, what: str) -> Iterator[None]:
+    """Report h5py's errors on a damaged file as an `OriginalCheckpointError` naming the file and `what` was read."""
     try:
-        return config_from_options(options, source=path)
-    except OriginalCheckpointError:
-        raise
-    except (ValueError, TypeError) as error:  # strict config validation
-        raise OriginalCheckpointError(f"{path}: invalid architecture: {error}") from error
+        yield
+    except (OSError, RuntimeError, KeyError, ValueError) as error:
+        raise OriginalCheckpointError(
+            f"{path}: cannot read {what}; the file is damaged or truncated ({error})."
+        ) from error
 
 
 class _WeightReader:
-    """Reads datasets from an open HDF5 file, checking each one's shape against the options."""
+    """Reads datasets from an open HDF5 file, checking each one's shape against the options, its dtype and values."""
 
     def __init__(self, handle: h5py.File, path: str):
         self.handle = handle
         self.path = path
+        self.names_read: set[str] = set()
 
     def __call__(self, name: str, shape: tuple[int, ...]) -> torch.Tensor:
-        dataset = self.handle.get(name)
+        with _readable(self.path, f"dataset '{name}'"):
+            dataset = self.handle.get(name)
+        if isinstance(dataset, h5py.Group):
+            raise OriginalCheckpointError(
+                f"{self.path}: '{name}' is a group, but it must be a dataset of shape {shape}."
+            )
         if not isinstance(dataset, h5py.Dataset):
             raise OriginalCheckpointError(f"{self.path}: dataset '{name}' is missing (expected shape {shape}).")
         if dataset.shape != shape:
             raise OriginalCheckpointError(
                 f"{self.path}: dataset '{name}' has shape {dataset.shape}, but the options imply {shape}."
             )
-        try:
+        if dataset.dtype.kind != "f":
+            raise OriginalCheckpointError(
+                f"{self.path}: dataset '{name}' has dtype {dataset.dtype}, but weights must be floating point."
+            )
+        with _readable(self.path, f"dataset '{name}'"), np.errstate(over="ignore"):
             array = np.asarray(dataset[...], dtype=np.float32)
-        except (OSError, ValueError) as error:
-            raise OriginalCheckpointError(f"{self.path}: cannot read dataset '{name}' ({error}).") from error
+        non_finite = int(np.count_nonzero(~np.isfinite(array)))
+        if non_finite:
+            raise OriginalCheckpointError(
+                f"{self.path}: dataset '{name}' has {non_finite} non-finite value(s) (NaN, infinite, or too large "
+                "for float32)."
+            )
+        self.names_read.add(name)
         return torch.from_numpy(array)
 
     def has(self, name: str) -> bool:
-        return isinstance(self.handle.get(name), h5py.Dataset)
+        with _readable(self.path, f"dataset '{name}'"):
+            return isinstance(self.handle.get(name), h5py.Dataset)
+
+    def check_nothing_left(self) -> None:
+        """Refuse model datasets the options did not account for: the options and the weights disagree."""
+        names = []
+        with _readable(self.path, "the list of datasets"):
+            self.handle.visititems(lambda name, item: names.append(name) if isinstance(item, h5py.Dataset) else None)
+        left = [name for name in names if MODEL_DATASET.match(name) and name not in self.names_read]
+        if left:
+            more = f" (and {len(left) - 1} more)" if len(left) > 1 else ""
+            raise OriginalCheckpointError(
+                f"{self.path}: dataset '{left[0]}'{more} is not described by the options; the options and the "
+                "weights disagree (compare n_layers, n_highway and filters)."
+            )
 
 
 def _char_encoder_weights(read: _WeightReader, config: ElmoConfig) -> dict[str, torch.Tensor]:
@@ -143,32 +223,24 @@ def _char_encoder_weights(read: _WeightReader, config: ElmoConfig) -> dict[str, 
 
 def _bilm_weights(read: _WeightReader, config: ElmoConfig) -> dict[str, torch.Tensor]:
     proj, cell = config.projection_dim, config.lstm_cell_size
-    forget_gate = torch.zeros(4, cell)
-    forget_gate[2] = FORGET_BIAS  # TF gate order (i, j, f, o)
     state = {}
     for layer in range(config.num_hidden_layers):
         directions = []
         for direction in range(2):
             path = LSTM_CELL_PATH.format(direction=direction, layer=layer)
             kernel = read(f"{path}/W_0", (2 * proj, 4 * cell))
-            directions.append(
-                (
-                    kernel[:proj],
-                    kernel[proj:],
-                    read(f"{path}/B", (4 * cell,)) + forget_gate.flatten(),
-                    read(f"{path}/W_P_0", (cell, proj)),
-                )
-            )
+            bias = read(f"{path}/B", (4 * cell,))
+            bias.view(4, cell)[2] += FORGET_BIAS  # TF gate order (i, j, f, o)
+            directions.append((kernel[:proj], kernel[proj:], bias, read(f"{path}/W_P_0", (cell, proj))))
         for index, name in enumerate(("weight_ih", "weight_hh", "bias", "weight_proj")):
             state[f"bilm.layers.{layer}.{name}"] = torch.stack([weights[index] for weights in directions]).contiguous()
     return state
 
 
 def read_weights(path: str | os.PathLike, config: ElmoConfig) -> dict[str, torch.Tensor]:
-    """Read the HDF5 weights into a float32 state dict of `ElmoModel` names, checking every shape."""
+    """Read the HDF5 weights into a float32 state dict of `ElmoModel` names, checking every dataset."""
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise OriginalCheckpointError(f"Weights file not found: {path}")
+    _require_file(path, "Weights")
     try:
         handle = h5py.File(path, "r")
     except OSError as error:
@@ -177,7 +249,9 @@ def read_weights(path: str | os.PathLike, config: ElmoConfig) -> dict[str, torch
         ) from error
     with handle:
         read = _WeightReader(handle, path)
-        return {**_char_encoder_weights(read, config), **_bilm_weights(read, config)}
+        state = {**_char_encoder_weights(read, config), **_bilm_weights(read, config)}
+        read.check_nothing_left()
+    return state
 
 
 def load_original_checkpoint(

@@ -1,32 +1,59 @@
 """`pipeline("token-classification")` for ELMo: word-level predictions on raw text with exact character offsets.
 
-The stock pipeline assumes 2-D sub-word ids and a fast tokenizer for offsets and the `first`/`max`/`average`
-strategies. ELMo's tokenizer gives one 3-D row of character ids per word and per-word offsets into the raw string,
-so every token is a whole word: the word-aggregation strategies are trivially well-defined (one token per word).
-`ElmoTokenClassificationPipeline` is registered for the task; for any other tokenizer it behaves exactly like the
-stock pipeline.
+The stock pipeline reads one id per token and needs a fast tokenizer for offsets and for the `first`/`max`/`average`
+strategies. ELMo's tokenizer gives one row of character ids per word and per-word offsets into the raw string, so
+every token is a whole word and the word strategies are exact (one token per word).
+
+How `pipeline()` finds this class: this file ships with the model code (remote code, like the model), and every ELMo
+config declares it in `custom_pipelines` (`CUSTOM_PIPELINES`: the task and its alias `ner`). The one call that tags
+in every environment is therefore
+
+    pipeline("token-classification", model=REPO_OR_DIR, trust_remote_code=True)
+
+The trade-off: Transformers runs a pipeline that a config declares only with `trust_remote_code=True`, even where
+this package is installed. Without the flag, `pipeline()` stops with its own "Loading this pipeline requires you to
+execute the code in the pipeline file in that repo ... set the option `trust_remote_code=True`". With the flag and
+the package installed, the pipeline and tokenizer come from the folder's copy of the code and the config and model
+from the package (Transformers prefers registered classes for those two); for a folder written by this package
+version the code is the same. To run the installed code only, pass `pipeline_class=ElmoTokenClassificationPipeline`
+instead of the flag. The alternative, registering this class for the task in `PIPELINE_REGISTRY` on
+`import modeling_elmo`, would keep the plain call working for package users, but it replaces the task's class for
+every model in the process and does nothing where the package is missing; it is not done, and importing the
+package changes no pipeline. Also:
+- `pipeline(model=...)` without a task cannot choose between the two declared names and asks for one.
+- a model passed as an object, not a path or repo id, gives `pipeline()` no config to read: pass `pipeline_class`.
+- folders saved before the declaration existed tag through `pipeline_class`, or after a load and save with the package.
+- `feature-extraction` is not declared: the stock pipeline serves ELMo (the top layer of each word), no flag needed.
 """
 
-from transformers import AutoModelForTokenClassification, TokenClassificationPipeline
-from transformers.pipelines import PIPELINE_REGISTRY, SUPPORTED_TASKS
-from transformers.pipelines.token_classification import AggregationStrategy
-from transformers.utils import logging
+from typing import Any
 
-from .tokenization_elmo import ElmoTokenizer
+import numpy as np
+from transformers import TokenClassificationPipeline
+from transformers.pipelines.token_classification import AggregationStrategy
 
 _WORD_STRATEGIES = {AggregationStrategy.FIRST, AggregationStrategy.MAX, AggregationStrategy.AVERAGE}
 
+# `config.custom_pipelines` of every ELMo model. "ner" is the task's alias, which Transformers does not resolve for
+# declared pipelines; "pt" names the Transformers auto class that loads the model.
+CUSTOM_PIPELINES = {
+    task: {"impl": "pipeline_elmo.ElmoTokenClassificationPipeline", "pt": ["AutoModelForTokenClassification"]}
+    for task in ("token-classification", "ner")
+}
+
 
 class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
-    """Token classification with [`ElmoTokenizer`] (any other tokenizer: the stock behaviour)."""
+    """Token classification with `ElmoTokenizer`: one entity per word, offsets into the raw text."""
 
-    @property
-    def _is_elmo(self) -> bool:
-        return isinstance(self.tokenizer, ElmoTokenizer)
-
-    def _sanitize_parameters(self, ignore_labels=None, aggregation_strategy=None, **kwargs):
-        if not self._is_elmo:
-            return super()._sanitize_parameters(ignore_labels, aggregation_strategy, **kwargs)
+    def _sanitize_parameters(
+        self,
+        ignore_labels: list[str] | None = None,
+        aggregation_strategy: AggregationStrategy | str | None = None,
+        stride: int | None = None,
+        **kwargs: Any,
+    ) -> tuple[dict, dict, dict]:
+        if stride is not None:
+            raise ValueError("ElmoTokenClassificationPipeline does not support `stride` (ELMo has no length limit).")
         if isinstance(aggregation_strategy, str):
             aggregation_strategy = AggregationStrategy[aggregation_strategy.upper()]
         # the stock check rejects word strategies for slow tokenizers; for whole-word tokens they are exact
@@ -38,12 +65,8 @@ class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
             postprocess["aggregation_strategy"] = word_strategy
         return preprocess, forward, postprocess
 
-    def preprocess(self, sentence, offset_mapping=None, **preprocess_params):
-        if not self._is_elmo:
-            yield from super().preprocess(sentence, offset_mapping=offset_mapping, **preprocess_params)
-            return
-        if preprocess_params.get("tokenizer_params"):
-            raise ValueError("ElmoTokenClassificationPipeline does not support `stride` (ELMo has no length limit).")
+    def preprocess(self, sentence: str | list[str], **preprocess_params: Any):
+        """One model input per sentence: raw text (split by the tokenizer) or a list of words."""
         if preprocess_params["is_split_into_words"]:
             if not isinstance(sentence, list):
                 raise ValueError("When `is_split_into_words=True`, `sentence` must be a list of words.")
@@ -67,27 +90,16 @@ class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
 
     def gather_pre_entities(
         self,
-        sentence,
-        input_ids,
-        scores,
-        offset_mapping,
-        special_tokens_mask,
-        aggregation_strategy,
-        word_ids=None,
-        word_to_chars_map=None,
+        sentence: str,
+        input_ids: Any,
+        scores: np.ndarray,
+        offset_mapping: Any,
+        special_tokens_mask: np.ndarray,
+        aggregation_strategy: AggregationStrategy,
+        word_ids: list[int | None] | None = None,
+        word_to_chars_map: list[tuple[int, int]] | None = None,
     ) -> list[dict]:
         """One pre-entity per word: its text is the slice of the input at the word's offsets."""
-        if not self._is_elmo:
-            return super().gather_pre_entities(
-                sentence,
-                input_ids,
-                scores,
-                offset_mapping,
-                special_tokens_mask,
-                aggregation_strategy,
-                word_ids=word_ids,
-                word_to_chars_map=word_to_chars_map,
-            )
         pre_entities = []
         for index, word_scores in enumerate(scores):
             if special_tokens_mask[index]:
@@ -105,30 +117,17 @@ class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
             )
         return pre_entities
 
-    def postprocess(self, all_outputs, aggregation_strategy=AggregationStrategy.NONE, ignore_labels=None):
+    def postprocess(
+        self,
+        all_outputs: list[dict],
+        aggregation_strategy: AggregationStrategy = AggregationStrategy.NONE,
+        ignore_labels: list[str] | None = None,
+    ) -> list[dict]:
         entities = super().postprocess(all_outputs, aggregation_strategy, ignore_labels)
-        if self._is_elmo:  # group words come from the input text, not from joining tokens
-            sentence = all_outputs[0]["sentence"]
-            for entity in entities:
-                entity["word"] = sentence[entity["start"] : entity["end"]]
+        sentence = all_outputs[0]["sentence"]
+        for entity in entities:  # group words come from the input text, not from joining tokens
+            entity["word"] = sentence[entity["start"] : entity["end"]]
         return entities
 
 
-def register_pipeline() -> None:
-    """Serve the `token-classification` (and `ner`) task with this class, keeping the task's default model."""
-    stock = SUPPORTED_TASKS["token-classification"]
-    verbosity = logging.get_verbosity()
-    logging.set_verbosity_error()  # silence "already registered. Overwriting": replacing it is the point
-    try:
-        PIPELINE_REGISTRY.register_pipeline(
-            "token-classification",
-            pipeline_class=ElmoTokenClassificationPipeline,
-            pt_model=AutoModelForTokenClassification,
-            default=stock.get("default"),
-            type=stock.get("type", "text"),
-        )
-    finally:
-        logging.set_verbosity(verbosity)
-
-
-__all__ = ["ElmoTokenClassificationPipeline", "register_pipeline"]
+__all__ = ["CUSTOM_PIPELINES", "ElmoTokenClassificationPipeline"]

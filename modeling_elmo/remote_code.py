@@ -1,9 +1,11 @@
-"""What a saved ELMo folder needs to load with `trust_remote_code=True` where this package is not installed.
+"""What a saved ELMo folder needs to load and to tag with `trust_remote_code=True` where this package is missing.
 
 `save_pretrained` copies the file defining each class registered with `register_for_auto_class` (see `__init__.py`),
 plus every file it imports relatively, into the folder and records the class in an `auto_map`. Only the classes that
-were saved get an entry, so a converted folder sets `CONFIG_AUTO_MAP` in full: the same repo then answers to
-`AutoModel` and `AutoModelForTokenClassification`. The copied files may import only what Transformers itself needs.
+were saved get an entry, so every `ElmoConfig` carries the full map (`configuration_elmo.AUTO_MAP`): the same repo
+answers to `AutoModel` and `AutoModelForTokenClassification`. Every pipeline that the config declares in
+`custom_pipelines` (the ELMo pipeline: `pipeline_elmo.CUSTOM_PIPELINES`) must be a class of a shipped file too. The
+copied files may import only what Transformers itself needs.
 """
 
 import ast
@@ -11,14 +13,13 @@ import json
 import sys
 from pathlib import Path
 
-CONFIG_AUTO_MAP = {
-    "AutoConfig": "configuration_elmo.ElmoConfig",
-    "AutoModel": "modeling_elmo.ElmoModel",
-    "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
-}
+from .configuration_elmo import AUTO_MAP as CONFIG_AUTO_MAP
+
 TOKENIZER_AUTO_CLASS = "AutoTokenizer"
 # What the remote code may import: Transformers and its own dependencies, and the standard library.
-ALLOWED_TOP_LEVEL_IMPORTS = frozenset({"torch", "transformers", "huggingface_hub"} | set(sys.stdlib_module_names))
+ALLOWED_TOP_LEVEL_IMPORTS = frozenset(
+    {"torch", "transformers", "tokenizers", "numpy", "huggingface_hub"} | set(sys.stdlib_module_names)
+)
 
 
 def _import_problems(name: str, tree: ast.Module, folder: Path) -> list[str]:
@@ -40,8 +41,8 @@ def _import_problems(name: str, tree: ast.Module, folder: Path) -> list[str]:
         else:
             continue
         problems += [
-            f"{name}:{node.lineno}: imports {module!r}; remote code may import only torch, transformers and the "
-            "standard library"
+            f"{name}:{node.lineno}: imports {module!r}; remote code may import only torch, transformers, tokenizers, "
+            "numpy, huggingface_hub and the standard library"
             for module in modules
             if module.split(".")[0] not in ALLOWED_TOP_LEVEL_IMPORTS
         ]
@@ -49,25 +50,27 @@ def _import_problems(name: str, tree: ast.Module, folder: Path) -> list[str]:
 
 
 def _class_reference_problems(
-    modules: dict[str, ast.Module], source: str, auto_class: str, reference: object
+    modules: dict[str, ast.Module], source: str, field: str, key: str, reference: object
 ) -> list[str]:
-    """`reference` ("module.Class") must name a class defined at the top level of a shipped module."""
+    """`reference` ("module.Class", the value of `field[key]`) must name a class defined at the top level of a shipped
+    module."""
     if not isinstance(reference, str):
-        return [f"{source}: auto_map has no {auto_class!r} entry"]
+        return [f"{source}: {field} has no {key!r} entry"]
     module, _, class_name = reference.rpartition(".")
     if f"{module}.py" not in modules:
-        return [f"{source}: auto_map[{auto_class!r}] = {reference!r}, but {module}.py is missing or unreadable"]
+        return [f"{source}: {field}[{key!r}] = {reference!r}, but {module}.py is missing or unreadable"]
     if not any(isinstance(node, ast.ClassDef) and node.name == class_name for node in modules[f"{module}.py"].body):
-        return [f"{source}: auto_map[{auto_class!r}] = {reference!r}, but {module}.py defines no {class_name}"]
+        return [f"{source}: {field}[{key!r}] = {reference!r}, but {module}.py defines no {class_name}"]
     return []
 
 
-def _read_auto_map(json_file: Path) -> dict:
+def _read_mapping(json_file: Path, field: str) -> dict:
+    """`field` of the JSON object in `json_file`; empty when the file, the object or the mapping is missing."""
     try:
-        auto_map = json.loads(json_file.read_text(encoding="utf-8")).get("auto_map")
+        mapping = json.loads(json_file.read_text(encoding="utf-8")).get(field)
     except (OSError, ValueError, AttributeError):
         return {}
-    return auto_map if isinstance(auto_map, dict) else {}
+    return mapping if isinstance(mapping, dict) else {}
 
 
 def remote_code_problems(folder: str | Path) -> list[str]:
@@ -81,13 +84,22 @@ def remote_code_problems(folder: str | Path) -> list[str]:
             problems.append(f"{code_file.name}: not valid Python ({error})")
     for name, tree in modules.items():
         problems += _import_problems(name, tree, folder)
-    config_map = _read_auto_map(folder / "config.json")
+    config_map = _read_mapping(folder / "config.json", "auto_map")
     for auto_class in CONFIG_AUTO_MAP:
-        problems += _class_reference_problems(modules, "config.json", auto_class, config_map.get(auto_class))
-    tokenizer_entry = _read_auto_map(folder / "tokenizer_config.json").get(TOKENIZER_AUTO_CLASS)
+        problems += _class_reference_problems(
+            modules, "config.json", "auto_map", auto_class, config_map.get(auto_class)
+        )
+    for task, entry in _read_mapping(folder / "config.json", "custom_pipelines").items():
+        implementation = entry.get("impl") if isinstance(entry, dict) else None
+        problems += _class_reference_problems(
+            modules, "config.json", f"custom_pipelines[{task!r}]", "impl", implementation
+        )
+    tokenizer_entry = _read_mapping(folder / "tokenizer_config.json", "auto_map").get(TOKENIZER_AUTO_CLASS)
     # a tokenizer's entry is [slow class, fast class]; ElmoTokenizer is the "slow" (Python) one
     slow_class = tokenizer_entry[0] if isinstance(tokenizer_entry, list) and tokenizer_entry else None
-    problems += _class_reference_problems(modules, "tokenizer_config.json", TOKENIZER_AUTO_CLASS, slow_class)
+    problems += _class_reference_problems(
+        modules, "tokenizer_config.json", "auto_map", TOKENIZER_AUTO_CLASS, slow_class
+    )
     return problems
 
 

@@ -1,10 +1,23 @@
 """
 Splitting raw text into words for ELMo, close to the Moses tokenizer used for the 1B Word Benchmark that ELMo was
-trained on (the rules are listed in `ElmoTokenizer`'s docstring). Every word keeps its character offsets.
+trained on. No lowercasing and no character normalisation: every word is a slice of the input and keeps its offsets.
+
+- whitespace, control characters and zero-width spaces separate words and never appear in one;
+- runs of letters/digits form words; internal periods and hyphens stay inside ("3.5", "e.g", "well-known",
+  "www.example.com"), commas only between digits ("1,000");
+- a final period stays attached to abbreviations with an internal period ("U.S.", "e.g.", "Ph.D."), to a single
+  capital letter ("J.") and to common titles ("Mr.", "Dr.", "Prof.", "St.", "vs.", ...); otherwise it is split off;
+- English clitics are split like Moses: an apostrophe (`'` or `’`) between a letter/digit and a letter starts a new
+  word ("don't" -> "don", "'t"; "John's" -> "John", "'s"; "1990's" -> "1990", "'s"); other apostrophes are separate
+  words;
+- "..." and "--" runs are one word each; every other punctuation mark or symbol is a word of its own, with its
+  combining marks, emoji modifiers / ZWJ sequences and flags kept whole; combining marks stay with their letter.
 """
 
 import re
 import unicodedata
+
+Word = tuple[str, int, int]  # (word, start, end) with text[start:end] == word
 
 
 def _char_class(code_points: list[int]) -> str:
@@ -61,17 +74,19 @@ def _keeps_final_period(word: str) -> bool:
     return "." in word and any(ch.isalpha() for ch in word)
 
 
-def split_words(text: str) -> list[tuple[str, int, int]]:
-    """Split `text` into `(word, start, end)` with `text[start:end] == word`; see `ElmoTokenizer` for the rules."""
-    words: list[tuple[str, int, int]] = []
+def split_words(text: str, start: int = 0, end: int | None = None) -> list[Word]:
+    """Split `text[start:end]` into words by the rules above; offsets index the whole `text`.
+
+    The characters before `start` are context for the rules: `'s` right after a letter there is a clitic.
+    """
+    words: list[Word] = []
     period_may_attach = False
-    for match in _WORD_RE.finditer(text):
-        start, end = match.span()
-        if period_may_attach and match.lastgroup == "other" and text[start:end] == "." and words[-1][2] == start:
-            word, word_start, _ = words[-1]
-            words[-1] = (word + ".", word_start, end)
+    for match in _WORD_RE.finditer(text, start, len(text) if end is None else end):
+        word = match.group()
+        if period_may_attach and match.lastgroup == "other" and word == "." and words[-1][2] == match.start():
+            words[-1] = (words[-1][0] + ".", words[-1][1], match.end())
             period_may_attach = False
             continue
-        period_may_attach = match.lastgroup == "word" and _keeps_final_period(match.group())
-        words.append((match.group(), start, end))
+        period_may_attach = match.lastgroup == "word" and _keeps_final_period(word)
+        words.append((word, *match.span()))
     return words

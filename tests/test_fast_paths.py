@@ -12,7 +12,7 @@ from transformers import Trainer, TrainingArguments
 from modeling_elmo import ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
 from modeling_elmo.cpu_linear import onednn_linear_applies
-from modeling_elmo.modeling_elmo import ElmoCharacterEncoder, ElmoLstmLayer
+from modeling_elmo.modeling_elmo import ElmoCharacterEncoder, ElmoLstmLayer, _PackedBatch
 from modeling_elmo.original_checkpoint import load_original_checkpoint
 from modeling_elmo.testing_utils import ARCHITECTURES
 from modeling_elmo.token_embeddings import load_token_embedding_table, read_token_embedding_table
@@ -49,12 +49,8 @@ def _model(random_checkpoint, seed: int = 0, **architecture) -> ElmoModel:
 
 
 def _layers(model: ElmoModel, ids: torch.Tensor, reference: bool, grad: bool = False) -> tuple[torch.Tensor, ...]:
-    model.bilm.use_reference_implementation = reference
-    try:
-        with torch.set_grad_enabled(grad):
-            return model(ids, output_hidden_states=True).hidden_states
-    finally:
-        model.bilm.use_reference_implementation = False
+    with model.reference_implementation(enabled=reference), torch.set_grad_enabled(grad):
+        return model(ids, output_hidden_states=True).hidden_states
 
 
 def _max_difference(left: tuple[torch.Tensor, ...], right: tuple[torch.Tensor, ...]) -> float:
@@ -248,6 +244,48 @@ def test_model_can_be_copied_and_pickled_after_inference(random_checkpoint):
     expected = _layers(model, ids, reference=False)  # builds the packed weights
     for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
         assert _max_difference(_layers(clone, ids, reference=False), expected) == 0
+
+
+def test_reference_implementation_is_chosen_per_block_and_restored_on_errors(random_checkpoint, monkeypatch):
+    model = _model(random_checkpoint, seed=23)
+    ids = _char_ids(_sentences(seed=24, count=3, max_words=8))
+    calls = []
+    reference = ElmoLstmLayer.forward_reference
+    monkeypatch.setattr(
+        ElmoLstmLayer, "forward_reference", lambda self, *args: calls.append(1) or reference(self, *args)
+    )
+    with pytest.raises(RuntimeError, match="interrupted"), model.reference_implementation():
+        model(ids)
+        raise RuntimeError("interrupted")
+    assert len(calls) == len(model.bilm.layers)
+    calls.clear()
+    model(ids)
+    assert calls == []  # the fast path again, although the block ended in an exception
+    with model.reference_implementation():
+        with model.reference_implementation(enabled=False):
+            model(ids)
+        assert calls == []
+        model(ids)  # the outer block's choice again
+    assert len(calls) == len(model.bilm.layers)
+
+
+def test_inference_pads_only_the_returned_layers(random_checkpoint, monkeypatch):
+    """Without autograd only the returned layers are padded: the top one unless all are asked for."""
+    model = _model(random_checkpoint, seed=25)
+    ids = _char_ids(_sentences(seed=26, count=3, max_words=8))
+    padded = []
+    pad = _PackedBatch.pad
+    monkeypatch.setattr(_PackedBatch, "pad", lambda self, words: padded.append(1) or pad(self, words))
+    num_layers = len(model.bilm.layers) + 1
+    for grad, output_hidden_states, expected in [
+        (False, False, 1),
+        (False, True, num_layers),
+        (True, False, num_layers),
+    ]:
+        padded.clear()
+        with torch.set_grad_enabled(grad):
+            model(ids, output_hidden_states=output_hidden_states)
+        assert len(padded) == expected, (grad, output_hidden_states)
 
 
 def test_clipping_is_active_in_the_clipped_case(random_checkpoint):

@@ -10,6 +10,7 @@ from transformers import AutoConfig, AutoModel
 
 from modeling_elmo import ElmoConfig, ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
+from modeling_elmo.modeling_elmo import ElmoLstmLayer
 
 ORIGINAL_TOLERANCE = 2e-6
 BATCH_INDEPENDENCE_TOLERANCE = 1e-5
@@ -62,8 +63,8 @@ def test_stateful_reproduces_original_for_all_batches(
     converted_fixture, fixture_sentences, expected_top_layers, reference
 ):
     model = ElmoModel.from_pretrained(converted_fixture, stateful=True)
-    model.bilm.use_reference_implementation = reference
-    assert run_fixture_batches(model, fixture_sentences, expected_top_layers) <= ORIGINAL_TOLERANCE
+    with model.reference_implementation(enabled=reference):
+        assert run_fixture_batches(model, fixture_sentences, expected_top_layers) <= ORIGINAL_TOLERANCE
 
 
 def test_stateless_reproduces_original_first_batch(converted_fixture, fixture_sentences, expected_top_layers):
@@ -114,10 +115,13 @@ def test_hidden_states_layout(converted_fixture, fixture_sentences):
     torch.testing.assert_close(as_tuple[0], plain.last_hidden_state)
 
 
-@pytest.mark.parametrize("layer_norm", [False, True])
-def test_scalar_mixes(converted_fixture, fixture_sentences, layer_norm):
+@pytest.mark.parametrize("norm_scope", [None, "sentence", "batch"], ids=["no-norm", "sentence-norm", "batch-norm"])
+def test_scalar_mixes(converted_fixture, fixture_sentences, norm_scope):
     model = ElmoModel.from_pretrained(
-        converted_fixture, num_output_representations=2, scalar_mix_layer_norm=layer_norm
+        converted_fixture,
+        num_output_representations=2,
+        scalar_mix_layer_norm=norm_scope is not None,
+        scalar_mix_layer_norm_scope=norm_scope or "sentence",
     )
     with torch.no_grad():
         model.scalar_mixes[1].scalar_parameters.copy_(torch.tensor([0.5, -1.0, 2.0]))
@@ -127,16 +131,60 @@ def test_scalar_mixes(converted_fixture, fixture_sentences, layer_norm):
     with torch.no_grad():
         output = model(**batch, output_hidden_states=True)
     assert len(output.elmo_representations) == 2
+
+    def normalised(layer: torch.Tensor) -> torch.Tensor:
+        """The layer normalised with the mean and variance of its words: per sentence, or over the whole batch."""
+        if norm_scope is None:
+            return layer
+        rows = [(row, row + 1) for row in range(len(layer))] if norm_scope == "sentence" else [(0, len(layer))]
+        parts = []
+        for start, end in rows:
+            values = layer[start:end][mask[start:end]]
+            parts.append((layer[start:end] - values.mean()) / torch.sqrt(values.var(unbiased=False) + 1e-12))
+        return torch.cat(parts)
+
     for mix, representation in zip(model.scalar_mixes, output.elmo_representations, strict=True):
         weights = torch.softmax(mix.scalar_parameters.detach(), dim=0).tolist()
-        expected = torch.zeros_like(representation)
-        for weight, layer in zip(weights, output.hidden_states, strict=True):
-            if layer_norm:
-                values = layer[mask]
-                layer = (layer - values.mean()) / torch.sqrt(values.var(unbiased=False) + 1e-12)
-            expected += weight * layer
+        expected = sum(weight * normalised(layer) for weight, layer in zip(weights, output.hidden_states, strict=True))
         expected = mix.gamma.item() * expected * mask.unsqueeze(-1)
         torch.testing.assert_close(representation, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_scope", ["sentence", "batch"])
+def test_layer_normed_mix_depends_on_the_batch_only_over_the_batch(converted_fixture, fixture_sentences, norm_scope):
+    model = ElmoModel.from_pretrained(
+        converted_fixture,
+        num_output_representations=1,
+        scalar_mix_layer_norm=True,
+        scalar_mix_layer_norm_scope=norm_scope,
+    )
+    target, other = fixture_sentences[0][4], fixture_sentences[1][2]
+    with torch.no_grad():
+        alone = model(**encode([target])).elmo_representations[0][0]
+        in_batch = model(**encode([target, other])).elmo_representations[0][0, : len(target)]
+    difference = float((in_batch - alone).abs().max())
+    if norm_scope == "sentence":
+        assert difference <= BATCH_INDEPENDENCE_TOLERANCE
+    else:
+        assert difference > 1e-3  # AllenNLP's semantics: the other sentence moves the mean and variance
+
+
+def test_new_configs_normalise_per_sentence_and_older_saved_ones_over_the_batch(converted_fixture, tmp_path):
+    assert ElmoConfig(scalar_mix_layer_norm=True).scalar_mix_layer_norm_scope == "sentence"
+    ElmoModel.from_pretrained(
+        converted_fixture, num_output_representations=1, scalar_mix_layer_norm=True
+    ).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["scalar_mix_layer_norm_scope"] == "sentence"
+    del saved["scalar_mix_layer_norm_scope"]  # as written before the field existed
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert AutoConfig.from_pretrained(tmp_path).scalar_mix_layer_norm_scope == "batch"
+    assert AutoModel.from_pretrained(tmp_path).scalar_mixes[0].norm_dims == (0, 1, 2)
+    overridden = ElmoConfig.from_pretrained(tmp_path, scalar_mix_layer_norm_scope="sentence")
+    assert overridden.scalar_mix_layer_norm_scope == "sentence"
+    # a saved config that did not normalise had nothing to keep: switching it on now gives the new default
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "scalar_mix_layer_norm": False}))
+    assert ElmoConfig.from_pretrained(tmp_path, scalar_mix_layer_norm=True).scalar_mix_layer_norm_scope == "sentence"
 
 
 def test_stateful_with_changing_batch_size(converted_fixture, fixture_sentences):
@@ -270,3 +318,70 @@ def test_gradients_flow_in_training(converted_fixture, fixture_sentences):
     sum(layer.sum() for layer in output.hidden_states).backward()
     for name, parameter in model.named_parameters():
         assert parameter.grad is not None and torch.isfinite(parameter.grad).all(), name
+
+
+def test_every_hidden_state_is_on_the_autograd_graph(converted_fixture, fixture_sentences):
+    """Gradient attribution on any layer: `retain_grad()` on a returned layer gets the gradient of the output."""
+    model = AutoModel.from_pretrained(converted_fixture)
+    batch = encode([fixture_sentences[0][3], ["tiny", "one"]])
+    mask = batch["attention_mask"].bool()
+    half = model.config.projection_dim
+    output = model(**batch, output_hidden_states=True)
+    for layer in output.hidden_states:
+        layer.retain_grad()
+    output.last_hidden_state.pow(2).sum().backward()
+    for index, layer in enumerate(output.hidden_states):
+        assert layer.grad is not None, f"hidden_states[{index}] is not on the graph"
+        word_gradients = layer.grad[mask].abs()
+        # both directions read the layer below, each its own half ([x; x] for the token layer)
+        assert (word_gradients[:, :half].sum(-1) > 0).all() and (word_gradients[:, half:].sum(-1) > 0).all(), index
+        assert torch.count_nonzero(layer.grad[~mask]) == 0, index
+
+
+def test_resize_token_embeddings_is_refused(converted_fixture, tmp_path):
+    """The character vocabulary is fixed: resizing it used to succeed and save a checkpoint that cannot be reloaded."""
+    model = AutoModel.from_pretrained(converted_fixture)
+    embeddings = model.get_input_embeddings()
+    with pytest.raises(ValueError, match=r"character vocabulary is fixed \(262 character ids\).*asked for 300 rows"):
+        model.resize_token_embeddings(300)
+    with pytest.raises(ValueError, match="pad_to_multiple_of=64"):
+        model.resize_token_embeddings(262, pad_to_multiple_of=64)
+    assert model.resize_token_embeddings() is embeddings and model.resize_token_embeddings(262) is embeddings
+    assert embeddings.num_embeddings == 262 and not hasattr(model.config, "vocab_size")
+    model.save_pretrained(tmp_path)
+    AutoModel.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_gradient_checkpointing_gives_the_same_gradients(
+    converted_fixture, fixture_sentences, monkeypatch, use_reentrant
+):
+    """
+    Every biLM layer is checkpointed: its forward runs again in the backward pass. The gradients equal those without
+    checkpointing (the same computation runs again); with `use_reentrant=True` the first pass runs without autograd
+    (the inference path), so they agree up to float32 rounding (2e-7 of the largest gradient here).
+    """
+    model = AutoModel.from_pretrained(converted_fixture).train()
+    assert model.supports_gradient_checkpointing
+    batch = encode([fixture_sentences[0][3], fixture_sentences[2][7], ["tiny"]])
+    runs = []
+    for name in ("_recur", "_forward_in_place"):  # the two recurrences behind ElmoLstmLayer.forward
+        method = getattr(ElmoLstmLayer, name)
+        monkeypatch.setattr(
+            ElmoLstmLayer, name, lambda self, *args, method=method: runs.append(1) or method(self, *args)
+        )
+
+    def gradients() -> dict[str, torch.Tensor]:
+        model.zero_grad()
+        runs.clear()
+        output = model(**batch, output_hidden_states=True)
+        sum(layer.pow(2).sum() for layer in output.hidden_states).backward()
+        return {name: parameter.grad.clone() for name, parameter in model.named_parameters()}
+
+    expected = gradients()
+    assert len(runs) == model.config.num_hidden_layers
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": use_reentrant})
+    found = gradients()
+    assert len(runs) == 2 * model.config.num_hidden_layers
+    for name, gradient in expected.items():  # up to float32 rounding of the tensor's largest gradient
+        assert float((found[name] - gradient).abs().max()) <= 1e-6 * float(gradient.abs().max()), name

@@ -1,4 +1,7 @@
-"""pipeline("token-classification") on raw text: character offsets index the input, every aggregation strategy."""
+"""pipeline("token-classification") on raw text with the package's `ElmoTokenClassificationPipeline`: character
+offsets index the input, every aggregation strategy. How `pipeline()` picks the class: test_pipeline_*.py."""
+
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,8 +17,8 @@ TRICKY = [
 ]
 
 
-def _model_dir(tmp_path, favourite: str, use_crf: bool = False):
-    """A tiny model whose classifier ignores its input and always prefers the label `favourite`."""
+def tagger_folder(tmp_path: Path, favourite: str, use_crf: bool = False) -> Path:
+    """A saved tiny tagger (and tokenizer) whose classifier ignores its input and always prefers `favourite`."""
     torch.manual_seed(0)
     config = ElmoConfig(
         char_filters=[[1, 4], [2, 4]],
@@ -37,11 +40,15 @@ def _model_dir(tmp_path, favourite: str, use_crf: bool = False):
     return folder
 
 
+def elmo_pipeline(task: str, folder: Path, **kwargs) -> ElmoTokenClassificationPipeline:
+    """The pipeline for `folder`, run by this package's code (no remote code)."""
+    return pipeline(task, model=str(folder), pipeline_class=ElmoTokenClassificationPipeline, **kwargs)
+
+
 @pytest.mark.parametrize("text", TRICKY)
 @pytest.mark.parametrize("strategy", ["none", "simple", "first", "max", "average"])
 def test_offsets_index_the_raw_text(tmp_path, text, strategy):
-    ner = pipeline("token-classification", model=str(_model_dir(tmp_path, "B-PER")), aggregation_strategy=strategy)
-    assert isinstance(ner, ElmoTokenClassificationPipeline)
+    ner = elmo_pipeline("token-classification", tagger_folder(tmp_path, "B-PER"), aggregation_strategy=strategy)
     entities = ner(text)
     words = ElmoTokenizer().split_words(text)
     # every word is its own B-PER entity, whatever the strategy
@@ -54,7 +61,7 @@ def test_offsets_index_the_raw_text(tmp_path, text, strategy):
 @pytest.mark.parametrize("use_crf", [False, True])
 def test_simple_grouping_spans_the_original_text(tmp_path, use_crf):
     # I-PER everywhere (the CRF's BIO constraint turns the first word into B-PER): one entity over all words
-    ner = pipeline("ner", model=str(_model_dir(tmp_path, "I-PER", use_crf=use_crf)), aggregation_strategy="simple")
+    ner = elmo_pipeline("ner", tagger_folder(tmp_path, "I-PER", use_crf=use_crf), aggregation_strategy="simple")
     text = TRICKY[1]
     (entity,) = ner(text)
     words = ElmoTokenizer().split_words(text)
@@ -63,7 +70,7 @@ def test_simple_grouping_spans_the_original_text(tmp_path, use_crf):
 
 
 def test_batch_and_pre_split_input(tmp_path):
-    ner = pipeline("token-classification", model=str(_model_dir(tmp_path, "B-PER")))
+    ner = elmo_pipeline("token-classification", tagger_folder(tmp_path, "B-PER"))
     first, second = ner(["Anna  Karenina", "Bob"])
     assert [(e["word"], e["start"], e["end"]) for e in first] == [("Anna", 0, 4), ("Karenina", 6, 14)]
     assert [e["index"] for e in second] == [0]
@@ -72,6 +79,16 @@ def test_batch_and_pre_split_input(tmp_path):
 
 
 def test_ignored_labels_and_empty_text(tmp_path):
-    ner = pipeline("token-classification", model=str(_model_dir(tmp_path, "O")))
+    ner = elmo_pipeline("token-classification", tagger_folder(tmp_path, "O"))
     assert ner("Nothing to see here .") == []
     assert ner("   ") == []
+
+
+def test_model_object_and_stride(tmp_path):
+    # a model object gives pipeline() no config to read the declared pipeline from: `pipeline_class` names it
+    folder = tagger_folder(tmp_path, "B-PER")
+    model, tokenizer = ElmoForTokenClassification.from_pretrained(folder), ElmoTokenizer.from_pretrained(folder)
+    ner = pipeline("ner", model=model, tokenizer=tokenizer, pipeline_class=ElmoTokenClassificationPipeline)
+    assert [(e["word"], e["start"]) for e in ner("Anna  Karenina")] == [("Anna", 0), ("Karenina", 6)]
+    with pytest.raises(ValueError, match="does not support `stride`"):
+        ner("Anna", stride=2)

@@ -77,9 +77,9 @@ def test_reports_cache_and_reload(trained):
 
     model = AutoModelForTokenClassification.from_pretrained(output)
     assert model.config.use_crf and model.config.id2label[0] == "O"
-    entities = pipeline("token-classification", model=str(output), aggregation_strategy="simple")(
-        "Peter lives in Paris ."
-    )
+    entities = pipeline(
+        "token-classification", model=str(output), aggregation_strategy="simple", trust_remote_code=True
+    )("Peter lives in Paris .")
     assert all("Peter lives in Paris ."[e["start"] : e["end"]] == e["word"] for e in entities)
 
 

@@ -4,6 +4,8 @@ import pytest
 import torch
 from torch import nn
 from transformers import AutoModelForTokenClassification
+from transformers.testing_utils import CaptureLogger
+from transformers.utils import logging
 
 from modeling_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel, ElmoTokenizer
 from modeling_elmo.activation_cache import ElmoActivationCache
@@ -158,6 +160,26 @@ def test_from_base_checkpoint_inits_only_the_head(converted_fixture):
     assert all(torch.equal(tensor, loaded[name]) for name, tensor in base.state_dict().items())
     assert torch.equal(model.crf.transitions, torch.zeros(len(LABELS), len(LABELS)))
     assert not any(p.requires_grad for p in model.elmo.parameters())
+
+
+def test_tagger_has_no_unused_parameters_and_loads_base_mixes_quietly(tmp_path):
+    """
+    The head mixes the layers itself, so it does not build ElmoModel's `num_output_representations` mixes: they would
+    never get a gradient (wasted work, dead weights, DDP's unused-parameter error). Checkpoints that hold them (a base
+    model, a tagger saved before) load without reporting them.
+    """
+    model = tiny_model(freeze_elmo=False, num_output_representations=2, classifier_dropout=0.0).train()
+    model(**batch()).loss.backward()
+    assert [name for name, parameter in model.named_parameters() if parameter.grad is None] == []
+    assert not any("scalar_mixes" in key for key in model.state_dict())
+
+    ElmoModel(tiny_config(num_output_representations=2)).save_pretrained(tmp_path / "base")
+    with_mixes = model.state_dict() | {"elmo.scalar_mixes.0.gamma": torch.ones(1)}
+    model.save_pretrained(tmp_path / "tagger", state_dict=with_mixes)
+    for folder in ("base", "tagger"):
+        with CaptureLogger(logging.get_logger("transformers.modeling_utils")) as captured:
+            _, info = ElmoForTokenClassification.from_pretrained(tmp_path / folder, output_loading_info=True)
+        assert not info["unexpected_keys"] and "scalar_mixes" not in captured.out, folder
 
 
 @pytest.mark.parametrize("head", HEADS[1:])

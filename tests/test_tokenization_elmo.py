@@ -1,4 +1,4 @@
-"""Tests of ElmoTokenizer: character ids, word splitting, batching/padding, collators, save/load, errors.
+"""Tests of ElmoTokenizer: character ids, word splitting, batching/padding, collators, save/load, added tokens, errors.
 
 Expected character ids are computed here from the specification of the original vocabulary (UTF-8 bytes + 1, cut at
 max_characters_per_token - 2 bytes, wrapped in begin/end-of-word 259/260, padded with 261; `<S>` / `</S>` are the
@@ -7,9 +7,14 @@ single characters 257 / 258), never by the code under test.
 
 import json
 import logging
+import os
+import subprocess
+import sys
+import sysconfig
 
 import pytest
 import torch
+from tokenizers import AddedToken
 from transformers import AutoTokenizer, DataCollatorForTokenClassification
 
 from modeling_elmo.tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer
@@ -443,6 +448,96 @@ def test_auto_tokenizer(tmp_path):
     loaded = AutoTokenizer.from_pretrained(tmp_path)
     assert type(loaded) is ElmoTokenizer
     assert loaded(["hi"], is_split_into_words=True)["input_ids"] == [expected_row("hi", 30)]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Added tokens: kept whole as words, spelled in characters like any word
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def tokenizer_with_markers() -> ElmoTokenizer:
+    tokenizer = ElmoTokenizer()
+    assert tokenizer.add_tokens(["[E1]", "[/E1]"], special_tokens=True) == 2
+    assert tokenizer.add_tokens(["New York"]) == 1  # a plain added token, with a space
+    return tokenizer
+
+
+def test_added_tokens_are_whole_words():
+    tokenizer = tokenizer_with_markers()
+    text = "[E1]Paris[/E1] met  [E1] New York [/E1]."
+    words = ["[E1]", "Paris", "[/E1]", "met", "[E1]", "New York", "[/E1]", "."]
+    assert tokenizer.tokenize(text) == words
+    enc = tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True)
+    assert [text[start:end] for start, end in enc["offset_mapping"]] == words
+    assert enc["input_ids"] == [expected_row(word) for word in words]  # no vocabulary id: characters, as any word
+    assert enc.word_ids() == list(range(len(words)))
+    assert enc["special_tokens_mask"] == [0] * len(words)  # a marker is a word of the sentence, not padding
+    assert tokenizer.tokenize("a [E1]'s b") == ["a", "[E1]", "'", "s", "b"]  # the splitter's rules around it
+    assert tokenizer.tokenize("[E1] Paris", split_special_tokens=True) == ["[", "E1", "]", "Paris"]
+    assert tokenizer.tokenize("<pad> [E1]") == ["<", "pad", ">", "[E1]"]  # padding is a zero row, not a word
+
+
+def test_added_tokens_in_batches_and_decoding():
+    tokenizer = tokenizer_with_markers()
+    batch = tokenizer(["[E1] Paris [/E1]", "Hi"], padding=True, return_offsets_mapping=True, return_tensors="pt")
+    assert batch["input_ids"].shape == (2, 3, 50)
+    assert batch["input_ids"][0, 2].tolist() == expected_row("[/E1]")
+    assert batch["offset_mapping"][0].tolist() == [[0, 4], [5, 10], [11, 16]]
+    assert batch.word_ids(1) == [0, None, None]
+    assert tokenizer.decode(batch["input_ids"]) == ["[E1] Paris [/E1]", "Hi <pad> <pad>"]
+    assert tokenizer.decode(batch["input_ids"], skip_special_tokens=True) == ["Paris", "Hi"]
+    assert tokenizer.decode(tokenizer("in New York")["input_ids"], skip_special_tokens=True) == "in New York"
+    pre_split = tokenizer(["[E1]", "Paris"], is_split_into_words=True)["input_ids"]
+    assert pre_split == [expected_row("[E1]"), expected_row("Paris")]
+
+
+def test_added_tokens_need_no_embedding_rows():
+    tokenizer = tokenizer_with_markers()
+    assert tokenizer.add_special_tokens({"cls_token": "[CLS]"}) == 1
+    assert tokenizer.tokenize("[CLS] x") == ["[CLS]", "x"]
+    # `model.resize_token_embeddings(len(tokenizer))` stays a no-op: every id the model reads is a character id
+    assert len(tokenizer) == tokenizer.vocab_size == 262
+    assert {"[E1]", "[/E1]", "New York", "[CLS]"} <= set(tokenizer.get_vocab())
+    assert "[E1]" in tokenizer.all_special_tokens and "New York" not in tokenizer.all_special_tokens
+
+
+def test_single_word_added_tokens():
+    tokenizer = ElmoTokenizer()
+    tokenizer.add_tokens([AddedToken("[x]", single_word=True), "[y]"])
+    assert tokenizer.tokenize("a[x]b [x] a[y]b") == ["a", "[", "x", "]", "b", "[x]", "a", "[y]", "b"]
+
+
+def test_added_tokens_survive_save_and_load(tmp_path):
+    import modeling_elmo  # noqa: F401  (registers the Auto classes)
+
+    tokenizer_with_markers().save_pretrained(tmp_path)
+    text = "[E1] Paris [/E1] in New York"
+    expected = ["[E1]", "Paris", "[/E1]", "in", "New York"]
+    for loaded in (ElmoTokenizer.from_pretrained(tmp_path), AutoTokenizer.from_pretrained(tmp_path)):
+        assert type(loaded) is ElmoTokenizer and loaded.tokenize(text) == expected
+        assert loaded.all_special_tokens == ["<pad>", "[E1]", "[/E1]"]
+
+
+def test_added_tokens_survive_remote_code_loading(tmp_path):
+    """Where the package is not installed: `AutoTokenizer.from_pretrained(..., trust_remote_code=True)`."""
+    tokenizer_with_markers().save_pretrained(tmp_path / "tokenizer")
+    script = (
+        "import json, sys; sys.path.append(sys.argv[1]); from transformers import AutoTokenizer; "
+        "t = AutoTokenizer.from_pretrained(sys.argv[2], trust_remote_code=True); "
+        "print(json.dumps([type(t).__module__, t.tokenize('[E1] Paris [/E1] in New York')]))"
+    )
+    env = {"PATH": os.environ.get("PATH", ""), "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    completed = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", script, sysconfig.get_paths()["purelib"], str(tmp_path / "tokenizer")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    module, words = json.loads(completed.stdout.splitlines()[-1])
+    assert module.startswith("transformers_modules.")  # the copy saved with the tokenizer, not this package
+    assert words == ["[E1]", "Paris", "[/E1]", "in", "New York"]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
