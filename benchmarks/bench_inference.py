@@ -62,8 +62,8 @@ def load_corpus(path: Path, count: int = 500) -> list[list[str]]:
 def ensure_model(work_dir: Path, name: str) -> Path:
     """Random original-format checkpoint of architecture `name`, converted once into `work_dir/name/hf`; a model
     folder given as `name` is used as it is."""
-    from modeling_elmo.convert import convert_checkpoint
-    from modeling_elmo.testing_utils import ARCHITECTURES, write_random_original_checkpoint
+    from modeling_elmo.conversion.convert import convert_checkpoint
+    from modeling_elmo.conversion.testing_utils import ARCHITECTURES, write_random_original_checkpoint
 
     if Path(name).is_dir():
         return Path(name)

@@ -1,16 +1,15 @@
-"""NER benchmark on CoNLL-2003 with `examples/run_ner.py` (train on train, pick on dev, report test).
+"""NER benchmark on CoNLL-2003 with `elmo-train-ner` (train on train, pick on dev, report test).
 
     # (a) the paper's setup on the fixture biLM: frozen, BiLSTM-CRF head, activation cache
     python benchmarks/train_ner_small.py fixture --data_dir ../shared/data/conll2003 --output_dir /tmp/ner-fixture
     # (b) a small ELMo, randomly initialised and trained end to end with the CRF head, 30-minute budget
     python benchmarks/train_ner_small.py small --data_dir ../shared/data/conll2003 --output_dir /tmp/ner-small
 
-Extra arguments after the known ones are passed to run_ner.py (they override the defaults below).
+Extra arguments after the known ones are passed to elmo-train-ner (they override the defaults below).
 """
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle threads sleep (see README, Speed)
@@ -18,10 +17,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle thread
 import torch  # noqa: E402
 
 from modeling_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
-from modeling_elmo.convert import convert_checkpoint
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-import run_ner  # noqa: E402
+from modeling_elmo.conversion.convert import convert_checkpoint
+from modeling_elmo.ner import train as run_ner  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "elmo"
 

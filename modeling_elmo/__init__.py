@@ -14,7 +14,7 @@ AutoModelForTokenClassification.register(ElmoConfig, ElmoForTokenClassification)
 AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer)
 
 # save_pretrained / push_to_hub then copy the code files and write `auto_map`, so that saved folders also load with
-# `trust_remote_code=True` where this package is not installed (see remote_code.py).
+# `trust_remote_code=True` where this package is not installed (see `modeling_elmo.hub.remote_code`).
 ElmoConfig.register_for_auto_class()
 ElmoModel.register_for_auto_class("AutoModel")
 ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")

@@ -62,20 +62,25 @@ def _check_indices(name: str, values: torch.Tensor, size: int, ignore_index: int
 
 
 class ElmoHighwayGate(nn.Linear):
-    """The gate projection of a highway layer (its bias starts at -2, so a new layer starts close to the identity)."""
+    """The transform-gate projection of a highway layer (its bias starts at -2: a new layer starts close to the
+    identity)."""
 
 
 class ElmoHighway(nn.Module):
-    """One highway layer as in the original: `g * relu(x W_t + b_t) + (1 - g) * x`, `g = sigmoid(x W_c + b_c)`."""
+    """
+    One highway layer as in the original: `g * relu(x W_t + b_t) + (1 - g) * x` with the transform gate
+    `g = sigmoid(x W_g + b_g)`. (bilm-tf stores `W_g`, `b_g` as `W_carry`, `b_carry`; checkpoints saved before
+    the rename name them `carry` too, see `ElmoPreTrainedModel.from_pretrained`.)
+    """
 
     def __init__(self, size: int):
         super().__init__()
-        self.carry = ElmoHighwayGate(size, size)
+        self.transform_gate = ElmoHighwayGate(size, size)
         self.transform = nn.Linear(size, size)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """`hidden`: (num_words, size) -> (num_words, size)."""
-        gate = torch.sigmoid(self.carry(hidden))
+        gate = torch.sigmoid(self.transform_gate(hidden))
         return gate * torch.relu(self.transform(hidden)) + (1 - gate) * hidden
 
 
@@ -556,6 +561,18 @@ class ElmoPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     _no_split_modules = ["ElmoLstmLayer"]
     supports_gradient_checkpointing = True  # per biLM layer (`ElmoLstmLayer`)
+    # checkpoints saved before the highway gate was renamed (`carry`, bilm-tf's name) load under the new name
+    _RENAMED_KEYS = {r"^(.*\.highways\.\d+)\.carry\.": r"\1.transform_gate."}
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """As in [`PreTrainedModel`]; checkpoints with the highway gate's old name (`carry`) load too."""
+        kwargs["key_mapping"] = {**cls._RENAMED_KEYS, **(kwargs.get("key_mapping") or {})}
+        return super().from_pretrained(*args, **kwargs)
+
+    def save_pretrained(self, *args, save_original_format: bool = False, **kwargs):
+        """As in [`PreTrainedModel`], but always with the current parameter names, whatever names were loaded."""
+        return super().save_pretrained(*args, save_original_format=save_original_format, **kwargs)
 
     def resize_token_embeddings(
         self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
@@ -821,8 +838,8 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
     linear-chain CRF (`config.use_crf`). One prediction per word.
 
     With `config.freeze_elmo=True` (default, as in the paper) the biLM runs without gradients and stays in eval mode;
-    only the mix and the head train. An activation cache (see `activation_cache.py`) may then be attached as
-    `model.activation_cache` to skip the biLM for sentences already seen.
+    only the mix and the head train. An activation cache (see `modeling_elmo.ner.activation_cache`) may then be
+    attached as `model.activation_cache` to skip the biLM for sentences already seen.
 
     With a CRF, in eval mode `logits` are the emission scores with every tag off the Viterbi path lowered by 1e4: the
     argmax of each position is the Viterbi path (what `Trainer.predict` and the pipeline use) and the softmax is

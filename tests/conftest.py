@@ -44,7 +44,7 @@ def conll_dir() -> Path:
 @pytest.fixture(scope="session")
 def converted_fixture(fixture_dir, tmp_path_factory) -> Path:
     """The fixture biLM converted with `elmo-convert` logic into a model folder (once per session)."""
-    from modeling_elmo.convert import convert_checkpoint
+    from modeling_elmo.conversion.convert import convert_checkpoint
 
     output = tmp_path_factory.mktemp("converted") / "elmo-fixture"
     convert_checkpoint(str(fixture_dir / "options.json"), str(fixture_dir / "lm_weights.hdf5"), output)
@@ -54,7 +54,7 @@ def converted_fixture(fixture_dir, tmp_path_factory) -> Path:
 @pytest.fixture
 def random_checkpoint(tmp_path):
     """Factory: write a random original-format checkpoint and return (options_path, weights_path)."""
-    from modeling_elmo.testing_utils import OriginalArchitecture, write_random_original_checkpoint
+    from modeling_elmo.conversion.testing_utils import OriginalArchitecture, write_random_original_checkpoint
 
     def make(seed: int = 0, write_projection: bool = True, **architecture):
         return write_random_original_checkpoint(

@@ -385,3 +385,20 @@ def test_gradient_checkpointing_gives_the_same_gradients(
     assert len(runs) == 2 * model.config.num_hidden_layers
     for name, gradient in expected.items():  # up to float32 rounding of the tensor's largest gradient
         assert float((found[name] - gradient).abs().max()) <= 1e-6 * float(gradient.abs().max()), name
+
+
+def test_checkpoints_with_the_old_highway_gate_name_load_and_resave_with_the_new_one(converted_fixture, tmp_path):
+    """Folders converted before `carry` was renamed `transform_gate` (the transform gate) load unchanged."""
+    from safetensors.torch import load_file, save_file
+
+    model = ElmoModel.from_pretrained(converted_fixture)
+    model.save_pretrained(tmp_path / "old")
+    weights = tmp_path / "old" / "model.safetensors"
+    state = load_file(weights)
+    assert any(".transform_gate." in name for name in state)
+    save_file({name.replace(".transform_gate.", ".carry."): value for name, value in state.items()}, weights)
+    old, info = ElmoModel.from_pretrained(tmp_path / "old", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert all(torch.equal(value, old.state_dict()[name]) for name, value in model.state_dict().items())
+    old.save_pretrained(tmp_path / "new")
+    assert set(load_file(tmp_path / "new" / "model.safetensors")) == set(state)

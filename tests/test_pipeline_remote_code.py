@@ -15,8 +15,8 @@ from test_ner_pipeline import LABELS, TRICKY, elmo_pipeline, tagger_folder
 from transformers import pipeline
 
 from modeling_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel, ElmoTokenizer
+from modeling_elmo.hub.remote_code import CONFIG_AUTO_MAP, remote_code_problems
 from modeling_elmo.pipeline_elmo import CUSTOM_PIPELINES
-from modeling_elmo.remote_code import CONFIG_AUTO_MAP, remote_code_problems
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "modeling_elmo"
 SCRIPT = Path(__file__).resolve().parent / "load_without_package.py"

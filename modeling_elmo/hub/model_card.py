@@ -14,11 +14,11 @@ from huggingface_hub import EvalResult, ModelCardData
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from .configuration_elmo import ElmoConfig
-from .modeling_elmo import ElmoPreTrainedModel, ElmoScalarMix
+from ..configuration_elmo import ElmoConfig
+from ..modeling_elmo import ElmoPreTrainedModel, ElmoScalarMix
 
 if TYPE_CHECKING:
-    from .convert import Preset
+    from ..conversion.presets import Preset
 
 BASE_TEMPLATE = "elmo_base.md"
 NER_TEMPLATE = "elmo_ner.md"

@@ -2,7 +2,7 @@
 
 The folder holds `config.json` (with a complete `auto_map`), `model.safetensors` (float32), the tokenizer files, the
 code files for `trust_remote_code=True` and a `README.md` model card: a complete Hub repo, checked before it is renamed
-into place. `--push-to-hub` then uploads exactly that folder (see `hub.py`).
+into place. `--push-to-hub` then uploads exactly that folder (see `modeling_elmo.hub.push`).
 
 Writing is all or nothing. The folder is built in a hidden work folder beside the output, `.OUTPUT.partial-XXXX`, that
 holds an owner file (host and pid); a later run removes such folders once their process is gone. Every file gets the
@@ -29,60 +29,21 @@ import torch
 from safetensors import SafetensorError
 from transformers.utils import logging
 
-from .configuration_elmo import ElmoConfig
-from .hub import HubError, check_push_target, config_problems, model_repo_problems, push_folder
-from .model_card import ModelCardError, render_base_model_card
-from .modeling_elmo import ElmoModel
+from ..configuration_elmo import ElmoConfig
+from ..hub.model_card import ModelCardError, render_base_model_card
+from ..hub.push import HubError, check_push_target, config_problems, model_repo_problems, push_folder
+from ..modeling_elmo import ElmoModel
+from ..tokenization_elmo import ElmoTokenizer
 from .original_checkpoint import OriginalCheckpointError, load_original_checkpoint
-from .tokenization_elmo import ElmoTokenizer
+from .presets import PRESETS
 
 logger = logging.get_logger(__name__)
 
-ALLENNLP_ELMO_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
 # What a converted folder holds: these files and the package's code files. `--overwrite` replaces nothing else.
 OUTPUT_FILES = frozenset({"config.json", "model.safetensors", "tokenizer_config.json", "README.md"})
-CODE_FILES = frozenset(path.name for path in Path(__file__).parent.glob("*.py"))
+CODE_FILES = frozenset(path.name for path in Path(__file__).parent.parent.glob("*.py"))  # the remote code
 OWNER_FILE = "owner.json"  # in a work folder: {"host": ..., "pid": ...} of the elmo-convert process writing it
 
-
-@dataclass(frozen=True)
-class Preset:
-    """One of the official English ELMo models released by AllenNLP."""
-
-    name: str
-    stem: str
-    corpus: str
-    datasets: tuple[str, ...] = ()  # Hub dataset ids of the training corpus, for the model card metadata
-
-    def source_urls(self, base_url: str = ALLENNLP_ELMO_URL) -> tuple[str, str]:
-        """(options URL, weights URL) under `base_url`, laid out as on AllenNLP's server."""
-        prefix = f"{base_url.rstrip('/')}/{self.stem}/elmo_{self.stem}"
-        return f"{prefix}_options.json", f"{prefix}_weights.hdf5"
-
-    @property
-    def options_url(self) -> str:
-        return self.source_urls()[0]
-
-    @property
-    def weights_url(self) -> str:
-        return self.source_urls()[1]
-
-
-ONE_BILLION_WORD = "1 Billion Word Language Model Benchmark (~800M tokens of news text)"
-PRESETS = {
-    preset.name: preset
-    for preset in (
-        Preset("small", "2x1024_128_2048cnn_1xhighway", ONE_BILLION_WORD, ("lm1b",)),
-        Preset("medium", "2x2048_256_2048cnn_1xhighway", ONE_BILLION_WORD, ("lm1b",)),
-        Preset("original", "2x4096_512_2048cnn_2xhighway", ONE_BILLION_WORD, ("lm1b",)),
-        Preset(
-            "original-5.5b",
-            "2x4096_512_2048cnn_2xhighway_5.5B",
-            "5.5B tokens: Wikipedia (1.9B) and WMT 2008-2012 monolingual news crawl (3.6B)",
-            ("wikipedia",),
-        ),
-    )
-}
 
 VERIFICATION_SENTENCES = [
     ["The", "bank", "closed", "its", "doors", "."],

@@ -24,12 +24,14 @@ from original_numpy import original_layers
 from safetensors import SafetensorError
 from transformers import AutoModel
 
-from modeling_elmo import ElmoModel, convert
+from modeling_elmo import ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
-from modeling_elmo.convert import PRESETS, ConversionError, convert_checkpoint, main, resolve_source
-from modeling_elmo.original_checkpoint import OriginalCheckpointError, load_original_checkpoint
+from modeling_elmo.conversion import convert
+from modeling_elmo.conversion.convert import ConversionError, convert_checkpoint, main, resolve_source
+from modeling_elmo.conversion.original_checkpoint import OriginalCheckpointError, load_original_checkpoint
+from modeling_elmo.conversion.presets import PRESETS
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SENTENCE = ["Conversion", "must", "not", "depend", "on", "sizes", ",", "naïve", "café", "!"]
 
 
@@ -442,7 +444,7 @@ WRITE_FAILURES = {
         "No space left on device",
     ),
     "tokenizer-disk-full": (
-        "modeling_elmo.convert.ElmoTokenizer.save_pretrained",
+        "modeling_elmo.conversion.convert.ElmoTokenizer.save_pretrained",
         NO_SPACE,
         "No space left on device",
     ),
@@ -513,7 +515,7 @@ def test_a_killed_conversion_leaves_a_partial_folder_that_the_next_run_removes(r
     output = tmp_path / "out"
     killed = (
         "import os, signal, sys\n"
-        "from modeling_elmo import convert\n"
+        "from modeling_elmo.conversion import convert\n"
         "convert.ElmoTokenizer.save_pretrained = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)\n"
         "convert.main(sys.argv[1:])\n"
     )

@@ -20,17 +20,19 @@ from original_numpy import original_layers
 from transformers import AutoModel, AutoModelForTokenClassification, AutoTokenizer
 from transformers.dynamic_module_utils import get_relative_import_files
 
-from modeling_elmo import ElmoForTokenClassification, model_card
-from modeling_elmo.convert import PRESETS, convert_checkpoint, main
-from modeling_elmo.hub import HubError, IncompleteRepoError, model_repo_problems, push_folder
-from modeling_elmo.model_card import ModelCardError, learned_scalar_mixes, render_ner_model_card
-from modeling_elmo.remote_code import CONFIG_AUTO_MAP
-from modeling_elmo.testing_utils import write_random_original_checkpoint
+from modeling_elmo import ElmoForTokenClassification
+from modeling_elmo.conversion.convert import convert_checkpoint, main
+from modeling_elmo.conversion.presets import PRESETS
+from modeling_elmo.conversion.testing_utils import write_random_original_checkpoint
+from modeling_elmo.hub import model_card
+from modeling_elmo.hub.model_card import ModelCardError, learned_scalar_mixes, render_ner_model_card
+from modeling_elmo.hub.push import HubError, IncompleteRepoError, model_repo_problems, push_folder
+from modeling_elmo.hub.remote_code import CONFIG_AUTO_MAP, code_folder_problems
 
 # huggingface_hub's LFS upload streams a file object, which httpx2 reports as deprecated
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 REPO_ID = "org/elmo-fixture"
 ORIGINAL_TOLERANCE = 2e-6
 PACKAGE_DIR = REPO_ROOT / "modeling_elmo"
@@ -226,7 +228,13 @@ def test_elmo_convert_push_then_load_by_repo_id_without_package(
     output = tmp_path / "elmo-fixture"
     with LocalHub() as hub:
         env = subprocess_env(hub, tmp_path)
-        command = [sys.executable, "-m", "modeling_elmo.convert", "--options", str(fixture_dir / "options.json")]
+        command = [
+            sys.executable,
+            "-m",
+            "modeling_elmo.conversion.convert",
+            "--options",
+            str(fixture_dir / "options.json"),
+        ]
         command += ["--weights", str(fixture_dir / "lm_weights.hdf5"), "--output", str(output), "--verify"]
         command += ["--push-to-hub", REPO_ID, "--token", hub.token, "--commit-message", "Fixture biLM"]
         completed = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True)
@@ -311,7 +319,6 @@ def test_fine_tuned_model_push_to_hub_and_load_back(published_folder, local_hub,
 
 
 def test_presets_script_end_to_end(local_hub, tmp_path):
-    import importlib.util
 
     sources = {}
     for seed, preset in enumerate(PRESETS.values()):
@@ -321,9 +328,7 @@ def test_presets_script_end_to_end(local_hub, tmp_path):
         ):
             local_hub.files[url.split("/files/", 1)[1]] = path.read_bytes()
             sources[url] = hashlib.sha256(path.read_bytes()).hexdigest()
-    spec = importlib.util.spec_from_file_location("publish_presets", REPO_ROOT / "conversion" / "publish_presets.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from modeling_elmo.conversion import publish as script
 
     arguments = ["--namespace", "org", "--work-dir", str(tmp_path / "work"), "--token", local_hub.token]
     arguments += ["--source-base", f"{local_hub.endpoint}/files/mirror", "--cache-dir", str(tmp_path / "cache")]
@@ -466,3 +471,21 @@ def test_ner_card(published_folder):
     assert "Labels: O, B-LOC, I-LOC." in text and "| epochs | 3 |" in text
     with pytest.raises(ModelCardError, match="dev_scores and test_scores"):
         render_ner_model_card(tagger, base_model=REPO_ID, dev_scores=dev, test_scores={})
+
+
+def test_the_package_root_is_exactly_the_remote_code():
+    """
+    The remote-code boundary is the package's top folder: every module there (but `__init__.py`) is one that
+    save_pretrained copies, and none imports anything remote code cannot (tooling lives in the subpackages).
+    """
+    root_modules = {path.name for path in PACKAGE_DIR.glob("*.py")} - {"__init__.py"}
+    assert root_modules == CODE_FILES
+    assert code_folder_problems(PACKAGE_DIR, skip=frozenset({"__init__.py"})) == []
+
+
+def test_the_boundary_check_finds_tooling_imports(tmp_path):
+    (tmp_path / "modeling_x.py").write_text("import h5py\nfrom .conversion.convert import main\nfrom .crf import X\n")
+    problems = code_folder_problems(tmp_path)
+    assert any("imports 'h5py'" in problem for problem in problems)
+    assert any("keep it flat" in problem for problem in problems)
+    assert any("crf.py is missing" in problem for problem in problems)

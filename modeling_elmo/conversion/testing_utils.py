@@ -8,7 +8,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from .configuration_elmo import ORIGINAL_CHAR_FILTERS
+from ..configuration_elmo import ORIGINAL_CHAR_FILTERS
 
 
 @dataclass

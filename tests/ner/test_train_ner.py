@@ -1,14 +1,12 @@
-"""examples/run_ner.py end to end on a slice of CoNLL-2003: the loss falls, dev F1 rises, reports are written."""
+"""elmo-train-ner end to end on a slice of CoNLL-2003: the loss falls, dev F1 rises, reports are written."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from transformers import AutoModelForTokenClassification, pipeline
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-import run_ner  # noqa: E402
+from modeling_elmo.ner import train as run_ner
 
 
 def _slice(source: Path, target: Path, sentences: int) -> Path:
@@ -87,14 +85,14 @@ def test_evaluation_only_rejects_unknown_tags(trained, tmp_path):
     _, output, _ = trained
     test = tmp_path / "test.txt"
     test.write_text("Paris NNP B-NP B-CITY\n", encoding="utf-8")
-    with pytest.raises(SystemExit, match="run_ner.py: error: .*B-CITY"):
+    with pytest.raises(SystemExit, match="elmo-train-ner: error: .*B-CITY"):
         run_ner.main([f"--model_name_or_path={output}", f"--test_file={test}", f"--output_dir={tmp_path / 'o'}"])
 
 
 def test_malformed_file_names_the_line(converted_fixture, tmp_path):
     train = tmp_path / "train.txt"
     train.write_text("EU NNP B-NP B-ORG\nrejects VBZ\n", encoding="utf-8")
-    with pytest.raises(SystemExit, match=r"run_ner.py: error: .*train\.txt, line 2"):
+    with pytest.raises(SystemExit, match=r"elmo-train-ner: error: .*train\.txt, line 2"):
         run_ner.main(
             [f"--model_name_or_path={converted_fixture}", f"--train_file={train}", f"--output_dir={tmp_path}"]
         )
@@ -102,11 +100,11 @@ def test_malformed_file_names_the_line(converted_fixture, tmp_path):
 
 def test_missing_data_or_model_is_one_line(converted_fixture, tmp_path):
     missing_data = [f"--model_name_or_path={converted_fixture}", f"--data_dir={tmp_path / 'nowhere'}"]
-    with pytest.raises(SystemExit, match=r"run_ner.py: error: .*nowhere/train\.txt"):
+    with pytest.raises(SystemExit, match=r"elmo-train-ner: error: .*nowhere/train\.txt"):
         run_ner.main([*missing_data, f"--output_dir={tmp_path / 'o'}"])
     train = tmp_path / "train.txt"
     train.write_text("EU NNP B-NP B-ORG\n", encoding="utf-8")
-    with pytest.raises(SystemExit, match="run_ner.py: error: .*not-a-model"):
+    with pytest.raises(SystemExit, match="elmo-train-ner: error: .*not-a-model"):
         run_ner.main(
             [f"--model_name_or_path={tmp_path / 'not-a-model'}", f"--train_file={train}", f"--output_dir={tmp_path}"]
         )

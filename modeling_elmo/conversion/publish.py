@@ -1,6 +1,6 @@
 """Convert the official English ELMo models and publish them under one Hub namespace, each with its model card.
 
-python conversion/publish_presets.py --namespace my-org [--presets small medium original original-5.5b]
+elmo-publish --namespace my-org [--presets small medium original original-5.5b]
     [--work-dir elmo-presets] [--private] [--token TOKEN] [--source-base URL] [--cache-dir DIR]
 
 Preset `p` becomes the repo `<namespace>/elmo-<p>` (e.g. `my-org/elmo-original-5.5b`): its options and weights are
@@ -14,10 +14,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from modeling_elmo.convert import ALLENNLP_ELMO_URL, PRESETS, ConversionError, convert_checkpoint
-from modeling_elmo.hub import HubError, check_push_target, push_folder
-from modeling_elmo.model_card import ModelCardError
-from modeling_elmo.original_checkpoint import OriginalCheckpointError
+from ..hub.model_card import ModelCardError
+from ..hub.push import HubError, check_push_target, push_folder
+from .convert import ConversionError, convert_checkpoint
+from .original_checkpoint import OriginalCheckpointError
+from .presets import ALLENNLP_ELMO_URL, PRESETS
 
 
 def preset_repo_id(namespace: str, preset: str) -> str:
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             cache_dir=args.cache_dir,
         )
     except (ConversionError, OriginalCheckpointError, HubError, ModelCardError) as error:
-        print(f"publish_presets: error: {error}", file=sys.stderr)
+        print(f"elmo-publish: error: {error}", file=sys.stderr)
         return 1
     return 0
 

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from .configuration_elmo import AUTO_MAP as CONFIG_AUTO_MAP
+from ..configuration_elmo import AUTO_MAP as CONFIG_AUTO_MAP
 
 TOKENIZER_AUTO_CLASS = "AutoTokenizer"
 # What the remote code may import: Transformers and its own dependencies, and the standard library.
@@ -73,17 +73,36 @@ def _read_mapping(json_file: Path, field: str) -> dict:
     return mapping if isinstance(mapping, dict) else {}
 
 
-def remote_code_problems(folder: str | Path) -> list[str]:
-    """Everything that keeps `folder` from loading with `trust_remote_code=True` alone; empty when it is complete."""
-    folder = Path(folder)
-    problems, modules = [], {}
+def _parse_code_files(folder: Path, skip: frozenset[str] = frozenset()) -> tuple[dict[str, ast.Module], list[str]]:
+    """The modules of `folder/*.py` (but `skip`) by file name, and the files that are not valid Python."""
+    modules, problems = {}, []
     for code_file in sorted(folder.glob("*.py")):
+        if code_file.name in skip:
+            continue
         try:
             modules[code_file.name] = ast.parse(code_file.read_text(encoding="utf-8"), filename=str(code_file))
         except (SyntaxError, UnicodeDecodeError) as error:
             problems.append(f"{code_file.name}: not valid Python ({error})")
+    return modules, problems
+
+
+def code_folder_problems(folder: str | Path, skip: frozenset[str] = frozenset()) -> list[str]:
+    """
+    Imports in `folder/*.py` (but `skip`) that would fail or go uncopied as remote code. The package's own folder
+    must pass with `skip={"__init__.py"}`: it is the remote-code boundary, and tooling lives in its subpackages.
+    """
+    folder = Path(folder)
+    modules, problems = _parse_code_files(folder, skip)
     for name, tree in modules.items():
         problems += _import_problems(name, tree, folder)
+    return problems
+
+
+def remote_code_problems(folder: str | Path) -> list[str]:
+    """Everything that keeps `folder` from loading with `trust_remote_code=True` alone; empty when it is complete."""
+    folder = Path(folder)
+    modules, _ = _parse_code_files(folder)
+    problems = code_folder_problems(folder)
     config_map = _read_mapping(folder / "config.json", "auto_map")
     for auto_class in CONFIG_AUTO_MAP:
         problems += _class_reference_problems(
@@ -103,4 +122,4 @@ def remote_code_problems(folder: str | Path) -> list[str]:
     return problems
 
 
-__all__ = ["CONFIG_AUTO_MAP", "remote_code_problems"]
+__all__ = ["CONFIG_AUTO_MAP", "code_folder_problems", "remote_code_problems"]

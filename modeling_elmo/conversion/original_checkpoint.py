@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import torch
 
-from .configuration_elmo import FIELD_RULES, ElmoConfig, ElmoConfigError, Rule
+from ..configuration_elmo import FIELD_RULES, ElmoConfig, ElmoConfigError, Rule
 
 FORGET_BIAS = 1.0  # added by TensorFlow's LSTMCell at run time, not stored in the HDF5
 LSTM_CELL_PATH = "RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
@@ -208,10 +208,10 @@ def _char_encoder_weights(read: _WeightReader, config: ElmoConfig) -> dict[str, 
         state[f"char_encoder.convolutions.{index}.weight"] = kernel[0].permute(2, 1, 0).contiguous()
         state[f"char_encoder.convolutions.{index}.bias"] = read(f"CNN/b_cnn_{index}", (num_filters,))
     for index in range(config.num_highway_layers):
-        for gate in ("carry", "transform"):
-            prefix = f"char_encoder.highways.{index}.{gate}"
-            state[f"{prefix}.weight"] = read(f"CNN_high_{index}/W_{gate}", (filters_total, filters_total)).T
-            state[f"{prefix}.bias"] = read(f"CNN_high_{index}/b_{gate}", (filters_total,))
+        for original, name in (("carry", "transform_gate"), ("transform", "transform")):  # bilm-tf's W_carry: the gate
+            prefix = f"char_encoder.highways.{index}.{name}"
+            state[f"{prefix}.weight"] = read(f"CNN_high_{index}/W_{original}", (filters_total, filters_total)).T
+            state[f"{prefix}.bias"] = read(f"CNN_high_{index}/b_{original}", (filters_total,))
     if read.has("CNN_proj/W_proj") or filters_total != proj:
         state["char_encoder.projection.weight"] = read("CNN_proj/W_proj", (filters_total, proj)).T
         state["char_encoder.projection.bias"] = read("CNN_proj/b_proj", (proj,))

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
-from .tokenization_elmo import ElmoTokenizer
+from ..tokenization_elmo import ElmoTokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import transformers
 
-from modeling_elmo.convert import main
-from modeling_elmo.testing_utils import OriginalArchitecture, write_random_original_checkpoint
+from modeling_elmo.conversion.convert import main
+from modeling_elmo.conversion.testing_utils import OriginalArchitecture, write_random_original_checkpoint
 
 MICRO = OriginalArchitecture(
     dim=8, projection_dim=4, n_layers=1, char_dim=2, filters=[[1, 2], [2, 3]], n_highway=1, max_characters_per_token=10

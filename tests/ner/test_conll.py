@@ -7,7 +7,7 @@ import torch
 from transformers import DataCollatorForTokenClassification
 
 from modeling_elmo import ElmoTokenizer
-from modeling_elmo.conll import ConllFormatError, encode_for_elmo, iob1_to_iob2, load_conll, read_conll
+from modeling_elmo.ner.conll import ConllFormatError, encode_for_elmo, iob1_to_iob2, load_conll, read_conll
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,7 @@ def test_truncation_warns_and_keeps_labels_consistent(caplog):
     from datasets import Dataset
 
     dataset = Dataset.from_list([{"tokens": list("abcdefg"), "ner_tags": [0, 1, 2, 0, 1, 2, 0]}])
-    with caplog.at_level(logging.WARNING, logger="modeling_elmo.conll"):
+    with caplog.at_level(logging.WARNING, logger="modeling_elmo.ner.conll"):
         encoded = encode_for_elmo(dataset, ElmoTokenizer(), max_length=4)
     assert "truncated" in caplog.text
     assert len(encoded[0]["input_ids"]) == len(encoded[0]["labels"]) == 4

@@ -9,10 +9,9 @@ import json
 import os
 from pathlib import Path
 
-import httpx2
 import yaml
 from huggingface_hub import HfApi, ModelCard, constants, get_token
-from huggingface_hub.errors import HFValidationError
+from huggingface_hub.errors import HFValidationError, HTTPError
 from huggingface_hub.utils import validate_repo_id
 
 from .remote_code import remote_code_problems
@@ -141,7 +140,7 @@ def push_folder(
             commit_message=commit_message or f"Upload ELMo model from {folder.name}",
             delete_patterns="*",
         )
-    except (httpx2.HTTPError, OSError, ValueError, RuntimeError) as error:  # HTTP, network, malformed responses
+    except (HTTPError, OSError, ValueError, RuntimeError) as error:  # HTTP, network, malformed responses
         raise HubError(
             f"Pushing {folder} to {api.endpoint}/{repo_id} failed: {error}\n"
             f"The local folder is unchanged; run the same command again to retry."

@@ -1,0 +1,240 @@
+"""`elmo-train-ner`: fine-tune ELMo for NER on CoNLL-format files with the Transformers `Trainer`.
+
+    elmo-train-ner --model_name_or_path elmo-original --data_dir ../shared/data/conll2003 \
+        --output_dir ner-out --classifier_head bilstm --use_crf --elmo_cache \
+        --num_train_epochs 10 --learning_rate 1e-3 --per_device_train_batch_size 32 \
+        --eval_strategy epoch --save_strategy epoch --load_best_model_at_end --metric_for_best_model f1
+
+Trains on the train file, keeps the best dev checkpoint (with `--load_best_model_at_end`), saves model + tokenizer to
+`--output_dir`, and writes `dev_results.json`, `test_results.json` and `test_report.txt` (seqeval per-type report).
+Every `TrainingArguments` flag is accepted (`--push_to_hub`, `--hub_model_id`, ...).
+"""
+
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seqeval.metrics import classification_report
+from transformers import (
+    AutoConfig,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+    DataCollatorForTokenClassification,
+    HfArgumentParser,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+    set_seed,
+)
+
+from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
+from ..hub.model_card import render_ner_model_card
+from .activation_cache import ElmoActivationCache
+from .conll import encode_for_elmo, load_conll
+from .metrics import build_compute_metrics, decode_tags
+
+logger = logging.getLogger("elmo-train-ner")
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str = field(metadata={"help": "an ELMo folder (from elmo-convert) or a fine-tuned NER model"})
+    classifier_head: str | None = field(
+        default=None, metadata={"help": "'linear' or 'bilstm' (default: the config's)"}
+    )
+    use_crf: bool | None = field(default=None, metadata={"help": "top the head with a CRF"})
+    freeze_elmo: bool | None = field(default=None, metadata={"help": "keep the biLM fixed (the config default: True)"})
+    tagger_hidden_size: int | None = field(default=None, metadata={"help": "BiLSTM tagger size per direction"})
+    classifier_dropout: float | None = field(default=None, metadata={"help": "dropout of the head"})
+    scalar_mix_l2_coef: float | None = field(default=None, metadata={"help": "L2 penalty on the scalar-mix weights"})
+    scalar_mix_layer_norm: bool | None = field(
+        default=None, metadata={"help": "layer-normalise biLM layers in the mix"}
+    )
+
+
+@dataclass
+class DataArguments:
+    data_dir: str | None = field(default=None, metadata={"help": "folder with train.txt, dev.txt, test.txt"})
+    train_file: str | None = None
+    validation_file: str | None = None
+    test_file: str | None = None
+    max_length: int | None = field(default=None, metadata={"help": "truncate sentences to this many words"})
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = None
+    elmo_cache: bool = field(default=False, metadata={"help": "cache frozen-biLM activations per sentence"})
+    elmo_cache_dir: str | None = field(default=None, metadata={"help": "persist the activation cache here"})
+    time_budget_minutes: float | None = field(
+        default=None, metadata={"help": "stop training (then evaluate) once this much training time has passed"}
+    )
+
+
+class TimeBudgetCallback(TrainerCallback):
+    """Stops training after a wall-clock budget, checked after every step."""
+
+    def __init__(self, minutes: float):
+        self.seconds = minutes * 60
+        self.start = time.monotonic()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if time.monotonic() - self.start > self.seconds:
+            control.should_training_stop = True
+            control.should_evaluate = True
+            control.should_save = True
+        return control
+
+
+def _data_files(data: DataArguments) -> dict[str, str]:
+    files = {"train": data.train_file, "validation": data.validation_file, "test": data.test_file}
+    if data.data_dir:
+        defaults = {"train": "train.txt", "validation": "dev.txt", "test": "test.txt"}
+        files = {split: path or str(Path(data.data_dir) / defaults[split]) for split, path in files.items()}
+    files = {split: path for split, path in files.items() if path}
+    if "train" not in files and "test" not in files:
+        raise ValueError("Give --data_dir or at least one of --train_file / --test_file.")
+    return files
+
+
+def _load_model(model_args: ModelArguments, label_names: list[str] | None):
+    overrides = {
+        name: value
+        for name in (
+            "classifier_head",
+            "use_crf",
+            "freeze_elmo",
+            "tagger_hidden_size",
+            "classifier_dropout",
+            "scalar_mix_l2_coef",
+            "scalar_mix_layer_norm",
+        )
+        if (value := getattr(model_args, name)) is not None
+    }
+    if label_names is not None:
+        overrides.update(
+            num_labels=len(label_names),
+            id2label=dict(enumerate(label_names)),
+            label2id={label: index for index, label in enumerate(label_names)},
+        )
+    return AutoModelForTokenClassification.from_pretrained(model_args.model_name_or_path, **overrides)
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
+    model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+
+    set_seed(training_args.seed)  # the head is initialised before the Trainer exists
+    try:
+        files = _data_files(data_args)
+        # without a train file, evaluate with the fine-tuned model's own labels (an unknown tag is then an error)
+        label_names = None if "train" in files else _labels_if_fine_tuned(model_args.model_name_or_path)
+        raw = load_conll(files, label_names=label_names)
+        model = _load_model(model_args, raw[next(iter(raw))].features["ner_tags"].feature.names)
+        tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
+    except (OSError, ValueError) as error:  # missing or unreadable data or model, a bad option: one line, exit 2
+        sys.exit(f"elmo-train-ner: error: {str(error).splitlines()[0] if str(error) else repr(error)}")
+
+    cache = None
+    if data_args.elmo_cache or data_args.elmo_cache_dir:
+        cache = ElmoActivationCache(model, data_args.elmo_cache_dir).attach()
+
+    limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples}
+    encoded = {}
+    for split, dataset in raw.items():
+        if limits.get(split) is not None:
+            dataset = dataset.select(range(min(limits[split], len(dataset))))
+        encoded[split] = encode_for_elmo(dataset, tokenizer, max_length=data_args.max_length)
+
+    trainer = ElmoNerTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=encoded.get("train"),
+        eval_dataset=encoded.get("validation"),
+        processing_class=tokenizer,
+        data_collator=DataCollatorForTokenClassification(tokenizer),
+        compute_metrics=build_compute_metrics(model.config.id2label),
+        callbacks=[TimeBudgetCallback(data_args.time_budget_minutes)] if data_args.time_budget_minutes else None,
+    )
+    results: dict[str, dict[str, float]] = {}
+    output_dir = Path(training_args.output_dir)
+    if "train" in encoded:
+        train_result = trainer.train()
+        num_words = sum(sum(1 for label in row if label != -100) for row in encoded["train"]["labels"])
+        metrics = dict(train_result.metrics)
+        metrics["train_words_per_second"] = num_words * trainer.state.epoch / metrics["train_runtime"]
+        results["train"] = metrics
+        trainer.save_model()
+        trainer.save_state()
+    if "validation" in encoded:
+        results["dev"] = trainer.evaluate(encoded["validation"], metric_key_prefix="dev")
+    if "test" in encoded:
+        prediction = trainer.predict(encoded["test"], metric_key_prefix="test")
+        results["test"] = prediction.metrics
+        gold, predicted = decode_tags(prediction.predictions, prediction.label_ids, model.config.id2label)
+        report = classification_report(gold, predicted, digits=4, zero_division=0)
+        if trainer.is_world_process_zero():
+            output_dir.mkdir(parents=True, exist_ok=True)
+            (output_dir / "test_report.txt").write_text(report)
+        logger.info("test report:\n%s", report)
+    if cache is not None:
+        logger.info("activation cache: %d hits, %d misses", cache.hits, cache.misses)
+        if cache.directory is not None:
+            cache.save()
+    if trainer.is_world_process_zero():
+        for name, metrics in results.items():
+            (output_dir / f"{name}_results.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+    if trainer.is_world_process_zero() and {"dev", "test"} <= results.keys():
+        card = render_ner_model_card(
+            trainer.model,
+            base_model=model_args.model_name_or_path,
+            dev_scores=_entity_scores(results["dev"], "dev"),
+            test_scores=_entity_scores(results["test"], "test"),
+            repo_id=training_args.hub_model_id,
+            training={
+                "epochs": training_args.num_train_epochs,
+                "learning rate": training_args.learning_rate,
+                "batch size": training_args.per_device_train_batch_size,
+            },
+        )
+        (output_dir / "README.md").write_text(card, encoding="utf-8")
+    if training_args.push_to_hub:
+        trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="token-classification")
+    return results
+
+
+class ElmoNerTrainer(Trainer):
+    """`Trainer` whose `push_to_hub` keeps the ELMo NER card written by `main` (scores, learned scalar-mix
+    weights) instead of replacing it with the generic auto-generated one."""
+
+    def create_model_card(self, **kwargs) -> None:
+        if not (Path(self.args.output_dir) / "README.md").is_file():
+            super().create_model_card(**kwargs)
+
+
+def _entity_scores(metrics: dict[str, float], prefix: str) -> dict[str, float]:
+    """Micro precision / recall / F1 from the Trainer's `{prefix}_f1`-style metrics."""
+    return {name: metrics[f"{prefix}_{name}"] for name in ("precision", "recall", "f1")}
+
+
+def _labels_if_fine_tuned(model_name_or_path: str) -> list[str] | None:
+    """The label names of an already fine-tuned model (evaluation without a train file), else None."""
+    config = AutoConfig.from_pretrained(model_name_or_path)
+    architectures = config.architectures or []
+    if not any(name.endswith("ForTokenClassification") for name in architectures):
+        return None
+    return [config.id2label[index] for index in range(config.num_labels)]
+
+
+def cli() -> int:
+    """The `elmo-train-ner` command."""
+    main(sys.argv[1:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
