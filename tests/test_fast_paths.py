@@ -14,8 +14,8 @@ from modeling_elmo.character_ids import word_to_char_ids
 from modeling_elmo.conversion.original_checkpoint import load_original_checkpoint
 from modeling_elmo.conversion.testing_utils import ARCHITECTURES
 from modeling_elmo.cpu_linear import onednn_linear_applies
+from modeling_elmo.embed.token_embeddings import load_token_embedding_table, read_token_embedding_table
 from modeling_elmo.modeling_elmo import ElmoCharacterEncoder, ElmoLstmLayer, _PackedBatch
-from modeling_elmo.token_embeddings import load_token_embedding_table, read_token_embedding_table
 from modeling_elmo.word_embedding_store import WordEmbeddingStore, word_keys
 
 TOLERANCE = 1e-6

@@ -8,7 +8,7 @@ import os
 import h5py
 import torch
 
-from .modeling_elmo import ElmoModel
+from ..modeling_elmo import ElmoModel
 
 
 def read_token_embedding_table(

@@ -1,0 +1,403 @@
+"""Crash-safe output of `elmo-embed`, in the layout of `allennlp elmo`.
+
+While a run is in progress, `OUTPUT.parts/` holds `manifest.json` (the arguments of the run), `lock` (locked by the
+process writing there) and one small HDF5 file per finished batch. Every file is written under a temporary name,
+synced, given the permissions of the umask and renamed into place, so a kill or a failed write (full disk, read-only
+folder) at any moment leaves only complete files; a failed write is reported with the file it was for and the cause.
+A rerun with the same arguments skips the batches that have a readable part. At the end the parts are copied into
+`OUTPUT` and the folder is removed.
+
+The output file holds one float32 dataset per input line, named by the 0-based line index and written in line order
+(so a run, a resumed run and a merged multi-process run give the same bytes), and `sentence_to_index`:
+a one-element string dataset with the JSON map from sentence text to its (last) line index. Its root attribute
+`elmo_embed_run` records the run (the manifest: input, model and arguments; the process `rank` of `world`; the number
+of input `lines`), which `merge_files` checks before joining shards: every shard of one run, each once, disjoint.
+"""
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import tempfile
+from array import array
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import h5py
+import numpy as np
+
+SENTENCE_TO_INDEX = "sentence_to_index"
+RUN_RECORD = "elmo_embed_run"
+MANIFEST, LOCK = "manifest.json", "lock"
+_SHARD_NAME = re.compile(r"\.shard-\d{5}-of-\d{5}")  # in the name of the file of process RANK of WORLD
+_WORK_FILE = re.compile(r"manifest\.json|lock|part-[0-9-]+\.h5|.*\.tmp")  # what a work folder may hold
+
+
+class EmbedOutputError(RuntimeError):
+    """An output, work folder or shard that cannot be written, resumed or merged."""
+
+
+def one_line(error: BaseException) -> str:
+    """The message of `error` on one line."""
+    return " ".join(str(error).split())
+
+
+def _cause(error: BaseException) -> str:
+    """Why an I/O operation failed, in a few words: the OS's reason when there is one."""
+    return os.strerror(error.errno) if isinstance(error, OSError) and error.errno else one_line(error)
+
+
+def shard_output(output: Path, rank: int, world: int) -> Path:
+    """The file one process writes: `output` itself, or `OUTPUT.shard-RANK-of-WORLD.hdf5` in a multi-process run."""
+    if world == 1:
+        return output
+    return output.with_name(f"{output.stem}.shard-{rank:05d}-of-{world:05d}{output.suffix}")
+
+
+def check_output(output: Path, may_replace: bool) -> None:
+    """Refuse an output that is a folder, lies in a missing folder, or exists when it may not be replaced."""
+    if output.is_dir():
+        raise EmbedOutputError(f"Output {output} is a directory.")
+    if not output.parent.is_dir():
+        raise EmbedOutputError(f"Output folder {output.parent} does not exist.")
+    if output.exists() and not may_replace:
+        raise EmbedOutputError(f"Output file {output} already exists; pass --overwrite to replace it.")
+
+
+def _file_mode() -> int:
+    """The permissions the umask gives a new regular file."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def _replaced_atomically(target: Path, folder: Path) -> Iterator[BinaryIO]:
+    """
+    A binary stream to a temporary file in `folder` that becomes `target` when the block ends (synced, with the
+    umask's permissions) and is deleted if anything fails; an OS or HDF5 error names `target` and its cause.
+    """
+    try:
+        descriptor, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as error:
+        raise EmbedOutputError(f"Cannot write {target}: {_cause(error)}") from error
+    temporary = Path(name)
+    try:
+        with os.fdopen(descriptor, "w+b") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temporary, _file_mode())
+        os.replace(temporary, target)
+    except EmbedOutputError:
+        raise
+    except (OSError, RuntimeError) as error:
+        raise EmbedOutputError(f"Cannot write {target}: {_cause(error)}") from error
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _hdf5_replaced_atomically(target: Path, folder: Path) -> Iterator[h5py.File]:
+    """`_replaced_atomically` for an HDF5 file (written through Python, so that a failed write raises cleanly)."""
+    with _replaced_atomically(target, folder) as stream, h5py.File(stream, "w") as handle:
+        yield handle
+
+
+def _write_dataset(handle: h5py.File, name: str, data: np.ndarray) -> None:
+    handle.create_dataset(name, data=data, track_times=False)
+
+
+def _write_sentence_to_index(handle: h5py.File, sentence_to_index: dict[str, str]) -> None:
+    dataset = handle.create_dataset(SENTENCE_TO_INDEX, (1,), dtype=h5py.string_dtype(), track_times=False)
+    dataset[0] = json.dumps(sentence_to_index)
+
+
+class _Source:
+    """An HDF5 file read back (a part or a shard): any failure to read it becomes an error naming it."""
+
+    def __init__(self, path: Path, kind: str):
+        self.path, self.kind = path, kind
+        with self._reading():
+            self.handle = h5py.File(path, "r")
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        try:
+            yield
+        except (OSError, RuntimeError, KeyError, ValueError, TypeError) as error:
+            raise EmbedOutputError(f"Cannot read {self.kind} {self.path}: {_cause(error)}") from error
+
+    def __enter__(self) -> "_Source":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.handle.close()
+
+    def lines(self) -> list[int]:
+        """The line indices it holds, in order."""
+        with self._reading():
+            return sorted(int(name) for name in self.handle if name != SENTENCE_TO_INDEX)
+
+    def array(self, line: int) -> np.ndarray:
+        with self._reading():
+            return self.handle[str(line)][...]
+
+    def sentence_to_index(self) -> dict[str, str]:
+        with self._reading():
+            return json.loads(self.handle[SENTENCE_TO_INDEX][0])
+
+    def record(self) -> dict:
+        """Its run record; an error if it has none (not written by `elmo-embed`)."""
+        with self._reading():
+            text = self.handle.attrs.get(RUN_RECORD)
+            record = json.loads(text) if isinstance(text, str) else None
+        if not isinstance(record, dict) or not {"rank", "world", "lines"} <= record.keys():
+            raise EmbedOutputError(f"{self.path} is not an elmo-embed output (no run record).")
+        if not all(isinstance(record[key], int) for key in ("rank", "world", "lines")) or not (
+            0 <= record["rank"] < record["world"]
+        ):
+            raise EmbedOutputError(f"{self.path} has a damaged run record.")
+        return record
+
+
+def _is_work_folder(folder: Path) -> bool:
+    return folder.is_dir() and all(_WORK_FILE.fullmatch(name) for name in os.listdir(folder))
+
+
+class PartStore:
+    """
+    The work folder of one run (one process): its manifest, its finished batches, and the final assembly. Creating it
+    only checks the output and an interrupted run's manifest; `with store:` takes the folder (locked, emptied on
+    --overwrite) and `finalize` writes the output.
+    """
+
+    def __init__(self, output: Path, manifest: dict, overwrite: bool = False):
+        self.output, self.manifest, self.overwrite = output, manifest, overwrite
+        self.folder = output.with_name(output.name + ".parts")
+        if self.folder.exists() and not _is_work_folder(self.folder):
+            raise EmbedOutputError(
+                f"{self.folder} is not an elmo-embed work folder: move it away or choose another output."
+            )
+        check_output(output, may_replace=overwrite or self.folder.exists())
+        if not overwrite:
+            self._check_manifest()
+        self._lock: BinaryIO | None = None
+
+    def __enter__(self) -> "PartStore":
+        try:
+            self.folder.mkdir(exist_ok=True)
+            self._lock = open(self.folder / LOCK, "ab")
+        except OSError as error:
+            raise EmbedOutputError(f"Cannot write {self.folder}: {_cause(error)}") from error
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._clean()
+            self._check_manifest()  # again, now that no other run can change it
+            if not (self.folder / MANIFEST).exists():
+                with _replaced_atomically(self.folder / MANIFEST, self.folder) as stream:
+                    stream.write(json.dumps(self.manifest, indent=1, sort_keys=True).encode("utf-8"))
+        except BlockingIOError as error:
+            self._lock.close()
+            raise EmbedOutputError(f"{self.folder} is in use by another elmo-embed process.") from error
+        except BaseException:
+            self._lock.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._lock.close()
+
+    def _clean(self) -> None:
+        """Delete the files of a part being written when a previous run died; on --overwrite, everything."""
+        try:
+            for path in self.folder.iterdir():
+                if path.name != LOCK and (self.overwrite or path.name.endswith(".tmp")):
+                    path.unlink()
+        except OSError as error:
+            raise EmbedOutputError(f"Cannot clean {self.folder}: {_cause(error)}") from error
+
+    def _check_manifest(self) -> None:
+        """Refuse to resume an interrupted run (a manifest in the folder) made with other arguments."""
+        path = self.folder / MANIFEST
+        if not path.exists():
+            return
+        try:
+            found = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(found, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as error:
+            raise EmbedOutputError(
+                f"{path} is unreadable ({_cause(error)}); pass --overwrite to start over."
+            ) from error
+        if found != self.manifest:
+            changed = sorted(
+                key for key in self.manifest.keys() | found.keys() if self.manifest.get(key) != found.get(key)
+            )
+            raise EmbedOutputError(
+                f"{self.folder} holds an interrupted run with other arguments (differs in: {', '.join(changed)}). "
+                "Rerun with the same arguments to resume, or pass --overwrite to start over."
+            )
+
+    def _part(self, name: str) -> Path:
+        return self.folder / f"part-{name}.h5"
+
+    def is_done(self, name: str, lines: list[int]) -> bool:
+        """Whether batch `name` has a readable part holding exactly `lines` (a damaged part is computed again)."""
+        if not self._part(name).exists():
+            return False
+        try:
+            with _Source(self._part(name), "part") as part:
+                return part.lines() == sorted(lines)
+        except EmbedOutputError:
+            return False
+
+    def write(self, name: str, arrays: dict[int, np.ndarray]) -> None:
+        """Store the finished batch `name`: one array per line index."""
+        with _hdf5_replaced_atomically(self._part(name), self.folder) as handle:
+            for index, array in arrays.items():
+                _write_dataset(handle, str(index), array)
+
+    def finalize(self, sentence_to_index: dict[str, str], lines: int) -> None:
+        """Copy every part, in line order, into the output file with the run record; drop the folder."""
+        parts = sorted(self.folder.glob("part-*.h5"))
+        owners = _line_owners(parts, "part", lines)
+        with _hdf5_replaced_atomically(self.output, self.folder) as handle:
+            _copy_in_line_order(handle, parts, owners, "part")
+            _write_sentence_to_index(handle, sentence_to_index)
+            handle.attrs[RUN_RECORD] = json.dumps({**self.manifest, "lines": lines}, sort_keys=True)
+        try:
+            shutil.rmtree(self.folder)
+        except OSError as error:
+            raise EmbedOutputError(f"Wrote {self.output} but cannot delete {self.folder}: {_cause(error)}") from error
+
+
+def keep_last_index(sentence_to_index: dict[str, str], sentence: str, index: int) -> None:
+    """Map `sentence` to `index` unless it already maps to a later line (as `allennlp elmo` does)."""
+    if index > int(sentence_to_index.get(sentence, -1)):
+        sentence_to_index[sentence] = str(index)
+
+
+def in_line_order(sentence_to_index: dict[str, str]) -> dict[str, str]:
+    """The map as `allennlp elmo` writes it: keys in the order of their line index."""
+    return dict(sorted(sentence_to_index.items(), key=lambda item: int(item[1])))
+
+
+class _OpenSources:
+    """`_Source`s opened on demand and kept open, the least recently used closed beyond `capacity`."""
+
+    def __init__(self, kind: str, capacity: int = 256):
+        self.kind, self.capacity = kind, capacity
+        self._open: OrderedDict[Path, _Source] = OrderedDict()
+
+    def __enter__(self) -> "_OpenSources":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for source in self._open.values():
+            source.close()
+
+    def get(self, path: Path) -> _Source:
+        if path not in self._open:
+            if len(self._open) == self.capacity:
+                self._open.popitem(last=False)[1].close()
+            self._open[path] = _Source(path, self.kind)
+        self._open.move_to_end(path)
+        return self._open[path]
+
+
+def _line_owners(files: list[Path], kind: str, lines: int) -> array:
+    """For each of the `lines` input lines, the position in `files` of the file holding it (-1: none)."""
+    owners = array("q", [-1]) * lines
+    for number, path in enumerate(files):
+        with _Source(path, kind) as source:
+            for line in source.lines():
+                if not 0 <= line < lines:
+                    raise EmbedOutputError(f"{path} holds line {line}, beyond the {lines} lines of the input.")
+                if owners[line] >= 0:
+                    raise EmbedOutputError(f"Line {line} is in both {files[owners[line]]} and {path}.")
+                owners[line] = number
+    return owners
+
+
+def _copy_in_line_order(handle: h5py.File, files: list[Path], owners: array, kind: str) -> None:
+    """Copy the line datasets of `files` into `handle` in line order (the order of every output file)."""
+    with _OpenSources(kind) as sources:
+        for line, number in enumerate(owners):
+            if number >= 0:
+                _write_dataset(handle, str(line), sources.get(files[number]).array(line))
+
+
+def _file_key(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_dev, stat.st_ino
+
+
+def _check_shards(shards: list[Path]) -> dict:
+    """The common run record of shards that are every shard of one run, each once; an error naming the problem."""
+    records = []
+    for shard in shards:
+        with _Source(shard, "shard") as source:
+            records.append(source.record())
+    first, expected = shards[0], {key: value for key, value in records[0].items() if key != "rank"}
+    by_rank: dict[int, Path] = {}
+    for shard, record in zip(shards, records, strict=True):
+        differing = sorted(
+            key for key in (expected.keys() | record.keys()) - {"rank"} if record.get(key) != expected.get(key)
+        )
+        if differing:
+            raise EmbedOutputError(
+                f"{first} and {shard} come from different runs (they differ in: {', '.join(differing)})."
+            )
+        if record["rank"] in by_rank:
+            named = f"shard {record['rank']} of {expected['world']}"
+            raise EmbedOutputError(f"{by_rank[record['rank']]} and {shard} are both {named}.")
+        by_rank[record["rank"]] = shard
+    missing = [rank for rank in range(expected["world"]) if rank not in by_rank]
+    if missing:
+        named = f"shard{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} of {expected['world']}"
+        names = [_SHARD_NAME.subn(f".shard-{rank:05d}-of-{expected['world']:05d}", first.name) for rank in missing]
+        if all(count == 1 for _, count in names):
+            named += f" ({', '.join(name for name, _ in names)})"
+        raise EmbedOutputError(f"Missing {named}: merge needs every shard of the run.")
+    return expected
+
+
+def merge_files(output: Path, shards: list[Path], overwrite: bool = False) -> int:
+    """
+    Merge the shard files of a multi-process run into `output`, in line order, after checking that they are every
+    shard of one run, each given once, and hold every input line once; returns the number of lines.
+    """
+    check_output(output, may_replace=overwrite)
+    keys: dict[tuple[int, int], Path] = {}
+    for shard in shards:
+        if not shard.exists():
+            raise EmbedOutputError(f"Shard file not found: {shard}")
+        if _file_key(shard) in keys:
+            first = keys[_file_key(shard)]
+            twice = f"Shard {shard} is given twice" if first == shard else f"{first} and {shard} are the same file"
+            raise EmbedOutputError(f"{twice}: give each shard once.")
+        keys[_file_key(shard)] = shard
+    if output.exists() and _file_key(output) in keys:
+        raise EmbedOutputError(f"Output {output} is one of the shards.")
+    record = _check_shards(shards)
+    owners = _line_owners(shards, "shard", record["lines"])
+    if -1 in owners:
+        raise EmbedOutputError(f"No shard holds line {owners.index(-1)} of the {record['lines']} input lines.")
+    sentence_to_index: dict[str, str] = {}
+    for shard in shards:
+        with _Source(shard, "shard") as source:
+            for sentence, index in source.sentence_to_index().items():
+                keep_last_index(sentence_to_index, sentence, int(index))
+    with _hdf5_replaced_atomically(output, output.parent) as handle:
+        _copy_in_line_order(handle, shards, owners, "shard")
+        _write_sentence_to_index(handle, in_line_order(sentence_to_index))
+        handle.attrs[RUN_RECORD] = json.dumps({**record, "rank": 0, "world": 1}, sort_keys=True)
+    return len(owners)
