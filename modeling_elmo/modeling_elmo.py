@@ -18,6 +18,7 @@ from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
 from .cpu_linear import LinearFn, onednn_linear, onednn_linear_applies
 from .crf import LinearChainCrf, bio_constraints
+from .weight_snapshot import WeightSnapshot
 from .word_embedding_store import WordEmbeddingStore, word_keys
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
@@ -102,7 +103,7 @@ class ElmoCharacterEncoder(nn.Module):
         self.max_filter_width = max(width for width, _ in config.char_filters)
         self.token_embedding_table: WordEmbeddingStore | None = None
         self.word_cache: WordEmbeddingStore | None = None
-        self._word_cache_weights: list[torch.Tensor] = []  # copies of the weights the cached rows were computed with
+        self._word_cache_weights: WeightSnapshot | None = None  # the weights the cached rows were computed with
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """`char_ids`: (num_words, num_chars <= max_characters_per_token) -> (num_words, projection_dim)."""
@@ -158,24 +159,17 @@ class ElmoCharacterEncoder(nn.Module):
     def enable_word_cache(self, max_words: int) -> None:
         """Keep the embeddings of up to `max_words` recently seen words between inference calls (LRU)."""
         self.word_cache = WordEmbeddingStore(capacity=max_words)
-        self._word_cache_weights = []
+        self._word_cache_weights = None
 
     def _current_word_cache(self) -> WordEmbeddingStore | None:
-        """
-        The word cache, emptied first if any weight of the encoder differs from the copy its rows were computed
-        with. The values are compared, not version counters or addresses: fused optimizers, writes through `.data`
-        and reloads change weights without a trace that anything else would show.
-        """
+        """The word cache, emptied first if any weight of the encoder differs from the copy its rows were computed
+        with (`WeightSnapshot`: values are compared, whatever changed them)."""
         if self.word_cache is None:
             return None
-        weights = [parameter.detach() for parameter in self.parameters()]
-        unchanged = len(weights) == len(self._word_cache_weights) and all(
-            now.dtype == then.dtype and now.device == then.device and torch.equal(now, then)
-            for now, then in zip(weights, self._word_cache_weights, strict=False)
-        )  # NaN weights never compare equal: such a cache stays empty
-        if not unchanged:
+        weights = list(self.parameters())
+        if self._word_cache_weights is None or not self._word_cache_weights.matches(weights):
             self.word_cache.clear()
-            self._word_cache_weights = [weight.clone() for weight in weights]
+            self._word_cache_weights = WeightSnapshot(weights)
         return self.word_cache
 
 
@@ -197,8 +191,6 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
 
     INPUT_GATE_BLOCK_ROWS = 256  # packed rows per direction whose input-to-gate products are computed at once
     PACKED_WEIGHT_ROWS = 64  # oneDNN lays the per-step weights out for products of about this many rows (any work)
-    # packing the per-step weights streams them about 4 times: worth it from about this many rows per call
-    PACK_WEIGHTS_MIN_ROWS = 1024
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
@@ -209,6 +201,11 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self.weight_proj = nn.Parameter(torch.empty(2, cell_size, proj_size))
         self.cell_clip = config.cell_clip
         self.proj_clip = config.proj_clip
+        # (snapshot of the recurrent and projection weights, their packed oneDNN products): `_inference_linears`
+        self._packed_linears: tuple[WeightSnapshot, list] | None = None
+
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "_packed_linears": None}  # packed oneDNN weights cannot be pickled
 
     def _cell(self, gates: torch.Tensor, cell: torch.Tensor) -> LstmState:
         """`gates` (2, n, 4 * cell_size), `cell` (2, n, cell_size) -> new (hidden (2, n, proj), cell)."""
@@ -267,34 +264,39 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         last_index = torch.tensor(offsets[:-1])[last_step] + torch.arange(batch_sizes[0])
         return outputs, (outputs[:, last_index.to(outputs.device)], cell)
 
-    def _inference_linears(self, inputs: torch.Tensor) -> Iterator[tuple[slice, tuple[LinearFn, LinearFn, LinearFn]]]:
+    def _inference_linears(self, inputs: torch.Tensor) -> list[tuple[slice, tuple[LinearFn, LinearFn, LinearFn]]]:
         """
         The input-to-gate, recurrent and projection products of the inference path, with the directions each set
         computes: both at once with `bmm`, or on x86 CPUs in float32 one direction at a time through oneDNN
-        (`cpu_linear`). For calls of at least `PACK_WEIGHTS_MIN_ROWS` packed rows the recurrent and projection
-        weights are packed for oneDNN, one direction at a time, for this call only: nothing derived from the weights
-        outlives the call, so no later change of the weights (fused optimizers, `.data`, reloads) can leave it stale.
+        (`cpu_linear`), with the recurrent and projection weights packed once into oneDNN's layout. The packed
+        weights are kept between calls with a copy of the weights they were packed from (`WeightSnapshot`) and
+        packed again whenever the weights differ from that copy, however they were changed.
         """
         if not onednn_linear_applies(self.weight_hh, inputs):
-            yield (
-                slice(0, 2),
-                (
-                    lambda rows: torch.bmm(rows, self.weight_ih),
-                    lambda hidden: torch.bmm(hidden, self.weight_hh),
-                    lambda cell_output: torch.bmm(cell_output, self.weight_proj),
-                ),
+            bmm_linears = (
+                lambda rows: torch.bmm(rows, self.weight_ih),
+                lambda hidden: torch.bmm(hidden, self.weight_hh),
+                lambda cell_output: torch.bmm(cell_output, self.weight_proj),
             )
-            return
-        pack_rows = self.PACKED_WEIGHT_ROWS if inputs.shape[1] >= self.PACK_WEIGHTS_MIN_ROWS else None
-        for direction in range(2):
-            yield (
+            return [(slice(0, 2), bmm_linears)]
+        packed_weights = [self.weight_hh, self.weight_proj]
+        cached = self._packed_linears  # one read: another thread may replace it
+        if cached is not None and cached[0].matches(packed_weights):
+            return cached[1]
+        self._packed_linears = cached = None  # free the old packed weights before packing new ones
+        linears = [
+            (
                 slice(direction, direction + 1),
                 (
                     onednn_linear(self.weight_ih[direction]),
-                    onednn_linear(self.weight_hh[direction], pack_rows),
-                    onednn_linear(self.weight_proj[direction], pack_rows),
+                    onednn_linear(self.weight_hh[direction], self.PACKED_WEIGHT_ROWS),
+                    onednn_linear(self.weight_proj[direction], self.PACKED_WEIGHT_ROWS),
                 ),
             )
+            for direction in range(2)
+        ]
+        self._packed_linears = (WeightSnapshot(packed_weights), linears)
+        return linears
 
     def _recur_in_place(
         self,
