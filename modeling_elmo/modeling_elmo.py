@@ -54,6 +54,11 @@ def _check_indices(name: str, values: torch.Tensor, size: int, ignore_index: int
         raise ValueError(f"{name} is on the meta device, which holds no values: move it to a real device first.")
     if values.dtype.is_floating_point or values.dtype.is_complex or values.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer ids (e.g. torch.long), got dtype {values.dtype}.")
+    if values.numel() == 0:
+        return
+    low, high = torch.aminmax(values)  # one pass; the offending value is looked for only on failure
+    if low >= 0 and high < size:
+        return
     invalid = (values < 0) | (values >= size)
     if ignore_index is not None:
         invalid &= values != ignore_index
@@ -117,12 +122,14 @@ class ElmoCharacterEncoder(nn.Module):
     def embed_words(self, char_ids: torch.Tensor) -> torch.Tensor:
         """
         `forward` computed once per distinct word: `char_ids` (num_words, max_characters_per_token) -> (num_words,
-        projection_dim). Without autograd, words found in `token_embedding_table` or `word_cache` skip the CNN and
-        new ones are added to the cache.
+        projection_dim). Without autograd and autocast, words found in `token_embedding_table` or `word_cache` skip
+        the CNN and new ones are added to the cache.
         """
         unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
+        if torch.is_grad_enabled() or torch.is_autocast_enabled(char_ids.device.type):  # stores hold exact rows
+            return self._embed_by_length(unique)[inverse]
         stores = [store for store in (self.token_embedding_table, self._current_word_cache()) if store is not None]
-        if torch.is_grad_enabled() or not stores:
+        if not stores:
             return self._embed_by_length(unique)[inverse]
         keys = word_keys(unique)
         embeddings = self.projection.weight.new_empty(unique.shape[0], self.projection.out_features)
@@ -496,12 +503,14 @@ class ElmoBiLm(nn.Module):
             The layers, each (batch, max_words, 2 * projection_dim) and zero at padding: the token layer `[x; x]` and
             every LSTM layer `[forward; backward]` (or the top one only); and per layer the final state (sorted rows).
 
-        The layers run on packed sequences. When a graph is built, every layer is padded as soon as it is computed
-        and the next layer reads its word rows back from the padded tensor (`_PackedBatch.repack`), so every
+        The layers run on packed sequences. When a graph is built for all layers, each is padded as soon as it is
+        computed and the next layer reads its word rows back from the padded tensor (`_PackedBatch.repack`), so every
         returned layer is on the path to the outputs; otherwise only the returned layers are padded.
         """
-        on_graph = torch.is_grad_enabled() and (
-            token_embeddings.requires_grad or any(parameter.requires_grad for parameter in self.parameters())
+        on_graph = (  # only returned layers need to be on the path: the top one always is
+            all_layers
+            and torch.is_grad_enabled()
+            and (token_embeddings.requires_grad or any(parameter.requires_grad for parameter in self.parameters()))
         )
         words = token_embeddings[: packing.word_positions.numel()]
         layers = [packing.pad(torch.cat([words, words], dim=-1))] if on_graph or all_layers else []

@@ -273,7 +273,7 @@ def test_reference_implementation_is_chosen_per_block_and_restored_on_errors(ran
 
 
 def test_inference_pads_only_the_returned_layers(random_checkpoint, monkeypatch):
-    """Without autograd only the returned layers are padded: the top one unless all are asked for."""
+    """Only the returned layers are padded (the top one unless all are asked for), with autograd or without."""
     model = _model(random_checkpoint, seed=25)
     ids = _char_ids(_sentences(seed=26, count=3, max_words=8))
     padded = []
@@ -283,7 +283,8 @@ def test_inference_pads_only_the_returned_layers(random_checkpoint, monkeypatch)
     for grad, output_hidden_states, expected in [
         (False, False, 1),
         (False, True, num_layers),
-        (True, False, num_layers),
+        (True, False, 1),
+        (True, True, num_layers),
     ]:
         padded.clear()
         with torch.set_grad_enabled(grad):
@@ -432,3 +433,14 @@ def test_bfloat16_runs_close_to_float32(random_checkpoint, name):
         found = model.to(torch.bfloat16)(ids, output_hidden_states=True).hidden_states
     assert all(layer.dtype == torch.bfloat16 for layer in found)
     assert _max_difference(expected, tuple(layer.float() for layer in found)) < 0.5
+
+
+def test_word_cache_under_cpu_autocast_is_bypassed(random_checkpoint):
+    """Rows computed in bfloat16 must neither crash the float32 buffer nor be served later to float32 calls."""
+    model = _model(random_checkpoint, seed=23)
+    ids = _char_ids(_sentences(seed=24, count=3, max_words=10))
+    expected = _layers(model, ids, reference=False)
+    model.enable_word_cache(max_words=100)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert _layers(model, ids, reference=False)[-1].dtype == torch.bfloat16
+    assert _max_difference(_layers(model, ids, reference=False), expected) <= TOLERANCE

@@ -237,3 +237,10 @@ def test_activation_cache_refuses_unfrozen_and_foreign_models():
     stranger.activation_cache = cache
     with pytest.raises(ValueError, match="another"):
         stranger(**batch())
+
+
+def test_a_bad_label_beside_ignored_ones_is_named():
+    inputs = batch()
+    inputs["labels"][0, 1] = -5  # the batch also holds -100 (padding): -5 must still be found
+    with pytest.raises(ValueError, match="found -5"):
+        tiny_model()(**inputs)

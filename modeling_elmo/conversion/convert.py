@@ -88,14 +88,15 @@ def resolve_source(location: str, cache_dir: str | os.PathLike | None = None) ->
         partial = tempfile.NamedTemporaryFile(dir=target.parent, prefix=".download-", delete=False)
     except OSError as error:
         raise ConversionError(f"Cannot write to the download cache {cache_root}: {_reason(error)}") from error
-    with partial:
-        try:
+    try:
+        with partial:
             http_get(location, partial, displayed_filename=target.name)
-        except Exception as error:  # any network / HTTP / offline-mode failure
-            partial.close()
+        os.replace(partial.name, target)
+    except Exception as error:  # any network / HTTP / offline-mode failure
+        raise ConversionError(f"Could not download {location}: {error}") from error
+    finally:  # Ctrl-C included: no partial download stays in the cache
+        if os.path.exists(partial.name):
             os.unlink(partial.name)
-            raise ConversionError(f"Could not download {location}: {error}") from error
-    os.replace(partial.name, target)
     return target
 
 
@@ -132,6 +133,14 @@ def _reason(error: OSError | SafetensorError) -> str:
     return " ".join(str(error).split())
 
 
+def _architecture_problems(folder: Path) -> list[str]:
+    """Why `folder` (with a readable ELMo `config.json`) is not a converted biLM: a fine-tuned model is never one."""
+    architectures = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architectures")
+    if architectures != ["ElmoModel"]:
+        return [f"its config.json describes {architectures}, not a converted ElmoModel (a fine-tuned model?)"]
+    return []
+
+
 def _check_replaceable(output_dir: Path) -> None:
     """Refuse to replace `output_dir` unless it is empty or a folder elmo-convert wrote: an ELMo `config.json` and
     nothing but `OUTPUT_FILES` and code files."""
@@ -148,7 +157,7 @@ def _check_replaceable(output_dir: Path) -> None:
         more = f" and {len(unexpected) - 5} more" if len(unexpected) > 5 else ""
         problems = [f"it holds {', '.join(unexpected[:5])}{more}"]
     else:
-        problems = config_problems(output_dir) if entries else []
+        problems = (config_problems(output_dir) or _architecture_problems(output_dir)) if entries else []
     if problems:
         raise ConversionError(
             f"--overwrite replaces only a folder elmo-convert wrote, or an empty one, and {output_dir} is not one "

@@ -2,7 +2,8 @@
 
     elmo-embed INPUT OUTPUT.hdf5 --model PATH_OR_REPO_ID [--layers all|top|average]
                [--batch-size N | --max-tokens-per-batch N] [--raw] [--dtype float32|bfloat16|float16]
-    elmo-embed merge OUTPUT.hdf5 SHARD.hdf5 [SHARD.hdf5 ...]
+               [--word-cache N] [--window N] [--device cpu] [--overwrite] [--no-progress]
+    elmo-embed merge OUTPUT.hdf5 SHARD.hdf5 [SHARD.hdf5 ...] [--overwrite]
 
 Output: one float32 dataset per line, named by its 0-based line index, shaped (num_layers + 1, num_words, 2 *
 projection_dim) for `all`, (num_words, 2 * projection_dim) for `top` and `average` (mean of all layers); an empty line
@@ -64,6 +65,14 @@ def shard_from_environment() -> tuple[int, int]:
     return int(rank), int(world)
 
 
+def process_device(device: torch.device, world: int) -> torch.device:
+    """The device of this process: with several processes, an accelerator named without an index (`cuda`) means
+    the process's own one, `LOCAL_RANK` (set by `accelerate launch` / torchrun)."""
+    if world > 1 and device.type != "cpu" and device.index is None:
+        return torch.device(device.type, int(os.environ.get("LOCAL_RANK", "0")))
+    return device
+
+
 def load_model(model_id: str, dtype: torch.dtype, device: torch.device, progress: bool = True):
     """Load tokenizer and model (a folder or Hub repo id) of an ELMo model, in eval mode on `device`."""
     from transformers import AutoConfig, AutoModel, AutoTokenizer
@@ -106,6 +115,8 @@ def _device(name: str) -> torch.device:
         torch.empty(0, device=device)
     except (RuntimeError, AssertionError) as error:  # AssertionError: CUDA asked of a CPU-only build
         raise EmbedUsageError(f"Cannot use device '{name}': {one_line(error)}") from error
+    if device.type == "meta":
+        raise EmbedUsageError("Cannot use device 'meta': it holds no values; use cpu or cuda.")
     return device
 
 
@@ -172,6 +183,14 @@ def _check_input(input_path: Path, output: Path) -> None:
         raise EmbedInputError(f"Output {output} is the input file.")
 
 
+def _weights_state(model: Path) -> dict[str, list[int]]:
+    """Size and modification time of a model folder's weight files, so that a folder converted again at the same
+    path is a different run; empty for a Hub repo id (its revision is resolved when loading)."""
+    if not model.is_dir():
+        return {}
+    return {path.name: [path.stat().st_size, path.stat().st_mtime_ns] for path in sorted(model.glob("*.safetensors"))}
+
+
 def _manifest(args: argparse.Namespace, device: torch.device, rank: int, world: int) -> dict:
     """What makes a run: its input (as it is now), model and arguments, and the process's share."""
     input_path = Path(args.input)
@@ -181,6 +200,7 @@ def _manifest(args: argparse.Namespace, device: torch.device, rank: int, world: 
         "input_size": stat.st_size,
         "input_mtime_ns": stat.st_mtime_ns,
         "model": str(Path(args.model).resolve()) if Path(args.model).is_dir() else args.model,
+        "model_weights": _weights_state(Path(args.model)),
         "layers": args.layers,
         "raw": args.raw,
         "batch_size": args.batch_size,
@@ -188,7 +208,7 @@ def _manifest(args: argparse.Namespace, device: torch.device, rank: int, world: 
         "window": args.window,
         "dtype": args.dtype,
         "word_cache": args.word_cache,
-        "device": str(device),
+        "device": device.type,  # the index differs between the processes of one run (`process_device`)
         "rank": rank,
         "world": world,
     }
@@ -202,6 +222,7 @@ def run(args: argparse.Namespace) -> Path:
     lines = sum(1 for _ in read_sentences(input_path))  # a line that is not UTF-8 fails here, before any writing
     device = _device(args.device)
     manifest = _manifest(args, device, rank, world)
+    device = process_device(device, world)
     store = PartStore(output, manifest, overwrite=args.overwrite)
     tokenizer, model = load_model(args.model, DTYPES[args.dtype], device, progress=not args.no_progress)
     if args.word_cache:

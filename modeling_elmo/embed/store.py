@@ -70,7 +70,7 @@ def check_output(output: Path, may_replace: bool) -> None:
 
 def _file_mode() -> int:
     """The permissions the umask gives a new regular file."""
-    umask = os.umask(0)
+    umask = os.umask(0o077)  # briefly the strictest mask, so that a file another thread creates is never too open
     os.umask(umask)
     return 0o666 & ~umask
 

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from safetensors import SafetensorError
 from seqeval.metrics import classification_report
 from transformers import (
     AutoConfig,
@@ -136,12 +137,13 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         raw = load_conll(files, label_names=label_names)
         model = _load_model(model_args, raw[next(iter(raw))].features["ner_tags"].feature.names)
         tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
-    except (OSError, ValueError) as error:  # missing or unreadable data or model, a bad option: one line, exit 2
+        cache = None
+        if data_args.elmo_cache or data_args.elmo_cache_dir:
+            cache = ElmoActivationCache(model, data_args.elmo_cache_dir).attach()
+            if cache.directory is not None:  # checked now: it is written after training
+                cache.directory.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError, SafetensorError) as error:  # missing/unreadable data, model or cache; a bad option
         sys.exit(f"elmo-train-ner: error: {str(error).splitlines()[0] if str(error) else repr(error)}")
-
-    cache = None
-    if data_args.elmo_cache or data_args.elmo_cache_dir:
-        cache = ElmoActivationCache(model, data_args.elmo_cache_dir).attach()
 
     limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples}
     encoded = {}
@@ -181,10 +183,6 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
             output_dir.mkdir(parents=True, exist_ok=True)
             (output_dir / "test_report.txt").write_text(report)
         logger.info("test report:\n%s", report)
-    if cache is not None:
-        logger.info("activation cache: %d hits, %d misses", cache.hits, cache.misses)
-        if cache.directory is not None:
-            cache.save()
     if trainer.is_world_process_zero():
         for name, metrics in results.items():
             (output_dir / f"{name}_results.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
@@ -202,6 +200,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
             },
         )
         (output_dir / "README.md").write_text(card, encoding="utf-8")
+    if cache is not None:  # last: the results above are written even if the cache cannot be
+        logger.info("activation cache: %d hits, %d misses", cache.hits, cache.misses)
+        if cache.directory is not None:
+            cache.save()
     if training_args.push_to_hub:
         trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="token-classification")
     return results

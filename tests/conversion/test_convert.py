@@ -160,6 +160,22 @@ def test_overwrite_refuses_a_folder_without_an_elmo_config(random_checkpoint, tm
     assert (output / "model.safetensors").read_bytes() == b"someone else's weights"
 
 
+def test_overwrite_refuses_a_fine_tuned_model(random_checkpoint, tmp_path, capsys):
+    """A tagger saved with save_pretrained holds only files a conversion writes too: its config tells it apart."""
+    from modeling_elmo import ElmoForTokenClassification, ElmoTokenizer
+
+    options, weights = random_checkpoint()
+    output = tmp_path / "ner-model"
+    config, _ = load_original_checkpoint(options, weights)
+    ElmoForTokenClassification(config).save_pretrained(output)
+    ElmoTokenizer().save_pretrained(output)
+    before = (output / "model.safetensors").read_bytes()
+    arguments = ["--options", str(options), "--weights", str(weights), "--output", str(output), "--overwrite"]
+    assert main(arguments) == 1
+    assert "ElmoForTokenClassification" in cli_error(capsys)
+    assert (output / "model.safetensors").read_bytes() == before
+
+
 @pytest.mark.parametrize("target", [".", "", "..", "absolute"])
 def test_the_current_directory_and_its_ancestors_are_refused(random_checkpoint, tmp_path, monkeypatch, capsys, target):
     options, weights = random_checkpoint()

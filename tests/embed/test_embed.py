@@ -204,6 +204,22 @@ def test_rerun_with_other_arguments_is_refused(tmp_path, corpus, converted_fixtu
     assert "other arguments (differs in: layers)" in capsys.readouterr().err
 
 
+def test_resume_with_a_reconverted_model_is_refused(tmp_path, corpus, converted_fixture, capsys, monkeypatch):
+    """The same model path holding other weights (converted again) is another run: no mixing of two models."""
+    import shutil
+
+    model = shutil.copytree(converted_fixture, tmp_path / "model")
+    input_path = _write(tmp_path / "in.txt", corpus)
+    with monkeypatch.context() as patch:
+        _stop_after(patch, 2)
+        assert _embed(input_path, tmp_path / "out.hdf5", model, *SMALL_BATCHES) == 130
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes())  # rewritten: a new modification time
+    capsys.readouterr()
+    assert _embed(input_path, tmp_path / "out.hdf5", model, *SMALL_BATCHES) == 1
+    assert "model_weights" in capsys.readouterr().err
+
+
 def test_overwrite_starts_over_and_deletes_only_our_work_folder(tmp_path, corpus, converted_fixture, monkeypatch):
     input_path = _write(tmp_path / "in.txt", corpus)
     assert _embed(input_path, tmp_path / "fresh.hdf5", converted_fixture, *SMALL_BATCHES) == 0
@@ -457,3 +473,13 @@ def test_nan_from_the_model_is_refused(tmp_path, corpus, converted_fixture, caps
     assert _embed(input_path, tmp_path / "out.hdf5", tmp_path / "nan-model", *SMALL_BATCHES) == 1
     error = capsys.readouterr().err
     assert "NaN or infinite values" in error and "line " in error and not (tmp_path / "out.hdf5").exists()
+
+
+def test_each_process_of_a_multi_gpu_run_takes_its_own_accelerator(monkeypatch):
+    from modeling_elmo.embed.cli import process_device
+
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert process_device(torch.device("cuda"), world=2) == torch.device("cuda", 1)
+    assert process_device(torch.device("cuda", 0), world=2) == torch.device("cuda", 0)  # named explicitly: kept
+    assert process_device(torch.device("cuda"), world=1) == torch.device("cuda")
+    assert process_device(torch.device("cpu"), world=2) == torch.device("cpu")

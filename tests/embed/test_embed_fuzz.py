@@ -65,6 +65,7 @@ EMBED_CASES = {
     "word cache -1": (["ok.txt", "out.h5", "--word-cache", "-1"], {}, ["--word-cache", "'-1'"]),
     "unknown device": (["ok.txt", "out.h5", "--device", "abacus"], {}, ["abacus", "device"]),
     "unusable device": (["ok.txt", "out.h5", "--device", "cuda:99"], {}, ["cuda:99", "device"]),
+    "meta device": (["ok.txt", "out.h5", "--device", "meta"], {}, ["meta", "device"]),
     "unknown layers": (["ok.txt", "out.h5", "--layers", "middle"], {}, ["--layers", "middle"]),
     "unknown option": (["ok.txt", "out.h5", "--frobnicate"], {}, ["--frobnicate"]),
     "no arguments": ([], {}, ["required"]),

@@ -108,3 +108,11 @@ def test_missing_data_or_model_is_one_line(converted_fixture, tmp_path):
         run_ner.main(
             [f"--model_name_or_path={tmp_path / 'not-a-model'}", f"--train_file={train}", f"--output_dir={tmp_path}"]
         )
+
+
+def test_an_activation_cache_for_an_unfrozen_biLM_is_one_line(converted_fixture, tmp_path):
+    train = tmp_path / "train.txt"
+    train.write_text("EU NNP B-NP B-ORG\n", encoding="utf-8")
+    arguments = [f"--model_name_or_path={converted_fixture}", f"--train_file={train}", f"--output_dir={tmp_path}"]
+    with pytest.raises(SystemExit, match="elmo-train-ner: error: .*frozen"):
+        run_ner.main([*arguments, "--freeze_elmo=False", "--elmo_cache=True"])
