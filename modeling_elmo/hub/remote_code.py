@@ -91,18 +91,21 @@ def code_folder_problems(folder: str | Path, skip: frozenset[str] = frozenset())
     Imports in `folder/*.py` (but `skip`) that would fail or go uncopied as remote code. The package's own folder
     must pass with `skip={"__init__.py"}`: it is the remote-code boundary, and tooling lives in its subpackages.
     """
-    folder = Path(folder)
+    return _checked_code_files(Path(folder), skip)[1]
+
+
+def _checked_code_files(folder: Path, skip: frozenset[str] = frozenset()) -> tuple[dict[str, ast.Module], list[str]]:
+    """The parsed modules of `folder/*.py` (but `skip`), and their parse and import problems."""
     modules, problems = _parse_code_files(folder, skip)
     for name, tree in modules.items():
         problems += _import_problems(name, tree, folder)
-    return problems
+    return modules, problems
 
 
 def remote_code_problems(folder: str | Path) -> list[str]:
     """Everything that keeps `folder` from loading with `trust_remote_code=True` alone; empty when it is complete."""
     folder = Path(folder)
-    modules, _ = _parse_code_files(folder)
-    problems = code_folder_problems(folder)
+    modules, problems = _checked_code_files(folder)
     config_map = _read_mapping(folder / "config.json", "auto_map")
     for auto_class in CONFIG_AUTO_MAP:
         problems += _class_reference_problems(
