@@ -34,10 +34,12 @@ def _onednn_linear_works() -> bool:
 def onednn_linear_applies(weight: torch.Tensor, inputs: torch.Tensor) -> bool:
     """
     Whether `onednn_linear` should compute the products of `inputs` with `weight`: both float32 on an x86 CPU, no
-    CPU autocast, oneDNN working and enabled (`torch.backends.mkldnn.flags(enabled=False)` turns it off).
+    CPU autocast, not inside `torch.compile`, oneDNN working and enabled (`torch.backends.mkldnn.flags(enabled=False)`
+    turns it off).
     """
     return (
-        weight.device.type == "cpu"
+        not torch.compiler.is_compiling()  # inductor cannot lower oneDNN's linear ops: traced graphs use bmm
+        and weight.device.type == "cpu"
         and weight.dtype == inputs.dtype == torch.float32
         and torch.backends.mkldnn.enabled
         and not torch.is_autocast_enabled("cpu")

@@ -444,3 +444,15 @@ def test_word_cache_under_cpu_autocast_is_bypassed(random_checkpoint):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert _layers(model, ids, reference=False)[-1].dtype == torch.bfloat16
     assert _max_difference(_layers(model, ids, reference=False), expected) <= TOLERANCE
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_torch_compile_gives_the_eager_outputs(random_checkpoint):
+    """Inductor cannot lower oneDNN's linear ops: inside `torch.compile` the products go through `bmm`."""
+    model = _model(random_checkpoint, seed=27)
+    ids = _char_ids(_sentences(seed=28, count=3, max_words=6))
+    expected = _layers(model, ids, reference=False)
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        found = compiled(ids, output_hidden_states=True).hidden_states
+    assert _max_difference(found, expected) <= 1e-5
