@@ -107,6 +107,12 @@ FIELD_RULES: dict[str, Rule] = {
     "use_crf": _BOOLEAN,
     "freeze_elmo": _BOOLEAN,
     "scalar_mix_l2_coef": _NON_NEGATIVE_NUMBER,
+    "lstm_forget_bias": Rule("a finite number", _is_number),
+    "lm_vocab_size": Rule(
+        "an integer >= 3 (<S>, </S> and <UNK> at least)", lambda value: _is_int(value) and value >= 3, nullable=True
+    ),
+    "lm_dropout": Rule("a number from 0 to 1 (excluded)", lambda value: _is_number(value) and 0 <= value < 1),
+    "lm_num_negative_samples": dataclasses.replace(_POSITIVE_INT, nullable=True),
 }
 
 
@@ -175,6 +181,10 @@ class ElmoConfig(PreTrainedConfig):
             Clip the projected LSTM output to `[-proj_clip, proj_clip]` (`proj_clip > 0`); `None` disables it.
         use_skip_connections (`bool`, defaults to `True`):
             Add each LSTM layer's input to its output for every layer after the first.
+        lstm_forget_bias (`float`, defaults to 1.0):
+            Added to the forget gate's pre-activation at run time, as TensorFlow's `LSTMCell(forget_bias=1.0)` does;
+            the stored LSTM `bias` is the original's `B`. A saved config without this field predates it: its bias
+            already holds the 1.0, so it loads with `0.0`.
         num_output_representations (`int`, defaults to 0):
             Number of learned scalar mixes of all layers returned as `elmo_representations`.
         scalar_mix_layer_norm (`bool`, defaults to `False`):
@@ -203,6 +213,15 @@ class ElmoConfig(PreTrainedConfig):
             Keep the biLM fixed (run without gradients, in eval mode); only the scalar mix and the head train.
         scalar_mix_l2_coef (`float`, defaults to 0.0):
             L2 penalty on the (unnormalised) scalar-mix weights, added to the training loss (`lambda` in the paper).
+        lm_vocab_size (`int`, *optional*):
+            Words of the language-model softmax of [`ElmoForPreTraining`] (bilm-tf's `n_tokens_vocab`, the
+            `vocab.txt` saved with it). `None`: no softmax (an embedder only).
+        lm_dropout (`float`, defaults to 0.1):
+            Dropout of [`ElmoForPreTraining`] in training where bilm-tf applies it: on every LSTM layer's input and
+            on the top layer's output (bilm-tf's `dropout`).
+        lm_num_negative_samples (`int`, *optional*, defaults to 8192):
+            Negatives per batch of the sampled softmax used in training (bilm-tf's `n_negative_samples_batch`);
+            `None` trains with the full softmax. Evaluation always uses the full softmax.
     """
 
     model_type = "elmo"
@@ -219,6 +238,7 @@ class ElmoConfig(PreTrainedConfig):
     cell_clip: float | int | None = 3.0
     proj_clip: float | int | None = 3.0
     use_skip_connections: bool = True
+    lstm_forget_bias: float | int = 1.0
     num_output_representations: int = 0
     scalar_mix_layer_norm: bool = False
     scalar_mix_layer_norm_scope: str = "sentence"
@@ -232,6 +252,9 @@ class ElmoConfig(PreTrainedConfig):
     use_crf: bool = False
     freeze_elmo: bool = True
     scalar_mix_l2_coef: float | int = 0.0
+    lm_vocab_size: int | None = None
+    lm_dropout: float | int = 0.1
+    lm_num_negative_samples: int | None = 8192
 
     def __post_init__(self, **kwargs):
         # every saved folder answers to all its Auto classes and declares its pipeline (see pipeline_elmo.py)
@@ -254,9 +277,12 @@ class ElmoConfig(PreTrainedConfig):
     def from_dict(cls, config_dict: dict[str, Any], **kwargs) -> "ElmoConfig":
         """As [`PreTrainedConfig.from_dict`], which `from_pretrained` and `AutoConfig` load through. A saved config
         that layer-normalises its scalar mixes but has no `scalar_mix_layer_norm_scope` predates that field: it keeps
-        normalising over the batch, as it was trained."""
+        normalising over the batch, as it was trained; one without `lstm_forget_bias` stored the LSTM bias with
+        TensorFlow's forget bias folded in, so it loads with `lstm_forget_bias=0.0`."""
         if config_dict.get("scalar_mix_layer_norm") and "scalar_mix_layer_norm_scope" not in config_dict:
             config_dict = {**config_dict, "scalar_mix_layer_norm_scope": "batch"}
+        if "lstm_forget_bias" not in config_dict:  # saved with the forget bias folded into the LSTM bias
+            config_dict = {**config_dict, "lstm_forget_bias": 0.0}
         return super().from_dict(config_dict, **kwargs)
 
     def validate_architecture(self) -> None:

@@ -184,8 +184,8 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
     r"""
     One biLM layer: a forward and a backward LSTM cell with projection (TensorFlow `LSTMCell(num_proj=...)`), stored
     stacked so that both directions can run in the same batched matrix products. Index 0 of every parameter is the
-    forward direction, index 1 the backward one. Gate order is TensorFlow's `(i, j, f, o)`; `bias` already includes
-    TensorFlow's `forget_bias = 1.0`.
+    forward direction, index 1 the backward one. Gate order is TensorFlow's `(i, j, f, o)`; `bias` is TensorFlow's `B`,
+    and `config.lstm_forget_bias` is added to the forget gate at run time as TensorFlow's `LSTMCell` does.
 
     Both implementations work on *packed* sequences (time-major, rows sorted by decreasing length, as in
     `torch.nn.utils.rnn.PackedSequence`): step `t` owns rows `offsets[t] : offsets[t] + batch_sizes[t]`, so padding
@@ -208,11 +208,20 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self.weight_proj = nn.Parameter(torch.empty(2, cell_size, proj_size))
         self.cell_clip = config.cell_clip
         self.proj_clip = config.proj_clip
+        self.forget_bias = config.lstm_forget_bias
         # (snapshot of the recurrent and projection weights, their packed oneDNN products): `_inference_linears`
         self._packed_linears: tuple[WeightSnapshot, list] | None = None
 
     def __getstate__(self) -> dict:
         return {**super().__getstate__(), "_packed_linears": None}  # packed oneDNN weights cannot be pickled
+
+    def gate_bias(self) -> torch.Tensor:
+        """The bias the gates get, (2, 4 * cell_size): `bias` with `forget_bias` added to the forget gate."""
+        if not self.forget_bias:
+            return self.bias
+        forget_gate = torch.zeros(4, 1, dtype=self.bias.dtype, device=self.bias.device)
+        forget_gate[2] = self.forget_bias  # gate order (i, j, f, o)
+        return self.bias + forget_gate.expand(4, self.bias.shape[-1] // 4).flatten()
 
     def _cell(self, gates: torch.Tensor, cell: torch.Tensor) -> LstmState:
         """`gates` (2, n, 4 * cell_size), `cell` (2, n, cell_size) -> new (hidden (2, n, proj), cell)."""
@@ -249,8 +258,10 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         if not (torch.is_grad_enabled() and needs_grad):
             return self._forward_in_place(inputs, batch_sizes, initial_state)
 
+        bias = self.gate_bias().unsqueeze(1)
+
         def compute_gates(step_input_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-            return torch.baddbmm(step_input_gates, hidden, self.weight_hh) + self.bias.unsqueeze(1)  # bias last
+            return torch.baddbmm(step_input_gates, hidden, self.weight_hh) + bias  # bias last
 
         return self._recur(torch.bmm(inputs, self.weight_ih), compute_gates, batch_sizes, initial_state)
 
@@ -261,9 +272,10 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         outputs = inputs.new_empty(2, inputs.shape[1], self.weight_proj.shape[-1])
         hidden, cell = initial_state[0], initial_state[1].clone()  # `cell` is updated in place
         offsets = list(itertools.accumulate(batch_sizes, initial=0))
+        bias = self.gate_bias().unsqueeze(1)
         for directions, linears in self._inference_linears(inputs):
             self._recur_in_place(
-                linears, self.bias[directions].unsqueeze(1), inputs[directions], offsets, hidden[directions],
+                linears, bias[directions], inputs[directions], offsets, hidden[directions],
                 cell[directions], outputs[directions],
             )  # fmt: skip
         active = torch.tensor(batch_sizes).unsqueeze(1) > torch.arange(batch_sizes[0])  # (time, batch)
@@ -361,10 +373,11 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
     ) -> tuple[torch.Tensor, LstmState]:
         """Straightforward path for checks: per step and per direction, `[x_t; h] @ W + b` as in TensorFlow."""
         weight = torch.cat([self.weight_ih, self.weight_hh], dim=1)
+        bias = self.gate_bias()
 
         def compute_gates(step_inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
             return torch.stack(
-                [torch.cat([step_inputs[d], hidden[d]], dim=-1) @ weight[d] + self.bias[d] for d in range(2)]
+                [torch.cat([step_inputs[d], hidden[d]], dim=-1) @ weight[d] + bias[d] for d in range(2)]
             )
 
         return self._recur(inputs, compute_gates, batch_sizes, initial_state)
@@ -619,9 +632,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
             for weight in (module.weight_ih, module.weight_hh, module.weight_proj):
                 bound = weight.shape[1] ** -0.5
                 init.uniform_(weight, -bound, bound)
-            forget_bias = torch.zeros_like(module.bias).unflatten(-1, (4, -1))
-            forget_bias[:, 2] = 1.0  # TensorFlow's forget_bias, folded into the bias (gate order i, j, f, o)
-            init.copy_(module.bias, forget_bias.flatten(-2))
+            init.zeros_(module.bias)  # as bilm-tf; the forget gate's 1.0 is `config.lstm_forget_bias`
         elif isinstance(module, ElmoScalarMix):
             init.zeros_(module.scalar_parameters)
             init.ones_(module.gamma)

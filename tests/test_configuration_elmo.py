@@ -37,6 +37,10 @@ BAD_VALUES = {
     "use_crf": ["yes", 1],
     "freeze_elmo": ["false", None],
     "scalar_mix_l2_coef": [-1, INF, "0"],
+    "lstm_forget_bias": [NAN, INF, "1.0", True, None],
+    "lm_vocab_size": [2, 0, 100.0, True, "100"],
+    "lm_dropout": [-0.1, 1, 1.0, NAN, None],
+    "lm_num_negative_samples": [0, -5, 10.0, False],
 }
 CASES = [(field, value) for field, values in BAD_VALUES.items() for value in values]
 

@@ -402,3 +402,30 @@ def test_checkpoints_with_the_old_highway_gate_name_load_and_resave_with_the_new
     assert all(torch.equal(value, old.state_dict()[name]) for name, value in model.state_dict().items())
     old.save_pretrained(tmp_path / "new")
     assert set(load_file(tmp_path / "new" / "model.safetensors")) == set(state)
+
+
+def test_checkpoints_with_the_forget_bias_folded_in_load_with_the_same_outputs(
+    converted_fixture, fixture_sentences, tmp_path
+):
+    """Folders saved before `lstm_forget_bias` existed stored TensorFlow's `B + 1.0` on the forget gate."""
+    from safetensors.torch import load_file, save_file
+
+    model = ElmoModel.from_pretrained(converted_fixture)
+    assert model.config.lstm_forget_bias == 1.0
+    model.save_pretrained(tmp_path)
+    state = load_file(tmp_path / "model.safetensors")
+    for name in [name for name in state if name.endswith(".bias") and ".bilm.layers." in f".{name}"]:
+        state[name].view(2, 4, -1)[:, 2] += 1.0  # fold the forget bias in, as the converter used to
+    save_file(state, tmp_path / "model.safetensors")
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["lstm_forget_bias"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    old = AutoModel.from_pretrained(tmp_path)
+    assert old.config.lstm_forget_bias == 0.0
+    batch = encode(fixture_sentences[0][:3])
+    with torch.no_grad():
+        expected = model(**batch, output_hidden_states=True).hidden_states
+        for reference in (False, True):
+            with old.reference_implementation(reference):
+                actual = old(**batch, output_hidden_states=True).hidden_states
+            assert max(float((a - e).abs().max()) for a, e in zip(actual, expected, strict=True)) <= 1e-6

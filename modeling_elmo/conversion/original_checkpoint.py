@@ -15,7 +15,6 @@ import torch
 
 from ..configuration_elmo import FIELD_RULES, ElmoConfig, ElmoConfigError, Rule
 
-FORGET_BIAS = 1.0  # added by TensorFlow's LSTMCell at run time, not stored in the HDF5
 LSTM_CELL_PATH = "RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 # Datasets in the model's own groups. One that the options leave unread means the options and the weights disagree
 # (more layers, highway layers or filters than the options say); anything else in the file is ignored.
@@ -230,7 +229,6 @@ def _bilm_weights(read: _WeightReader, config: ElmoConfig) -> dict[str, torch.Te
             path = LSTM_CELL_PATH.format(direction=direction, layer=layer)
             kernel = read(f"{path}/W_0", (2 * proj, 4 * cell))
             bias = read(f"{path}/B", (4 * cell,))
-            bias.view(4, cell)[2] += FORGET_BIAS  # TF gate order (i, j, f, o)
             directions.append((kernel[:proj], kernel[proj:], bias, read(f"{path}/W_P_0", (cell, proj))))
         for index, name in enumerate(("weight_ih", "weight_hh", "bias", "weight_proj")):
             state[f"bilm.layers.{layer}.{name}"] = torch.stack([weights[index] for weights in directions]).contiguous()
