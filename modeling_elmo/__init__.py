@@ -1,16 +1,30 @@
 """ELMo for Hugging Face Transformers. Importing this package registers the Auto classes (and no pipeline: see
 pipeline_elmo.py)."""
 
-from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForPreTraining,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+)
 
 from .configuration_elmo import ElmoConfig
-from .modeling_elmo import ElmoForTokenClassification, ElmoModel, ElmoModelOutput, ElmoPreTrainedModel
+from .modeling_elmo import (
+    ElmoForPreTraining,
+    ElmoForPreTrainingOutput,
+    ElmoForTokenClassification,
+    ElmoModel,
+    ElmoModelOutput,
+    ElmoPreTrainedModel,
+)
 from .pipeline_elmo import ElmoTokenClassificationPipeline
 from .tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer
 
 AutoConfig.register(ElmoConfig.model_type, ElmoConfig)
 AutoModel.register(ElmoConfig, ElmoModel)
 AutoModelForTokenClassification.register(ElmoConfig, ElmoForTokenClassification)
+AutoModelForPreTraining.register(ElmoConfig, ElmoForPreTraining)
 AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer)
 
 # save_pretrained / push_to_hub then copy the code files and write `auto_map`, so that saved folders also load with
@@ -18,11 +32,14 @@ AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer)
 ElmoConfig.register_for_auto_class()
 ElmoModel.register_for_auto_class("AutoModel")
 ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
+ElmoForPreTraining.register_for_auto_class("AutoModelForPreTraining")
 ElmoTokenizer.register_for_auto_class("AutoTokenizer")
 
 __all__ = [
     "ElmoBatchEncoding",
     "ElmoConfig",
+    "ElmoForPreTraining",
+    "ElmoForPreTrainingOutput",
     "ElmoForTokenClassification",
     "ElmoModel",
     "ElmoModelOutput",

@@ -19,6 +19,7 @@ AUTO_MAP = {
     "AutoConfig": "configuration_elmo.ElmoConfig",
     "AutoModel": "modeling_elmo.ElmoModel",
     "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
+    "AutoModelForPreTraining": "modeling_elmo.ElmoForPreTraining",
 }
 # Upper bound of `max_characters_per_token` (every word is padded to that many character ids; the originals use 50).
 MAX_CHARACTERS_PER_TOKEN = 1024

@@ -18,6 +18,7 @@ from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
 from .cpu_linear import LinearFn, onednn_linear, onednn_linear_applies
 from .crf import LinearChainCrf, bio_constraints
+from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
 from .weight_snapshot import WeightSnapshot
 from .word_embedding_store import WordEmbeddingStore, word_keys
 
@@ -529,18 +530,56 @@ class ElmoBiLm(nn.Module):
         layers = [packing.pad(torch.cat([words, words], dim=-1))] if on_graph or all_layers else []
         inputs = token_embeddings[packing.source]  # (2, num_packed, projection_dim), backward rows reversed
         final_states = []
-        for index, layer in enumerate(self.layers):
+        for index in range(len(self.layers)):
             if on_graph:
                 inputs = packing.repack(layers[-1], inputs)
-            run = layer.forward_reference if reference else layer
-            outputs, final_state = run(inputs, packing.batch_sizes, initial_states[index])
-            if self.use_skip_connections and index > 0:
-                outputs = outputs + inputs
+            outputs, final_state = self.run_layer(index, inputs, packing.batch_sizes, initial_states[index], reference)
             if on_graph or all_layers or index == len(self.layers) - 1:
                 layers.append(packing.unpack(outputs))
             final_states.append(final_state)
             inputs = outputs
         return tuple(layers if all_layers else layers[-1:]), final_states
+
+    def run_layer(
+        self,
+        index: int,
+        inputs: torch.Tensor,
+        batch_sizes: list[int],
+        initial_state: LstmState,
+        reference: bool = False,
+        dropout: float = 0.0,
+    ) -> tuple[torch.Tensor, LstmState]:
+        """
+        Layer `index` on packed `inputs` (2, num_packed, projection_dim), its skip connection included: outputs
+        (2, num_packed, projection_dim) and final state. `dropout` is applied to the layer's input, which the skip
+        connection then adds (bilm-tf's `DropoutWrapper(ResidualWrapper(cell), input_keep_prob)`).
+        """
+        if dropout:
+            inputs = nn.functional.dropout(inputs, dropout)
+        layer = self.layers[index]
+        outputs, final_state = (layer.forward_reference if reference else layer)(inputs, batch_sizes, initial_state)
+        if self.use_skip_connections and index > 0:
+            outputs = outputs + inputs
+        return outputs, final_state
+
+    def forward_packed(
+        self,
+        inputs: torch.Tensor,
+        batch_sizes: list[int],
+        initial_states: list[LstmState],
+        reference: bool = False,
+        dropout: float = 0.0,
+    ) -> tuple[torch.Tensor, list[LstmState]]:
+        """
+        The stack on packed sequences as they are (no boundary tokens added), for language modelling: `inputs`
+        (2, num_packed, projection_dim) with the backward direction's rows already in its own order -> the top
+        layer's packed outputs (2, num_packed, projection_dim) and every layer's final state (sorted rows).
+        """
+        final_states = []
+        for index in range(len(self.layers)):
+            inputs, final_state = self.run_layer(index, inputs, batch_sizes, initial_states[index], reference, dropout)
+            final_states.append(final_state)
+        return inputs, final_states
 
 
 class ElmoScalarMix(nn.Module):
@@ -633,6 +672,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 bound = weight.shape[1] ** -0.5
                 init.uniform_(weight, -bound, bound)
             init.zeros_(module.bias)  # as bilm-tf; the forget gate's 1.0 is `config.lstm_forget_bias`
+        elif isinstance(module, ElmoLmSoftmax):
+            init.normal_(module.weight, std=module.weight.shape[1] ** -0.5)  # bilm-tf's softmax initialiser
+            init.zeros_(module.bias)
         elif isinstance(module, ElmoScalarMix):
             init.zeros_(module.scalar_parameters)
             init.ones_(module.gamma)
@@ -997,4 +1039,235 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
         return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=layers if output_hidden_states else None)
 
 
-__all__ = ["ElmoModel", "ElmoPreTrainedModel", "ElmoModelOutput", "ElmoForTokenClassification"]
+@dataclass
+class ElmoForPreTrainingOutput(ModelOutput):
+    r"""
+    Outputs of [`ElmoForPreTraining`] on stream windows.
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when labels are given):
+            `0.5 * (forward_loss + backward_loss)`, bilm-tf's training loss.
+        forward_loss, backward_loss (`torch.FloatTensor` of shape `()`, *optional*):
+            Mean cross-entropy of each direction's next-token predictions: sampled softmax in training mode (when
+            `config.lm_num_negative_samples` is set and smaller than the vocabulary), full softmax otherwise.
+        forward_hidden_state, backward_hidden_state (`torch.FloatTensor` of shape `(batch_size, unroll_steps,
+        projection_dim)`):
+            Top biLM layer of each direction at every position of its window (before the output dropout).
+    """
+
+    loss: torch.FloatTensor | None = None
+    forward_loss: torch.FloatTensor | None = None
+    backward_loss: torch.FloatTensor | None = None
+    forward_hidden_state: torch.FloatTensor | None = None
+    backward_hidden_state: torch.FloatTensor | None = None
+
+
+class ElmoLmSoftmax(nn.Module):
+    """The language-model softmax shared by both directions: bilm-tf's `softmax/W` (vocab, dim) and `softmax/b`."""
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(config.lm_vocab_size, config.projection_dim))
+        self.bias = nn.Parameter(torch.empty(config.lm_vocab_size))
+
+    def negative_log_likelihood(self, hidden: torch.Tensor, labels: torch.Tensor, chunk_rows: int = 2048):
+        """Full softmax: `hidden` (n, dim), `labels` (n,) -> (n,) cross-entropies, `chunk_rows` rows of logits at a
+        time (memory `chunk_rows * vocab` floats)."""
+        losses = [
+            nn.functional.cross_entropy(nn.functional.linear(rows, self.weight, self.bias), targets, reduction="none")
+            for rows, targets in zip(hidden.split(chunk_rows), labels.split(chunk_rows), strict=True)
+        ]
+        return torch.cat(losses)
+
+
+class ElmoForPreTraining(ElmoPreTrainedModel):
+    r"""
+    The ELMo biLM with its language-model softmax, for (continued) pretraining with bilm-tf's recipe: truncated
+    backpropagation through time over streams of sentences, the forward LM predicting the next token and the
+    backward LM the previous one through one shared softmax of `config.lm_vocab_size` words, trained with a sampled
+    softmax (`config.lm_num_negative_samples` log-uniform negatives per batch and direction, as TensorFlow's
+    `sampled_softmax_loss`) and evaluated with the full one. Dropout (`config.lm_dropout`) on every LSTM layer's
+    input and on the top layer's output in training mode, as bilm-tf.
+
+    Windows come from `modeling_elmo.pretraining.streams`: row `i` of a call continues row `i` of the previous call,
+    and the LSTM states are carried (detached) from one call to the next; `reset_stream_states()` starts over. The
+    biLM is an [`ElmoModel`] (`self.elmo`): `AutoModel.from_pretrained` on a saved `ElmoForPreTraining` returns it.
+    """
+
+    _keys_to_ignore_on_load_unexpected = [r"^(elmo\.)?scalar_mixes\."]  # mixes of a converted ElmoModel
+    accepts_loss_kwargs = False  # the loss is a mean per call: the Trainer scales it for gradient accumulation
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        if config.lm_vocab_size is None:
+            raise ValueError("ElmoForPreTraining needs config.lm_vocab_size (the words of its softmax), got None.")
+        self.elmo = ElmoModel(config, add_scalar_mixes=False)
+        self.softmax = ElmoLmSoftmax(config)
+        self.sampler = LogUniformSampler(config.lm_vocab_size)
+        self._stream_states: list[LstmState] | None = None
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.elmo.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.elmo.set_input_embeddings(value)
+
+    def reset_stream_states(self) -> None:
+        """Start the next call's windows from zero LSTM states."""
+        self._stream_states = None
+
+    def _zero_states(self, batch_size: int, like: torch.Tensor) -> list[LstmState]:
+        cell_size, proj_size = self.config.lstm_cell_size, self.config.projection_dim
+        return [
+            (like.new_zeros(2, batch_size, proj_size), like.new_zeros(2, batch_size, cell_size))
+            for _ in range(self.config.num_hidden_layers)
+        ]
+
+    def _embed(self, token_char_ids: torch.Tensor) -> torch.Tensor:
+        """(num_tokens, max_characters_per_token) -> (num_tokens, projection_dim) character-CNN embeddings."""
+        if self.elmo._reference_implementation:
+            return self.elmo.char_encoder(token_char_ids)
+        return self.elmo.char_encoder.embed_words(token_char_ids)
+
+    def _check_window(self, name: str, char_ids: torch.Tensor) -> None:
+        _check_indices(name, char_ids, self.config.char_vocab_size)
+        if char_ids.dim() != 3 or char_ids.shape[-1] != self.config.max_characters_per_token or 0 in char_ids.shape:
+            raise ValueError(
+                f"{name} must have shape (batch_size, unroll_steps, {self.config.max_characters_per_token}) with "
+                f"batch_size, unroll_steps >= 1, got {tuple(char_ids.shape)}."
+            )
+
+    def _loss(self, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Mean next-token cross-entropy: `hidden` (n, projection_dim), `labels` (n,)."""
+        num_sampled = self.config.lm_num_negative_samples
+        if not (self.training and num_sampled and num_sampled < self.config.lm_vocab_size):
+            return self.softmax.negative_log_likelihood(hidden, labels).mean()
+        sampled, num_tries = self.sampler.sample(num_sampled, device=hidden.device)
+        losses = sampled_softmax_loss(
+            self.softmax.weight,
+            self.softmax.bias,
+            hidden,
+            labels,
+            sampled,
+            self.sampler.expected_count(labels, num_tries, num_sampled=num_sampled),
+            self.sampler.expected_count(sampled, num_tries, num_sampled=num_sampled),
+        )
+        return losses.mean()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        backward_input_ids: torch.LongTensor,
+        labels: torch.LongTensor | None = None,
+        backward_labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> ElmoForPreTrainingOutput:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, unroll_steps, max_characters_per_token)`):
+                Character ids of the forward streams' window: consecutive sentences `<S> w1 .. wn` (the `</S>` of a
+                sentence is only a target).
+            backward_input_ids (`torch.LongTensor` of the same shape):
+                The backward streams' window: sentences reversed, `</S> wn .. w1`.
+            labels (`torch.LongTensor` of shape `(batch_size, unroll_steps)`, *optional*):
+                Vocabulary id of the token that follows each forward input (`w1 .. wn </S>`).
+            backward_labels (`torch.LongTensor` of shape `(batch_size, unroll_steps)`, *optional*):
+                The same for the backward streams (`wn .. w1 <S>`).
+        """
+        self._check_window("input_ids", input_ids)
+        self._check_window("backward_input_ids", backward_input_ids)
+        if backward_input_ids.shape != input_ids.shape:
+            raise ValueError(
+                f"backward_input_ids must have the shape of input_ids {tuple(input_ids.shape)}, got "
+                f"{tuple(backward_input_ids.shape)}."
+            )
+        if (labels is None) != (backward_labels is None):
+            raise ValueError("Give both labels and backward_labels, or neither.")
+        batch_size, steps, width = input_ids.shape
+        for name, values in (("labels", labels), ("backward_labels", backward_labels)):
+            if values is not None:
+                _check_indices(name, values, self.config.lm_vocab_size)
+                if values.shape != input_ids.shape[:2]:
+                    raise ValueError(f"{name} must have shape {(batch_size, steps)}, got {tuple(values.shape)}.")
+
+        # both windows, time-major: row `t * batch_size + b` is step t of stream b (a packed batch of full rows)
+        char_ids = torch.stack([input_ids, backward_input_ids]).transpose(1, 2).reshape(-1, width)
+        inputs = self._embed(char_ids).view(2, steps * batch_size, -1)
+        states = self._stream_states
+        if states is None or states[0][0].shape[1] != batch_size:
+            states = self._zero_states(batch_size, inputs)
+        dropout = self.config.lm_dropout if self.training else 0.0
+        top, final_states = self.elmo.bilm.forward_packed(
+            inputs, [batch_size] * steps, states, reference=self.elmo._reference_implementation, dropout=dropout
+        )
+        self._stream_states = [(hidden.detach(), cell.detach()) for hidden, cell in final_states]
+        top = top.view(2, steps, batch_size, -1).transpose(1, 2)  # (2, batch, steps, projection_dim)
+
+        loss = forward_loss = backward_loss = None
+        if labels is not None:
+            outputs = nn.functional.dropout(top, dropout) if dropout else top
+            forward_loss = self._loss(outputs[0].flatten(0, 1), labels.flatten().to(top.device))
+            backward_loss = self._loss(outputs[1].flatten(0, 1), backward_labels.flatten().to(top.device))
+            loss = 0.5 * (forward_loss + backward_loss)
+        return ElmoForPreTrainingOutput(
+            loss=loss,
+            forward_loss=forward_loss,
+            backward_loss=backward_loss,
+            forward_hidden_state=top[0],
+            backward_hidden_state=top[1],
+        )
+
+    def sentence_negative_log_likelihoods(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, labels: torch.LongTensor, bos: int, eos: int
+    ) -> torch.Tensor:
+        r"""
+        The sentence-level evaluation protocol: each sentence `<S> w1 .. wn </S>` alone from zero states, full
+        softmax. The forward LM's top layer at positions `<S> w1 .. wn` predicts `w1 .. wn </S>`, the backward LM's
+        at `</S> wn .. w1` predicts `wn .. w1 <S>`.
+
+        Args:
+            input_ids: (batch, words, max_characters_per_token) character ids from [`ElmoTokenizer`].
+            attention_mask: (batch, words) 1 for words.
+            labels: (batch, words) vocabulary id of every word (out-of-vocabulary words: `<UNK>`'s id).
+            bos, eos: vocabulary ids of `<S>` and `</S>`.
+
+        Returns:
+            (2, num_predictions) cross-entropies of the forward and the backward LM, `num_predictions` = words +
+            sentences of the batch.
+        """
+        self._check_window("input_ids", input_ids)
+        packing = _pack_sentences(attention_mask)
+        words = input_ids.flatten(0, 1)[packing.word_positions]
+        token_embeddings = self._embed(torch.cat([words, self.elmo.boundary_char_ids(input_ids.device)]))
+        top, _ = self.elmo.bilm.forward_packed(
+            token_embeddings[packing.source],
+            packing.batch_sizes,
+            self._zero_states(input_ids.shape[0], token_embeddings),
+            reference=self.elmo._reference_implementation,
+        )
+        token_labels = torch.cat([labels.flatten()[packing.word_positions], labels.new_tensor([bos, eos])])
+        packed_labels = token_labels[packing.source]  # (2, num_packed): each packed row's own token
+        # packed row r (step t, sorted row b) is followed by row r + batch_sizes[t] if row b is still active at t + 1
+        batch_sizes = torch.tensor(packing.batch_sizes, device=top.device)
+        step = torch.repeat_interleave(torch.arange(len(packing.batch_sizes), device=top.device), batch_sizes)
+        row = torch.arange(step.numel(), device=top.device) - (torch.cumsum(batch_sizes, 0) - batch_sizes)[step]
+        has_next = row < torch.cat([batch_sizes[1:], batch_sizes.new_zeros(1)])[step]
+        following = (torch.arange(step.numel(), device=top.device) + batch_sizes[step])[has_next]
+        return torch.stack(
+            [
+                self.softmax.negative_log_likelihood(top[direction, has_next], packed_labels[direction, following])
+                for direction in range(2)
+            ]
+        )
+
+
+__all__ = [
+    "ElmoModel",
+    "ElmoPreTrainedModel",
+    "ElmoModelOutput",
+    "ElmoForPreTraining",
+    "ElmoForPreTrainingOutput",
+    "ElmoForTokenClassification",
+]
