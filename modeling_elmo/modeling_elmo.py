@@ -698,6 +698,8 @@ class ElmoModel(ElmoPreTrainedModel):
     layers itself has no use for them).
     """
 
+    _keys_to_ignore_on_load_unexpected = [r"^softmax\."]  # the LM softmax of a saved ElmoForPreTraining
+
     def __init__(self, config: ElmoConfig, add_scalar_mixes: bool = True):
         super().__init__(config)
         self.char_encoder = ElmoCharacterEncoder(config)
@@ -911,7 +913,7 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
     """
 
     # ElmoModel's own mixes are not built here: ignore them in base checkpoints and in taggers saved with them
-    _keys_to_ignore_on_load_unexpected = [r"^(elmo\.)?scalar_mixes\."]
+    _keys_to_ignore_on_load_unexpected = [r"^(elmo\.)?scalar_mixes\.", r"^softmax\."]  # and an LM's softmax
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
