@@ -91,6 +91,16 @@ class ElmoHighway(nn.Module):
         return gate * torch.relu(self.transform(hidden)) + (1 - gate) * hidden
 
 
+class ElmoCharacterProjection(nn.Linear):
+    """The character CNN's projection to `projection_dim`. bilm-tf has none when the filters already give
+    `projection_dim` features (`is_identity`): it then starts (and in `ElmoForPreTraining` stays) the identity, so
+    that the weights can be written back in bilm-tf's format."""
+
+    @property
+    def is_identity(self) -> bool:
+        return self.in_features == self.out_features
+
+
 class ElmoCharacterEncoder(nn.Module):
     """Context-independent word embeddings from characters: char embedding, CNN + max-pool, highways, projection."""
 
@@ -105,7 +115,7 @@ class ElmoCharacterEncoder(nn.Module):
         )
         self.activation = torch.relu if config.char_activation == "relu" else torch.tanh
         self.highways = nn.ModuleList(ElmoHighway(config.num_char_filters) for _ in range(config.num_highway_layers))
-        self.projection = nn.Linear(config.num_char_filters, config.projection_dim)
+        self.projection = ElmoCharacterProjection(config.num_char_filters, config.projection_dim)
         self.max_filter_width = max(width for width, _ in config.char_filters)
         self.token_embedding_table: WordEmbeddingStore | None = None
         self.word_cache: WordEmbeddingStore | None = None
@@ -659,7 +669,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
         super()._init_weights(module)
         # Close to bilm-tf's initialisers: fan-in scaled normals and U(-1, 1) characters. (With the generic std of
         # 0.02 a randomly initialised ELMo starts with token embeddings of ~1e-4 and trains very slowly.)
-        if isinstance(module, (nn.Linear, nn.Conv1d)):
+        if isinstance(module, ElmoCharacterProjection) and module.is_identity:
+            init.copy_(module.weight, torch.eye(module.in_features))
+            init.zeros_(module.bias)
+        elif isinstance(module, (nn.Linear, nn.Conv1d)):
             init.normal_(module.weight, std=module.weight[0].numel() ** -0.5)
             if isinstance(module, ElmoHighwayGate):
                 init.constant_(module.bias, -2.0)
@@ -1089,7 +1102,8 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
     backward LM the previous one through one shared softmax of `config.lm_vocab_size` words, trained with a sampled
     softmax (`config.lm_num_negative_samples` log-uniform negatives per batch and direction, as TensorFlow's
     `sampled_softmax_loss`) and evaluated with the full one. Dropout (`config.lm_dropout`) on every LSTM layer's
-    input and on the top layer's output in training mode, as bilm-tf.
+    input and on the top layer's output in training mode, as bilm-tf. When the character filters already give
+    `projection_dim` features, the character projection is the identity and is not trained (bilm-tf has none).
 
     Windows come from `modeling_elmo.pretraining.streams`: row `i` of a call continues row `i` of the previous call,
     and the LSTM states are carried (detached) from one call to the next; `reset_stream_states()` starts over. The
@@ -1108,6 +1122,8 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         self.sampler = LogUniformSampler(config.lm_vocab_size)
         self._stream_states: list[LstmState] | None = None
         self.post_init()
+        if self.elmo.char_encoder.projection.is_identity:  # bilm-tf has none there (see ElmoCharacterProjection)
+            self.elmo.char_encoder.projection.requires_grad_(False)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.elmo.get_input_embeddings()
@@ -1118,6 +1134,16 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
     def reset_stream_states(self) -> None:
         """Start the next call's windows from zero LSTM states."""
         self._stream_states = None
+
+    @property
+    def stream_states(self) -> list[LstmState] | None:
+        """The LSTM states the next call starts from: per layer, hidden (2, batch, projection_dim) and cell (2, batch,
+        lstm_cell_size), detached; `None` for zero states. Settable, e.g. to resume training from a checkpoint."""
+        return self._stream_states
+
+    @stream_states.setter
+    def stream_states(self, states: list[LstmState] | None) -> None:
+        self._stream_states = states
 
     def _zero_states(self, batch_size: int, like: torch.Tensor) -> list[LstmState]:
         cell_size, proj_size = self.config.lstm_cell_size, self.config.projection_dim

@@ -19,7 +19,7 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,9 +141,24 @@ def _architecture_problems(folder: Path) -> list[str]:
     return []
 
 
-def _check_replaceable(output_dir: Path) -> None:
-    """Refuse to replace `output_dir` unless it is empty or a folder elmo-convert wrote: an ELMo `config.json` and
-    nothing but `OUTPUT_FILES` and code files."""
+@dataclass(frozen=True)
+class OutputKind:
+    """What a tool writes as its output folder, for `--overwrite`: `tool` names it in messages, the folder holds
+    nothing but `files`, and `problems(folder)` says why a folder of such files is still not one the tool wrote."""
+
+    tool: str
+    files: frozenset[str]
+    problems: Callable[[Path], list[str]]
+
+
+# elmo-convert's folder: an ELMo `config.json` of an ElmoModel and nothing but `OUTPUT_FILES` and code files.
+CONVERTED_FOLDER = OutputKind(
+    "elmo-convert", OUTPUT_FILES | CODE_FILES, lambda folder: config_problems(folder) or _architecture_problems(folder)
+)
+
+
+def _check_replaceable(output_dir: Path, kind: OutputKind = CONVERTED_FOLDER) -> None:
+    """Refuse to replace `output_dir` unless it is empty or a folder `kind.tool` wrote (see `OutputKind`)."""
     try:
         entries = sorted(output_dir.iterdir(), key=lambda path: path.name)
     except OSError as error:
@@ -151,22 +166,24 @@ def _check_replaceable(output_dir: Path) -> None:
     unexpected = [
         path.name + ("/" if path.is_dir() else "")
         for path in entries
-        if path.name not in OUTPUT_FILES | CODE_FILES or path.is_symlink() or not path.is_file()
+        if path.name not in kind.files or path.is_symlink() or not path.is_file()
     ]
     if unexpected:
         more = f" and {len(unexpected) - 5} more" if len(unexpected) > 5 else ""
         problems = [f"it holds {', '.join(unexpected[:5])}{more}"]
     else:
-        problems = (config_problems(output_dir) or _architecture_problems(output_dir)) if entries else []
+        problems = kind.problems(output_dir) if entries else []
     if problems:
         raise ConversionError(
-            f"--overwrite replaces only a folder elmo-convert wrote, or an empty one, and {output_dir} is not one "
+            f"--overwrite replaces only a folder {kind.tool} wrote, or an empty one, and {output_dir} is not one "
             f"({problems[0]}). Choose another --output, or move those files away."
         )
 
 
-def _check_output(output_dir: Path, overwrite: bool, inputs: tuple[str, ...]) -> None:
-    """Refuse an output location the converted folder cannot or must not replace, before any work is done."""
+def _check_output(
+    output_dir: Path, overwrite: bool, inputs: tuple[str, ...], kind: OutputKind = CONVERTED_FOLDER
+) -> None:
+    """Refuse an output location the new folder cannot or must not replace, before any work is done."""
     resolved, cwd = output_dir.resolve(), Path.cwd().resolve()
     if resolved == cwd or resolved in cwd.parents:
         raise ConversionError(
@@ -188,7 +205,7 @@ def _check_output(output_dir: Path, overwrite: bool, inputs: tuple[str, ...]) ->
     for location in inputs:
         if not _is_url(location) and Path(location).resolve().is_relative_to(resolved):
             raise ConversionError(f"{output_dir} contains the input {location}; --overwrite would delete it.")
-    _check_replaceable(output_dir)
+    _check_replaceable(output_dir, kind)
 
 
 def _owner_is_gone(work: Path) -> bool:
@@ -231,7 +248,7 @@ def _remove_stale_work_folders(output_dir: Path) -> None:
             except OSError:
                 continue  # the only copy of the previous output: leave it
         shutil.rmtree(work, ignore_errors=True)
-        logger.warning(f"Removed {work}, left behind by an interrupted elmo-convert run.")
+        logger.warning(f"Removed {work}, left behind by an interrupted elmo-convert or elmo-export run.")
 
 
 def _umask() -> int:
@@ -256,13 +273,13 @@ def _work_folder(output_dir: Path) -> Iterator[Path]:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _move_into_place(model: Path, output_dir: Path) -> None:
+def _move_into_place(model: Path, output_dir: Path, kind: OutputKind = CONVERTED_FOLDER) -> None:
     """Rename the finished `model` folder to `output_dir`. An existing output is moved aside into the work folder first
     and removed once the new folder is in place, or put back if that fails."""
     if not output_dir.exists():
         os.replace(model, output_dir)
         return
-    _check_replaceable(output_dir)  # again: it may have changed while the conversion ran
+    _check_replaceable(output_dir, kind)  # again: it may have changed while the conversion ran
     old = model.parent / "old"
     os.replace(output_dir, old)
     try:

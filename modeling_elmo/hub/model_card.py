@@ -4,6 +4,7 @@ Templates are Jinja2 rendered with `StrictUndefined`: a field the template uses 
 error that names the template and the field, never a silently empty spot on a published card.
 """
 
+import json
 from collections.abc import Mapping
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 BASE_TEMPLATE = "elmo_base.md"
 NER_TEMPLATE = "elmo_ner.md"
+PRETRAINED_TEMPLATE = "elmo_pretrained.md"
 UNKNOWN_CORPUS = "unknown (not one of the official presets)"
 LOCAL_FOLDER = "path/to/this/folder"
 ORIGINAL_LICENSE = "apache-2.0"
@@ -194,6 +196,35 @@ def render_ner_model_card(
     )
 
 
+def render_pretrained_model_card(
+    config: ElmoConfig,
+    *,
+    options: Mapping[str, object],
+    corpus_files: list[str],
+    train_positions: int,
+    metrics: Mapping[str, float],
+    repo_id: str | None = None,
+) -> str:
+    """Card of a biLM trained with `elmo-pretrain`: architecture, bilm-tf training options, corpus, perplexities."""
+    card_data = ModelCardData(
+        library_name="transformers",
+        pipeline_tag="feature-extraction",
+        tags=["elmo", "bilm", "contextual-embeddings", "feature-extraction", "elmo-pretrain"],
+    )
+    shown_files = corpus_files[:10] + ([f"... ({len(corpus_files) - 10} more)"] if len(corpus_files) > 10 else [])
+    return render_card(
+        PRETRAINED_TEMPLATE,
+        card_data,
+        repo_id=repo_id or LOCAL_FOLDER,
+        options_json=json.dumps(dict(options), indent=2),
+        corpus_files=shown_files,
+        train_positions=train_positions,
+        vocab_size=config.lm_vocab_size,
+        metrics={name: metrics[name] for name in sorted(metrics) if "perplexity" in name or name.endswith("loss")},
+        **architecture_fields(config),
+    )
+
+
 def _is_repo_id(name: str) -> bool:
     """Whether `name` can be a Hub repo id (a local path such as /tmp/start-model cannot)."""
     try:
@@ -203,4 +234,11 @@ def _is_repo_id(name: str) -> bool:
     return True
 
 
-__all__ = ["ModelCardError", "learned_scalar_mixes", "render_base_model_card", "render_card", "render_ner_model_card"]
+__all__ = [
+    "ModelCardError",
+    "learned_scalar_mixes",
+    "render_base_model_card",
+    "render_card",
+    "render_ner_model_card",
+    "render_pretrained_model_card",
+]

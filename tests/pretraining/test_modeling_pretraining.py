@@ -204,3 +204,18 @@ def test_clear_errors(model):
         model(**{**batch, "labels": torch.full_like(batch["labels"], len(VOCAB))})
     with pytest.raises(ValueError, match="Give both labels and backward_labels"):
         model(input_ids=batch["input_ids"], backward_input_ids=batch["backward_input_ids"], labels=batch["labels"])
+
+
+def test_the_character_projection_stays_the_identity_when_bilm_tf_has_none():
+    """Filters giving projection_dim features: bilm-tf writes no CNN_proj, so training must keep it the identity."""
+    config = tiny_config(char_filters=[[1, 2], [2, 4]])
+    assert sum(count for _, count in config.char_filters) == config.projection_dim
+    model = ElmoForPreTraining(config).train()
+    projection = model.elmo.char_encoder.projection
+    assert torch.equal(projection.weight, torch.eye(6)) and not projection.bias.any()
+    highway = model.elmo.char_encoder.highways[0].transform.weight.detach().clone()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    model(**sentence_windows([SENTENCES[0]], 12)).loss.backward()
+    optimizer.step()
+    assert torch.equal(projection.weight, torch.eye(6)) and not projection.bias.any()
+    assert not torch.equal(model.elmo.char_encoder.highways[0].transform.weight, highway)  # the rest trained

@@ -1,0 +1,385 @@
+"""`elmo-export`: a saved ELMo folder -> the original (bilm-tf) format, the inverse of `elmo-convert`.
+
+Reads any folder saved with `save_pretrained` (`config.json` and `model.safetensors`, or shards listed in
+`model.safetensors.index.json`): an `ElmoModel` (weights at the root: `char_encoder.*`, `bilm.layers.{k}.*`), or a
+model holding one under `elmo.` (`ElmoForPreTraining`, `ElmoForTokenClassification`). Writes
+
+- `options.json`: bilm-tf's layout (`lstm`, `char_cnn`; with `n_tokens_vocab`, `dropout` and the softmax sampling
+  when the config has an LM vocabulary),
+- `lm_weights.hdf5`: float32 datasets named and shaped exactly as bilm-tf's `dump_weights` writes them (what
+  `elmo-convert` and AllenNLP's `Elmo` read),
+- `softmax.hdf5` (datasets `W` (n_tokens_vocab, projection_dim) and `b` (n_tokens_vocab,)) and the folder's
+  `vocab.txt`, when the folder holds the LM softmax (`softmax.weight`, `softmax.bias`).
+
+The LSTM `bias` is TensorFlow's `B` with `config.lstm_forget_bias` added at run time, where TensorFlow adds 1.0; the
+exported `B` is `bias + (lstm_forget_bias - 1)` on the forget gate, so folders saved before that field existed (their
+bias holds the 1.0, `lstm_forget_bias=0`) export correctly too. The character embedding's padding row 0 is dropped
+(bilm-tf has none; it only ever embeds padded word positions, whose outputs are discarded).
+
+Writing is all or nothing, with the same guarantees as `elmo-convert` (its helpers are used): a hidden work folder
+beside the output, renamed into place only when complete; an existing output is refused unless `--overwrite`, which
+replaces only an empty folder or one holding nothing but the files an export writes.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+from safetensors import SafetensorError, safe_open
+
+from ..configuration_elmo import ElmoConfig
+from ..hub.push import config_problems
+from .convert import (
+    ConversionError,
+    OutputKind,
+    _check_output,
+    _move_into_place,
+    _reason,
+    _remove_stale_work_folders,
+    _umask,
+    _work_folder,
+)
+from .original_checkpoint import LSTM_CELL_PATH, OriginalCheckpointError, read_options
+
+OPTIONS_FILE, WEIGHTS_FILE, SOFTMAX_FILE, VOCAB_FILE = "options.json", "lm_weights.hdf5", "softmax.hdf5", "vocab.txt"
+SAFETENSORS_FILE, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
+N_CHARACTERS = 262  # `char_cnn.n_characters` of the released options files (261 rows in the HDF5 plus padding)
+TF_FORGET_BIAS = 1.0  # what TensorFlow's `LSTMCell` adds to the forget gate at run time
+BODY_PREFIXES = ("", "elmo.")  # `ElmoModel` at the root, or under `elmo.` in the models that hold one
+
+
+class ExportError(ConversionError):
+    """An export that cannot proceed; the message names the folder, the file or the weight."""
+
+
+def _export_problems(folder: Path) -> list[str]:
+    """Why `folder` (holding only files an export writes) is not an export: it needs a readable options file and
+    `lm_weights.hdf5`."""
+    if not (folder / WEIGHTS_FILE).is_file():
+        return [f"{WEIGHTS_FILE} is missing"]
+    try:
+        read_options(folder / OPTIONS_FILE)
+    except OriginalCheckpointError as error:
+        return [str(error)]
+    return []
+
+
+EXPORTED_FOLDER = OutputKind(
+    "elmo-export", frozenset({OPTIONS_FILE, WEIGHTS_FILE, SOFTMAX_FILE, VOCAB_FILE}), _export_problems
+)
+
+
+class _SavedWeights:
+    """The tensors of a saved folder, read lazily from `model.safetensors` or the shards of its index."""
+
+    def __init__(self, folder: Path, stack: contextlib.ExitStack):
+        self.folder = folder
+        self.files: dict[str, Path] = {}  # weight name -> file
+        self._handles = {}
+        single, index = folder / SAFETENSORS_FILE, folder / SAFETENSORS_INDEX
+        if single.is_file():
+            shards = [single]
+        elif index.is_file():
+            shards = self._shards(index)
+        else:
+            raise ExportError(
+                f"{folder}: no {SAFETENSORS_FILE} (nor {SAFETENSORS_INDEX}); give a folder saved with save_pretrained."
+            )
+        for shard in shards:
+            try:
+                handle = stack.enter_context(safe_open(shard, framework="pt"))
+            except (OSError, SafetensorError) as error:
+                raise ExportError(f"{shard}: not a readable safetensors file ({_reason(error)}).") from error
+            self._handles[shard] = handle
+            for name in handle.keys():
+                self.files.setdefault(name, shard)
+
+    def _shards(self, index: Path) -> list[Path]:
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            names = sorted(set(weight_map.values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+            raise ExportError(f"{index}: not a readable safetensors index ({error}).") from error
+        shards = []
+        for name in names:
+            if not isinstance(name, str) or Path(name).name != name:
+                raise ExportError(f"{index}: the shard {name!r} is not a file name in {self.folder}.")
+            if not (self.folder / name).is_file():
+                raise ExportError(f"{index}: the shard {name} is missing from {self.folder}.")
+            shards.append(self.folder / name)
+        return shards
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.files
+
+    def get(self, name: str, shape: tuple[int, ...]) -> torch.Tensor:
+        """The weight `name` as float32 `shape`, refusing a missing weight, another shape or non-finite values."""
+        if name not in self.files:
+            raise ExportError(
+                f"{self.folder}: the weight '{name}' is missing; not a supported ELMo model (or a damaged save)."
+            )
+        try:
+            tensor = self._handles[self.files[name]].get_tensor(name)
+        except (OSError, SafetensorError) as error:
+            raise ExportError(f"{self.files[name]}: cannot read '{name}' ({_reason(error)}).") from error
+        if tuple(tensor.shape) != shape:
+            raise ExportError(
+                f"{self.folder}: the weight '{name}' has shape {tuple(tensor.shape)}, but its config.json implies "
+                f"{shape}."
+            )
+        if not tensor.is_floating_point():
+            raise ExportError(f"{self.folder}: the weight '{name}' has dtype {tensor.dtype}, not floating point.")
+        tensor = tensor.to(torch.float32)
+        non_finite = int((~torch.isfinite(tensor)).sum())
+        if non_finite:
+            raise ExportError(
+                f"{self.folder}: the weight '{name}' has {non_finite} non-finite value(s) (NaN, infinite, or too "
+                "large for float32); the original format cannot hold it."
+            )
+        return tensor
+
+
+def _read_config(folder: Path) -> ElmoConfig:
+    problems = config_problems(folder)
+    if problems:
+        raise ExportError(f"{folder}: not a saved ELMo model ({problems[0]}).")
+    try:
+        config = ElmoConfig.from_pretrained(folder)
+    except (OSError, ValueError, TypeError) as error:
+        raise ExportError(f"{folder}/config.json: {' '.join(str(error).split())}") from error
+    if config.char_vocab_size != N_CHARACTERS:
+        raise ExportError(
+            f"{folder}/config.json: char_vocab_size is {config.char_vocab_size}, but the original format has "
+            f"{N_CHARACTERS} characters (261 rows plus padding)."
+        )
+    return config
+
+
+def original_options(config: ElmoConfig, with_softmax: bool) -> dict:
+    """bilm-tf's options JSON of `config`: the `lstm` and `char_cnn` sections of the released options files, and the
+    training keys of the LM softmax when `with_softmax` (the config has `lm_vocab_size`)."""
+    options = {
+        "lstm": {
+            "dim": config.lstm_cell_size,
+            "projection_dim": config.projection_dim,
+            "n_layers": config.num_hidden_layers,
+            "cell_clip": config.cell_clip,
+            "proj_clip": config.proj_clip,
+            "use_skip_connections": config.use_skip_connections,
+        },
+        "char_cnn": {
+            "embedding": {"dim": config.char_embedding_dim},
+            "filters": [list(pair) for pair in config.char_filters],
+            "n_highway": config.num_highway_layers,
+            "n_characters": N_CHARACTERS,
+            "max_characters_per_token": config.max_characters_per_token,
+            "activation": config.char_activation,
+        },
+    }
+    if with_softmax:
+        options.update(bidirectional=True, n_tokens_vocab=config.lm_vocab_size, dropout=config.lm_dropout)
+        if config.lm_num_negative_samples is None:  # full softmax: bilm-tf's `sample_softmax: false`
+            options["sample_softmax"] = False
+        else:
+            options["n_negative_samples_batch"] = config.lm_num_negative_samples
+    return options
+
+
+def _options_json(options: dict) -> str:
+    """`options` as indented JSON, each `[width, num_filters]` pair on one line as in the released files."""
+    return re.sub(r"\[\s+(\d+),\s+(\d+)\s+\]", r"[\1, \2]", json.dumps(options, indent=2)) + "\n"
+
+
+def _body_prefix(weights: _SavedWeights) -> str:
+    """Where the `ElmoModel` weights are: at the root or under `elmo.`."""
+    probe = "char_encoder.char_embeddings.weight"
+    for prefix in reversed(BODY_PREFIXES):  # `elmo.` first: a wrapper's own root never holds `char_encoder.`
+        if prefix + probe in weights:
+            return prefix
+    raise ExportError(
+        f"{weights.folder}: the weight '{probe}' is missing (nor 'elmo.{probe}'); not a supported ELMo model."
+    )
+
+
+def _is_identity(weight: torch.Tensor, bias: torch.Tensor) -> bool:
+    return torch.equal(weight, torch.eye(weight.shape[0])) and not bias.any()
+
+
+def _char_cnn_datasets(weights: _SavedWeights, prefix: str, config: ElmoConfig) -> dict[str, np.ndarray]:
+    """`char_embed`, `CNN/*`, `CNN_high_{i}/*`, `CNN_proj/*` as bilm-tf stores them ((in, out) matrices)."""
+    char_dim, filters_total, proj = config.char_embedding_dim, config.num_char_filters, config.projection_dim
+    encoder = f"{prefix}char_encoder"
+    embeddings = weights.get(f"{encoder}.char_embeddings.weight", (config.char_vocab_size, char_dim))
+    datasets = {"char_embed": embeddings[1:]}  # row 0 is our padding
+    for index, (width, num_filters) in enumerate(config.char_filters):
+        kernel = weights.get(f"{encoder}.convolutions.{index}.weight", (num_filters, char_dim, width))
+        datasets[f"CNN/W_cnn_{index}"] = kernel.permute(2, 1, 0).unsqueeze(0)  # (1, width, char_dim, num_filters)
+        datasets[f"CNN/b_cnn_{index}"] = weights.get(f"{encoder}.convolutions.{index}.bias", (num_filters,))
+    for index in range(config.num_highway_layers):
+        highway = f"{encoder}.highways.{index}"
+        gate = "transform_gate" if f"{highway}.transform_gate.weight" in weights else "carry"  # the name before
+        for original, name in (("carry", gate), ("transform", "transform")):  # bilm-tf's W_carry feeds the gate
+            square = weights.get(f"{highway}.{name}.weight", (filters_total, filters_total))
+            datasets[f"CNN_high_{index}/W_{original}"] = square.T
+            datasets[f"CNN_high_{index}/b_{original}"] = weights.get(f"{highway}.{name}.bias", (filters_total,))
+    weight = weights.get(f"{encoder}.projection.weight", (proj, filters_total))
+    bias = weights.get(f"{encoder}.projection.bias", (proj,))
+    if filters_total != proj:
+        datasets["CNN_proj/W_proj"], datasets["CNN_proj/b_proj"] = weight.T, bias
+    elif not _is_identity(weight, bias):  # bilm-tf has no projection when the filters give projection_dim already
+        raise ExportError(
+            f"{weights.folder}: the character filters total projection_dim ({proj}), so the original format has no "
+            f"projection (bilm-tf builds none), but '{encoder}.projection' is not the identity with zero bias; this "
+            "model cannot be written in the original format."
+        )
+    return {name: tensor.contiguous().numpy() for name, tensor in datasets.items()}
+
+
+def _lstm_datasets(weights: _SavedWeights, prefix: str, config: ElmoConfig) -> dict[str, np.ndarray]:
+    """`RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell/{W_0, B, W_P_0}`: `W_0` = [W_ih; W_hh] (2 * proj,
+    4 * cell), `B` with TensorFlow's forget bias taken out, `W_P_0` (cell, proj)."""
+    proj, cell = config.projection_dim, config.lstm_cell_size
+    shift = float(config.lstm_forget_bias) - TF_FORGET_BIAS  # what our forget gate gets beyond TensorFlow's 1.0
+    datasets = {}
+    for layer in range(config.num_hidden_layers):
+        name = f"{prefix}bilm.layers.{layer}"
+        weight_ih = weights.get(f"{name}.weight_ih", (2, proj, 4 * cell))
+        weight_hh = weights.get(f"{name}.weight_hh", (2, proj, 4 * cell))
+        bias = weights.get(f"{name}.bias", (2, 4 * cell))
+        weight_proj = weights.get(f"{name}.weight_proj", (2, cell, proj))
+        if shift:  # (bias + shift, computed in float64 and rounded once); skipped when exact, keeping -0.0 as is
+            bias = bias.double()
+            bias.view(2, 4, cell)[:, 2] += shift  # gate order (i, j, f, o)
+            bias = bias.float()
+        for direction in range(2):
+            path = LSTM_CELL_PATH.format(direction=direction, layer=layer)
+            datasets[f"{path}/W_0"] = torch.cat([weight_ih[direction], weight_hh[direction]])
+            datasets[f"{path}/B"] = bias[direction]
+            datasets[f"{path}/W_P_0"] = weight_proj[direction]
+    for dataset, tensor in datasets.items():
+        if not torch.isfinite(tensor).all():  # only a huge bias plus the shift can get here
+            raise ExportError(f"{weights.folder}: '{dataset}' would not be finite in float32.")
+    return {name: tensor.contiguous().numpy() for name, tensor in datasets.items()}
+
+
+def _softmax(weights: _SavedWeights, config: ElmoConfig) -> dict[str, np.ndarray] | None:
+    """`W` (V, projection_dim) and `b` (V,) of the LM softmax, or `None` when the folder has none."""
+    present = [name for name in ("softmax.weight", "softmax.bias") if name in weights]
+    if not present:
+        return None
+    if len(present) == 1:
+        missing = "softmax.bias" if present == ["softmax.weight"] else "softmax.weight"
+        raise ExportError(f"{weights.folder}: the weight '{missing}' is missing, but '{present[0]}' is there.")
+    if config.lm_vocab_size is None:
+        raise ExportError(
+            f"{weights.folder}: the weights hold a softmax but config.json has no lm_vocab_size; the size of "
+            "n_tokens_vocab is unknown."
+        )
+    size = config.lm_vocab_size
+    return {
+        "W": weights.get("softmax.weight", (size, config.projection_dim)).contiguous().numpy(),
+        "b": weights.get("softmax.bias", (size,)).contiguous().numpy(),
+    }
+
+
+def _check_vocabulary(folder: Path, size: int) -> Path:
+    """The folder's `vocab.txt`, refused unless it has `size` lines (counted as bilm-tf reads it)."""
+    path = folder / VOCAB_FILE
+    if not path.is_file():
+        raise ExportError(
+            f"{folder}: the model has a softmax of {size} words, but {VOCAB_FILE} (its vocabulary) is missing."
+        )
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = sum(1 for _ in handle)
+    except UnicodeDecodeError as error:
+        raise ExportError(f"{path}: not UTF-8 text ({error.reason}).") from error
+    except OSError as error:
+        raise ExportError(f"{path}: cannot read it ({_reason(error)}).") from error
+    if lines != size:
+        raise ExportError(f"{path} has {lines} lines, but the softmax has {size} words (lm_vocab_size).")
+    return path
+
+
+def _write_hdf5(path: Path, datasets: dict[str, np.ndarray]) -> None:
+    """float32 datasets, contiguous, as bilm-tf's `dump_weights` writes them."""
+    with h5py.File(path, "w") as handle:
+        for name, array in datasets.items():
+            handle.create_dataset(name, data=array, dtype="float32")
+
+
+def export_model(
+    model_dir: str | os.PathLike, output_dir: str | os.PathLike, *, overwrite: bool = False
+) -> dict[str, list[str]]:
+    """Write the original format of the saved folder `model_dir` to `output_dir` (see the module docstring).
+    Returns the files written, each with its datasets (empty for a JSON or text file)."""
+    model_dir, output_dir = Path(model_dir), Path(output_dir)
+    if not model_dir.is_dir():
+        raise ExportError(f"{model_dir}: not a folder (give a folder saved with save_pretrained).")
+    _remove_stale_work_folders(output_dir)
+    _check_output(output_dir, overwrite, (str(model_dir),), EXPORTED_FOLDER)
+    config = _read_config(model_dir)
+    with contextlib.ExitStack() as stack:
+        weights = _SavedWeights(model_dir, stack)
+        prefix = _body_prefix(weights)
+        datasets = {**_char_cnn_datasets(weights, prefix, config), **_lstm_datasets(weights, prefix, config)}
+        softmax = _softmax(weights, config)
+    vocabulary = _check_vocabulary(model_dir, config.lm_vocab_size) if softmax is not None else None
+    written = {OPTIONS_FILE: [], WEIGHTS_FILE: sorted(datasets)}
+    try:
+        with _work_folder(output_dir) as folder:
+            options = original_options(config, with_softmax=config.lm_vocab_size is not None)
+            (folder / OPTIONS_FILE).write_text(_options_json(options), encoding="utf-8")
+            _write_hdf5(folder / WEIGHTS_FILE, datasets)
+            if softmax is not None:
+                _write_hdf5(folder / SOFTMAX_FILE, softmax)
+                shutil.copyfile(vocabulary, folder / VOCAB_FILE)
+                written.update({SOFTMAX_FILE: sorted(softmax), VOCAB_FILE: []})
+            mode = 0o666 & ~_umask()  # what a new file gets
+            for path in folder.iterdir():
+                path.chmod(mode)
+            _move_into_place(folder, output_dir, EXPORTED_FOLDER)
+    except OSError as error:
+        kept = "; the existing folder is unchanged" if output_dir.exists() else ""
+        raise ExportError(f"Could not write {output_dir}: {_reason(error)}{kept}.") from error
+    return written
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="elmo-export",
+        description="Write a saved ELMo folder (ElmoModel, ElmoForPreTraining or a fine-tuned model) in the original "
+        "bilm-tf format: options.json, lm_weights.hdf5 and, with an LM softmax, softmax.hdf5 and vocab.txt.",
+    )
+    parser.add_argument("model_dir", metavar="MODEL_DIR", help="folder saved with save_pretrained")
+    parser.add_argument("--output", required=True, help="folder to write (must not exist unless --overwrite)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing output folder written by elmo-export (or empty)"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        written = export_model(args.model_dir, args.output, overwrite=args.overwrite)
+    except (ConversionError, OriginalCheckpointError) as error:
+        print(f"elmo-export: error: {error}", file=sys.stderr)
+        return 1
+    if SOFTMAX_FILE not in written:
+        print(f"{args.model_dir} has no LM softmax, so no {SOFTMAX_FILE} or {VOCAB_FILE} was written.")
+    files = ", ".join(f"{name} ({len(datasets)} datasets)" if datasets else name for name, datasets in written.items())
+    print(f"Wrote {args.output}: {files}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

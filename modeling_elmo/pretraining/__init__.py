@@ -1,0 +1,1 @@
+"""biLM pretraining tooling (`elmo-pretrain`): bilm-tf options, vocabulary and corpus in, TBPTT batches out."""

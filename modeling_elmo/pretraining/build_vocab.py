@@ -1,0 +1,109 @@
+"""`elmo-pretrain build-vocab`: a bilm-tf vocabulary file from a corpus, counted streaming.
+
+    elmo-pretrain build-vocab --train_files 'corpus/*.txt' --output vocab.txt [--min_count N | --max_size N]
+
+The file holds `<S>`, `</S>`, `<UNK>`, then the corpus words by descending count (ties by the word). `--max_size`
+counts the three special tokens, so it is the `n_tokens_vocab` of the options. An existing output is refused unless
+`--overwrite`; the file is written atomically (complete or not at all). Errors are one line on stderr, exit status 2.
+"""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .corpus import CorpusError, resolve_corpus_files
+from .vocab import SPECIAL_TOKENS, LmVocabulary, VocabularyError, count_words, vocabulary_from_counts
+
+PROG = "elmo-pretrain build-vocab"
+
+
+class BuildVocabError(ValueError):
+    """A build-vocab run that cannot proceed (the output exists, ...)."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _vocabulary_size(text: str) -> int:
+    value = _positive_int(text)
+    if value < len(SPECIAL_TOKENS):
+        raise argparse.ArgumentTypeError(
+            f"must be at least {len(SPECIAL_TOKENS)} (it counts {', '.join(SPECIAL_TOKENS)}), got {text!r}"
+        )
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Count the words of a corpus (streaming) and write a bilm-tf vocabulary file: <S>, </S>, <UNK>, "
+        "then the words by descending count.",
+    )
+    parser.add_argument(
+        "--train_files",
+        nargs="+",
+        required=True,
+        metavar="GLOB",
+        help="Corpus files (one whitespace-tokenized sentence per line); globs, '**' included. Quote them.",
+    )
+    parser.add_argument("--output", required=True, metavar="VOCAB.txt", help="The vocabulary file to write.")
+    limit = parser.add_mutually_exclusive_group()
+    limit.add_argument("--min_count", type=_positive_int, metavar="N", help="Keep words seen at least N times.")
+    limit.add_argument(
+        "--max_size",
+        type=_vocabulary_size,
+        metavar="N",
+        help="Keep the N - 3 most frequent words: N tokens in all with <S>, </S>, <UNK> (the n_tokens_vocab option).",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="Replace an existing output file.")
+    parser.add_argument("--no_progress", action="store_true", help="No progress bar.")
+    return parser
+
+
+def _check_output(output: Path, overwrite: bool) -> None:
+    if output.is_dir():
+        raise BuildVocabError(f"--output {output} is a directory; give a file name, e.g. {output / 'vocab.txt'}.")
+    if output.exists() and not overwrite:
+        raise BuildVocabError(f"--output {output} exists; pass --overwrite to replace it.")
+    if not output.parent.is_dir():
+        raise BuildVocabError(f"--output {output}: the folder {output.parent} does not exist.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    output = Path(args.output)
+    try:
+        _check_output(output, args.overwrite)
+        files = resolve_corpus_files(args.train_files)
+        counts = count_words(files, progress=not args.no_progress)
+        tokens = vocabulary_from_counts(counts, min_count=args.min_count, max_size=args.max_size)
+        _check_output(output, args.overwrite)  # again: the count may have taken hours
+        LmVocabulary(tokens, source=os.fspath(output)).save(output)
+    except (BuildVocabError, CorpusError, VocabularyError) as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"{PROG}: error: cannot write {output}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    total = sum(counts.values())
+    kept = len(tokens) - len(SPECIAL_TOKENS)
+    covered = sum(counts[word] for word in tokens[len(SPECIAL_TOKENS) :])
+    share = 100.0 * covered / total if total else 100.0
+    print(
+        f"Counted {total:,} words ({len(counts):,} distinct) in {len(files):,} file(s); wrote {len(tokens):,} tokens "
+        f"({kept:,} words + {', '.join(SPECIAL_TOKENS)}) to {output}, covering {share:.2f}% of the words. "
+        f"Set n_tokens_vocab to {len(tokens)} in the training options."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

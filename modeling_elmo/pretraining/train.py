@@ -1,0 +1,375 @@
+"""`elmo-pretrain`: train an ELMo biLM with bilm-tf's recipe on the Transformers `Trainer`.
+
+    elmo-pretrain --options options.json --vocab_file vocab.txt --train_files 'corpus/*.txt' --output_dir my-elmo \\
+        [--do_eval --eval_files 'heldout/*.txt'] [--model_name_or_path elmo-original] [any TrainingArguments flag]
+    elmo-pretrain build-vocab --train_files 'corpus/*.txt' --output vocab.txt [--min_count N | --max_size N]
+
+`options.json` is bilm-tf's training options file; its `batch_size` (per process), `n_epochs` and `all_clip_norm_val`
+are the defaults of `--per_device_train_batch_size`, `--num_train_epochs` and `--max_grad_norm` (divided by
+`unroll_steps`, see `options_training_defaults`), and its `unroll_steps`, `dropout` and `n_negative_samples_batch`
+those of the flags of the same names; a flag given on the command line wins. The output folder is a complete
+Transformers folder (`ElmoForPreTraining` + config + tokenizer + `vocab.txt` + model card): `AutoModel` loads the biLM
+from it for `elmo-embed`, `elmo-train-ner` or the Hub, `elmo-export` writes it back in bilm-tf's format.
+"""
+
+import json
+import logging
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import h5py
+import torch
+from torch.utils.data import DataLoader
+from transformers import (
+    HfArgumentParser,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+    set_seed,
+)
+from transformers.trainer_utils import get_last_checkpoint
+
+from ..configuration_elmo import ElmoConfig, ElmoConfigError
+from ..hub.model_card import render_pretrained_model_card
+from ..modeling_elmo import ElmoForPreTraining
+from ..tokenization_elmo import ElmoTokenizer
+from . import build_vocab
+from .corpus import CorpusError, count_positions, resolve_corpus_files
+from .evaluation import evaluate_perplexity
+from .options import PretrainingOptions, PretrainingOptionsError, read_pretraining_options
+from .streams import LmStreamDataset
+from .vocab import LmVocabulary, VocabularyError
+
+logger = logging.getLogger("elmo-pretrain")
+PROG = "elmo-pretrain"
+VOCAB_FILE = "vocab.txt"
+DEFAULT_LEARNING_RATE = 1e-3
+# architecture fields that options.json and a --model_name_or_path folder must agree on
+ARCHITECTURE_FIELDS = (
+    "char_embedding_dim",
+    "char_filters",
+    "num_highway_layers",
+    "char_activation",
+    "max_characters_per_token",
+    "lstm_cell_size",
+    "projection_dim",
+    "num_hidden_layers",
+    "cell_clip",
+    "proj_clip",
+    "use_skip_connections",
+)
+
+
+class PretrainingError(ValueError):
+    """A run that cannot start: inputs that disagree with each other."""
+
+
+@dataclass
+class PretrainingArguments:
+    """The arguments of `elmo-pretrain` beyond `TrainingArguments`."""
+
+    options: str = field(metadata={"help": "bilm-tf's training options JSON (char_cnn, lstm, batch_size, ...)."})
+    vocab_file: str = field(metadata={"help": "Vocabulary, one token per line: <S>, </S>, <UNK>, then by frequency."})
+    train_files: list[str] = field(
+        metadata={"help": "Training shards (globs, '**' included; quote them): one tokenized sentence per line."}
+    )
+    eval_files: list[str] | None = field(
+        default=None, metadata={"help": "Held-out shards for the sentence-level perplexity (--do_eval, eval_steps)."}
+    )
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "Continue from a saved ElmoModel (e.g. a converted original: the softmax starts fresh) or "
+            "ElmoForPreTraining folder (the softmax too, if its vocab.txt is the same)."
+        },
+    )
+    softmax_file: str | None = field(
+        default=None, metadata={"help": "bilm-tf softmax.hdf5 (W, b) to start the softmax from."}
+    )
+    softmax_warmup_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "Optimizer steps during which only the softmax learns (the biLM's gradients are dropped). "
+            "Default: min(1000, 10%% of the steps) when the softmax starts fresh on a pretrained biLM, else 0."
+        },
+    )
+    unroll_steps: int | None = field(default=None, metadata={"help": "Window length (default: options.json)."})
+    dropout: float | None = field(default=None, metadata={"help": "Dropout (default: options.json)."})
+    n_negative_samples_batch: int | None = field(
+        default=None, metadata={"help": "Sampled-softmax negatives per batch and direction (default: options.json)."}
+    )
+    full_softmax: bool = field(default=False, metadata={"help": "Train with the full softmax (small vocabularies)."})
+    eval_batch_sentences: int = field(default=32, metadata={"help": "Sentences per batch of the evaluation."})
+
+
+def _given(argv: list[str], flag: str) -> bool:
+    return any(argument == flag or argument.startswith(flag + "=") for argument in argv)
+
+
+def options_training_defaults(options: PretrainingOptions, unroll_steps: int) -> list[str]:
+    """TrainingArguments flags taken from options.json. bilm-tf clips the gradients of `loss * unroll_steps` to
+    `all_clip_norm_val`; the Trainer clips those of the mean loss, so the same clipping is `all_clip_norm_val /
+    unroll_steps`. The learning rate is AdamW's 1e-3 (the Trainer's optimizer; bilm-tf used Adagrad at 0.2)."""
+    return [
+        "--per_device_train_batch_size", str(options.batch_size),
+        "--num_train_epochs", str(options.n_epochs),
+        "--max_grad_norm", repr(options.all_clip_norm_val / unroll_steps),
+        "--learning_rate", repr(DEFAULT_LEARNING_RATE),
+        "--logging_steps", "50",
+    ]  # fmt: skip
+
+
+def parse_arguments(argv: list[str]) -> tuple[PretrainingArguments, TrainingArguments, PretrainingOptions]:
+    """Parse the command line, with options.json's values as the defaults of the matching flags."""
+    parser = HfArgumentParser((PretrainingArguments, TrainingArguments), prog=PROG)
+    first, _ = HfArgumentParser(PretrainingArguments, prog=PROG).parse_known_args(argv)
+    options = read_pretraining_options(first.options)
+    unroll_steps = first.unroll_steps or options.unroll_steps
+    defaults = options_training_defaults(options, unroll_steps)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
+        defaults += ["--use_cpu", "true"]  # the Trainer runs DDP on CPUs (gloo) only with use_cpu
+    args, training_args = parser.parse_args_into_dataclasses(defaults + argv)
+    if not _given(argv, "--output_dir"):
+        parser.error("--output_dir is required: the folder the trained model is written to.")
+    return args, training_args, options
+
+
+def _check_architecture(options: PretrainingOptions, config: ElmoConfig, source: str, options_path: str) -> None:
+    for name in ARCHITECTURE_FIELDS:
+        if getattr(options.config, name) != getattr(config, name):
+            raise PretrainingError(
+                f"{options_path} and {source} disagree on the architecture: {name} is "
+                f"{getattr(options.config, name)!r} in the options, {getattr(config, name)!r} in the model."
+            )
+
+
+def _load_softmax(model: ElmoForPreTraining, path: str) -> None:
+    """Copy bilm-tf's `softmax.hdf5` (`W` (vocab, dim), `b` (vocab,)) into the model's softmax."""
+    try:
+        with h5py.File(path, "r") as handle:
+            for name, parameter in (("W", model.softmax.weight), ("b", model.softmax.bias)):
+                if name not in handle:
+                    raise PretrainingError(f"{path}: no dataset {name!r} (a bilm-tf softmax.hdf5 has W and b).")
+                values = torch.from_numpy(handle[name][...]).float()
+                if values.shape != parameter.shape:
+                    raise PretrainingError(
+                        f"{path}: {name} has shape {tuple(values.shape)}, the model needs {tuple(parameter.shape)}."
+                    )
+                if not torch.isfinite(values).all():
+                    raise PretrainingError(f"{path}: {name} holds NaN or infinite values.")
+                with torch.no_grad():
+                    parameter.copy_(values)
+    except OSError as error:
+        raise PretrainingError(f"{path}: not a readable HDF5 file ({error}).") from None
+
+
+def build_model(
+    args: PretrainingArguments, options: PretrainingOptions, vocab: LmVocabulary, lm_overrides: dict
+) -> tuple[ElmoForPreTraining, bool]:
+    """The model to train and whether its softmax starts fresh on a pretrained biLM."""
+    if args.model_name_or_path is None:
+        config = ElmoConfig(**{**options.config.to_dict(), **lm_overrides})
+        return ElmoForPreTraining(config), False
+    source = args.model_name_or_path
+    config = ElmoConfig.from_pretrained(source)
+    _check_architecture(options, config, source, args.options)
+    has_softmax = "ElmoForPreTraining" in (config.architectures or [])
+    if has_softmax:
+        saved = Path(source) / VOCAB_FILE
+        if not saved.is_file():
+            raise PretrainingError(f"{source} holds a softmax but no {VOCAB_FILE}: its words are unknown.")
+        if LmVocabulary.from_file(saved) != vocab:
+            raise PretrainingError(
+                f"{source} was trained with another vocabulary ({saved}) than {args.vocab_file}: its softmax rows "
+                "would mean other words. Use its vocab.txt, or start from its biLM only (export it with "
+                "AutoModel.from_pretrained(...).save_pretrained(...))."
+            )
+    model = ElmoForPreTraining.from_pretrained(source, **lm_overrides)
+    if args.softmax_file:
+        _load_softmax(model, args.softmax_file)
+    return model, not has_softmax and not args.softmax_file
+
+
+class SoftmaxWarmupCallback(TrainerCallback):
+    """Drop the biLM's gradients (before the optimizer step, after clipping) for the first `steps` optimizer steps,
+    so that a fresh softmax learns on a pretrained biLM before the biLM follows its gradients. Dropped (None)
+    gradients leave the optimizer's state of those weights untouched, so AdamW starts them afresh afterwards."""
+
+    def __init__(self, model: ElmoForPreTraining, steps: int):
+        self.body_parameters = list(model.elmo.parameters())
+        self.steps = steps
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        if state.global_step < self.steps:
+            for parameter in self.body_parameters:
+                parameter.grad = None
+
+
+class ElmoPretrainingTrainer(Trainer):
+    """The `Trainer` for `ElmoForPreTraining`: the stream batches come ready-made from `LmStreamDataset` (one
+    process reads them in order: a row of one batch continues in the same row of the next), every checkpoint keeps
+    the vocabulary, and `evaluate()` computes the sentence-level perplexity of `eval_files` (see `evaluation.py`)."""
+
+    def __init__(self, *args, vocab: LmVocabulary, eval_files: list[Path] | None, eval_batch_sentences: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.vocab = vocab
+        self.eval_files = eval_files
+        self.eval_batch_sentences = eval_batch_sentences
+
+    def get_train_dataloader(self) -> DataLoader:
+        # batch_size=None: the dataset yields whole batches; not `accelerator.prepare`d, which would split or
+        # dispatch them across processes: every process reads its own share of the corpus instead
+        return DataLoader(self.train_dataset, batch_size=None, num_workers=0)
+
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
+        if not self.eval_files:
+            raise PretrainingError("Evaluation needs --eval_files.")
+        metrics = evaluate_perplexity(
+            self.accelerator.unwrap_model(self.model),
+            self.eval_files,
+            self.vocab,
+            batch_size=self.eval_batch_sentences,
+            rank=self.args.process_index,
+            world_size=self.args.world_size,
+            progress=not self.args.disable_tqdm and self.args.should_log,
+        )
+        metrics = {f"{metric_key_prefix}_{name}": value for name, value in metrics.items()}
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+    def _stream_states_file(self, checkpoint: str) -> Path:
+        return Path(checkpoint) / f"stream_states_{self.args.process_index}.pt"
+
+    def _save_rng_state(self, output_dir: str) -> None:
+        """With the random states, keep the LSTM states the streams have reached: a resumed run continues exactly."""
+        super()._save_rng_state(output_dir)
+        torch.save(self.accelerator.unwrap_model(self.model).stream_states, self._stream_states_file(output_dir))
+
+    def _load_rng_state(self, checkpoint: str | None) -> None:
+        super()._load_rng_state(checkpoint)
+        if checkpoint is not None and self._stream_states_file(checkpoint).is_file():
+            states = torch.load(self._stream_states_file(checkpoint), map_location=self.args.device, weights_only=True)
+            self.accelerator.unwrap_model(self.model).stream_states = states
+
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        super()._save(output_dir, state_dict)
+        if self.args.should_save:
+            self.vocab.save(Path(output_dir or self.args.output_dir) / VOCAB_FILE)
+
+
+def _check_resume_vocabulary(checkpoint: str, vocab: LmVocabulary, vocab_file: str) -> None:
+    saved = Path(checkpoint) / VOCAB_FILE
+    if saved.is_file() and LmVocabulary.from_file(saved) != vocab:
+        raise PretrainingError(
+            f"Cannot resume from {checkpoint}: it was trained with another vocabulary ({saved}) than {vocab_file}."
+        )
+
+
+def run(args: PretrainingArguments, training_args: TrainingArguments, options: PretrainingOptions) -> dict:
+    """Train (and evaluate); returns the final metrics."""
+    vocab = LmVocabulary.from_file(args.vocab_file)
+    vocab.check_size(options.n_tokens_vocab, args.options)
+    train_files = resolve_corpus_files(args.train_files, "--train_files")
+    eval_files = resolve_corpus_files(args.eval_files, "--eval_files") if args.eval_files else None
+    if (training_args.do_eval or training_args.eval_strategy != "no") and not eval_files:
+        raise PretrainingError("--do_eval and --eval_strategy need --eval_files.")
+    if training_args.dataloader_num_workers:
+        logger.warning("The stream batches are read in order by one process: --dataloader_num_workers is ignored.")
+    unroll_steps = args.unroll_steps or options.unroll_steps
+    negatives = args.n_negative_samples_batch or options.n_negative_samples_batch
+    lm_overrides = {
+        "lm_vocab_size": len(vocab),
+        "lm_dropout": options.dropout if args.dropout is None else args.dropout,
+        "lm_num_negative_samples": None if args.full_softmax or not options.sample_softmax else negatives,
+    }
+    set_seed(training_args.seed)
+    model, fresh_softmax = build_model(args, options, vocab, lm_overrides)
+    batch_size = training_args.per_device_train_batch_size
+    world_size = training_args.world_size
+    if training_args.max_steps <= 0:
+        positions = options.n_train_tokens or count_positions(train_files, progress=training_args.should_log)
+        per_step = batch_size * unroll_steps * world_size * training_args.gradient_accumulation_steps
+        training_args.max_steps = max(1, math.ceil(training_args.num_train_epochs * positions / per_step))
+        logger.info(
+            f"{positions:,} positions x {training_args.num_train_epochs} epochs: {training_args.max_steps:,} steps"
+        )
+    dataset = LmStreamDataset(
+        train_files,
+        vocab,
+        batch_size=batch_size,
+        unroll_steps=unroll_steps,
+        max_characters_per_token=model.config.max_characters_per_token,
+        rank=training_args.process_index,
+        world_size=world_size,
+        seed=training_args.seed,
+    )
+    warmup = args.softmax_warmup_steps
+    if warmup is None:
+        warmup = min(1000, training_args.max_steps // 10) if fresh_softmax else 0
+    trainer = ElmoPretrainingTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=dataset,
+        processing_class=ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token),
+        callbacks=[SoftmaxWarmupCallback(model, warmup)] if warmup else None,
+        vocab=vocab,
+        eval_files=eval_files,
+        eval_batch_sentences=args.eval_batch_sentences,
+    )
+    metrics: dict = {}
+    if training_args.do_train:
+        checkpoint = training_args.resume_from_checkpoint
+        if checkpoint == "last":
+            checkpoint = get_last_checkpoint(training_args.output_dir)
+            if checkpoint is None:
+                raise PretrainingError(f"--resume_from_checkpoint last: no checkpoint in {training_args.output_dir}.")
+        if checkpoint:
+            _check_resume_vocabulary(checkpoint, vocab, args.vocab_file)
+        result = trainer.train(resume_from_checkpoint=checkpoint)
+        trainer.save_model()
+        metrics.update(result.metrics)
+        trainer.save_metrics("train", result.metrics)
+    if training_args.do_eval:
+        evaluation = trainer.evaluate()
+        trainer.save_metrics("eval", evaluation)
+        metrics.update(evaluation)
+    if training_args.should_save:
+        card = render_pretrained_model_card(
+            trainer.accelerator.unwrap_model(trainer.model).config,
+            options=options.to_dict(),
+            corpus_files=[str(path) for path in train_files],
+            train_positions=training_args.max_steps * batch_size * unroll_steps * world_size,
+            metrics=metrics,
+        )
+        (Path(training_args.output_dir) / "README.md").write_text(card, encoding="utf-8")
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["build-vocab"]:
+        return build_vocab.main(argv[1:])
+    logging.basicConfig(format="%(asctime)s %(name)s: %(message)s", level=logging.INFO)
+    try:
+        args, training_args, options = parse_arguments(argv)
+        metrics = run(args, training_args, options)
+    except (
+        PretrainingError,
+        PretrainingOptionsError,
+        VocabularyError,
+        CorpusError,
+        ElmoConfigError,
+    ) as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    if metrics and int(os.environ.get("RANK", "0")) == 0:
+        print(json.dumps(metrics, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
