@@ -585,11 +585,26 @@ class ElmoBiLm(nn.Module):
         (2, num_packed, projection_dim) with the backward direction's rows already in its own order -> the top
         layer's packed outputs (2, num_packed, projection_dim) and every layer's final state (sorted rows).
         """
-        final_states = []
+        layers, final_states = self.forward_packed_layers(inputs, batch_sizes, initial_states, reference, dropout)
+        return layers[-1], final_states
+
+    def forward_packed_layers(
+        self,
+        inputs: torch.Tensor,
+        batch_sizes: list[int],
+        initial_states: list[LstmState],
+        reference: bool = False,
+        dropout: float = 0.0,
+    ) -> tuple[list[torch.Tensor], list[LstmState]]:
+        """`forward_packed` returning every layer: the inputs, then each LSTM layer's packed outputs."""
+        layers, final_states = [inputs], []
         for index in range(len(self.layers)):
-            inputs, final_state = self.run_layer(index, inputs, batch_sizes, initial_states[index], reference, dropout)
+            outputs, final_state = self.run_layer(
+                index, layers[-1], batch_sizes, initial_states[index], reference, dropout
+            )
+            layers.append(outputs)
             final_states.append(final_state)
-        return inputs, final_states
+        return layers, final_states
 
 
 class ElmoScalarMix(nn.Module):
@@ -1068,6 +1083,10 @@ class ElmoForPreTrainingOutput(ModelOutput):
         forward_hidden_state, backward_hidden_state (`torch.FloatTensor` of shape `(batch_size, unroll_steps,
         projection_dim)`):
             Top biLM layer of each direction at every position of its window (before the output dropout).
+        hidden_states (`tuple(torch.FloatTensor)`, *optional*, returned when `output_hidden_states=True`):
+            `num_hidden_layers + 1` tensors of shape `(batch_size, unroll_steps, 2 * projection_dim)`: the token
+            embeddings, then every LSTM layer, each `[forward; backward]` at position `t` of the two windows (the
+            backward window runs the other way through the stream, so the halves belong to different tokens).
     """
 
     loss: torch.FloatTensor | None = None
@@ -1075,6 +1094,7 @@ class ElmoForPreTrainingOutput(ModelOutput):
     backward_loss: torch.FloatTensor | None = None
     forward_hidden_state: torch.FloatTensor | None = None
     backward_hidden_state: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
 
 
 class ElmoLmSoftmax(nn.Module):
@@ -1105,8 +1125,9 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
     input and on the top layer's output in training mode, as bilm-tf. When the character filters already give
     `projection_dim` features, the character projection is the identity and is not trained (bilm-tf has none).
 
-    Windows come from `modeling_elmo.pretraining.streams`: row `i` of a call continues row `i` of the previous call,
-    and the LSTM states are carried (detached) from one call to the next; `reset_stream_states()` starts over. The
+    Windows come from `modeling_elmo.pretraining.streams`: in training mode row `i` of a call continues row `i` of
+    the previous call, and the LSTM states are carried (detached) from one call to the next (`stream_states`;
+    `reset_stream_states()` starts over). In eval mode every call starts from zero states and leaves them alone. The
     biLM is an [`ElmoModel`] (`self.elmo`): `AutoModel.from_pretrained` on a saved `ElmoForPreTraining` returns it.
     """
 
@@ -1190,6 +1211,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         backward_input_ids: torch.LongTensor,
         labels: torch.LongTensor | None = None,
         backward_labels: torch.LongTensor | None = None,
+        output_hidden_states: bool | None = None,
         **kwargs,
     ) -> ElmoForPreTrainingOutput:
         r"""
@@ -1203,6 +1225,8 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
                 Vocabulary id of the token that follows each forward input (`w1 .. wn </S>`).
             backward_labels (`torch.LongTensor` of shape `(batch_size, unroll_steps)`, *optional*):
                 The same for the backward streams (`wn .. w1 <S>`).
+            output_hidden_states (`bool`, *optional*):
+                Return every layer as `hidden_states`: position `t` of both windows, `[forward; backward]`.
         """
         self._check_window("input_ids", input_ids)
         self._check_window("backward_input_ids", backward_input_ids)
@@ -1223,15 +1247,18 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         # both windows, time-major: row `t * batch_size + b` is step t of stream b (a packed batch of full rows)
         char_ids = torch.stack([input_ids, backward_input_ids]).transpose(1, 2).reshape(-1, width)
         inputs = self._embed(char_ids).view(2, steps * batch_size, -1)
-        states = self._stream_states
+        states = self._stream_states if self.training else None
         if states is None or states[0][0].shape[1] != batch_size:
             states = self._zero_states(batch_size, inputs)
         dropout = self.config.lm_dropout if self.training else 0.0
-        top, final_states = self.elmo.bilm.forward_packed(
+        layers, final_states = self.elmo.bilm.forward_packed_layers(
             inputs, [batch_size] * steps, states, reference=self.elmo._reference_implementation, dropout=dropout
         )
-        self._stream_states = [(hidden.detach(), cell.detach()) for hidden, cell in final_states]
-        top = top.view(2, steps, batch_size, -1).transpose(1, 2)  # (2, batch, steps, projection_dim)
+        if self.training:
+            self._stream_states = [(hidden.detach(), cell.detach()) for hidden, cell in final_states]
+        # (2, steps * batch, dim) time-major -> (2, batch, steps, dim)
+        layers = [layer.view(2, steps, batch_size, -1).transpose(1, 2) for layer in layers]
+        top = layers[-1]
 
         loss = forward_loss = backward_loss = None
         if labels is not None:
@@ -1239,12 +1266,18 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
             forward_loss = self._loss(outputs[0].flatten(0, 1), labels.flatten().to(top.device))
             backward_loss = self._loss(outputs[1].flatten(0, 1), backward_labels.flatten().to(top.device))
             loss = 0.5 * (forward_loss + backward_loss)
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
         return ElmoForPreTrainingOutput(
             loss=loss,
             forward_loss=forward_loss,
             backward_loss=backward_loss,
             forward_hidden_state=top[0],
             backward_hidden_state=top[1],
+            hidden_states=tuple(torch.cat([layer[0], layer[1]], dim=-1) for layer in layers)
+            if output_hidden_states
+            else None,
         )
 
     def sentence_negative_log_likelihoods(

@@ -1,4 +1,5 @@
-"""Transformers' generic model tests (ModelTesterMixin, ConfigTester) on ElmoModel and ElmoForTokenClassification.
+"""Transformers' generic model tests (ModelTesterMixin, ConfigTester) on ElmoModel, ElmoForTokenClassification and
+ElmoForPreTraining (fed stream windows by `_prepare_for_class`).
 
 In the style of transformers' tests/models/canine/test_modeling_canine.py, under two configurations: the default
 frozen biLM with a linear head (ElmoModelTest), and an unfrozen biLM with a BiLSTM-CRF head, layer-normed scalar
@@ -31,7 +32,7 @@ import torch
 from transformers.models.auto import modeling_auto
 from transformers.testing_utils import require_torch, torch_device
 
-from modeling_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel
+from modeling_elmo import ElmoConfig, ElmoForPreTraining, ElmoForTokenClassification, ElmoModel
 from modeling_elmo.character_ids import BEGIN_OF_WORD_CHAR, END_OF_WORD_CHAR, PADDING_CHAR
 
 try:
@@ -57,6 +58,7 @@ _AUTO_MAPPING_PATCHES = [
         modeling_auto.MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES,
         {ElmoConfig.model_type: "ElmoForTokenClassification"},
     ),
+    mock.patch.dict(modeling_auto.MODEL_FOR_PRETRAINING_MAPPING_NAMES, {ElmoConfig.model_type: "ElmoForPreTraining"}),
 ]
 
 
@@ -87,6 +89,7 @@ class ElmoModelTester:
         lstm_cell_size=16,
         num_hidden_layers=2,
         num_labels=3,
+        lm_vocab_size=20,
         config_overrides=None,
         scope=None,
     ):
@@ -105,6 +108,7 @@ class ElmoModelTester:
         self.lstm_cell_size = lstm_cell_size
         self.num_hidden_layers = num_hidden_layers
         self.num_labels = num_labels
+        self.lm_vocab_size = lm_vocab_size
         self.config_overrides = config_overrides or {}
         self.scope = scope
 
@@ -137,6 +141,8 @@ class ElmoModelTester:
             lstm_cell_size=self.lstm_cell_size,
             num_hidden_layers=self.num_hidden_layers,
             num_labels=self.num_labels,
+            lm_vocab_size=self.lm_vocab_size,
+            lm_num_negative_samples=5,
             **self.config_overrides,
         )
 
@@ -165,7 +171,7 @@ class ElmoModelTester:
 class ElmoModelTest(ModelTesterMixin, unittest.TestCase):
     """Configuration (a): the defaults, a frozen biLM under a linear head."""
 
-    all_model_classes = (ElmoModel, ElmoForTokenClassification)
+    all_model_classes = (ElmoModel, ElmoForTokenClassification, ElmoForPreTraining)
     config_overrides = {}
 
     has_attentions = False  # a biLSTM: no attention weights, no attention implementations
@@ -197,6 +203,17 @@ class ElmoModelTest(ModelTesterMixin, unittest.TestCase):
 
     def test_config(self):
         self.config_tester.run_common_tests()
+
+    def _prepare_for_class(self, inputs_dict, model_class, return_labels=False):
+        """ElmoForPreTraining reads stream windows: the forward one, the backward one and their next-token labels."""
+        if model_class is not ElmoForPreTraining:
+            return super()._prepare_for_class(inputs_dict, model_class, return_labels)
+        input_ids = inputs_dict["input_ids"]
+        inputs = {"input_ids": input_ids.clone(), "backward_input_ids": input_ids.flip(1).contiguous()}
+        if return_labels:  # the same on every call: some tests compare two calls
+            inputs["labels"] = input_ids.sum(dim=-1) % self.model_tester.lm_vocab_size
+            inputs["backward_labels"] = inputs["labels"].flip(1).contiguous()
+        return inputs
 
     def test_model(self):
         config_and_inputs = self.model_tester.prepare_config_and_inputs()

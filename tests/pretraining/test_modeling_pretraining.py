@@ -88,7 +88,9 @@ def test_biLM_outputs_equal_elmo_model_for_the_same_weights(model):
 
 
 def test_a_sentence_split_across_windows_sees_the_state_of_its_first_part(model):
+    """In training mode (dropout 0 here) each call continues the streams of the previous one."""
     batch = sentence_windows([SENTENCES[1], ["the", "dog", "sat", "on", "a", "mat"]], 12)
+    model.train()
     with torch.no_grad():
         whole = model(**batch)
         model.reset_stream_states()
@@ -100,6 +102,12 @@ def test_a_sentence_split_across_windows_sees_the_state_of_its_first_part(model)
         split = torch.cat([getattr(first, name), getattr(second, name)], dim=1)
         torch.testing.assert_close(split, getattr(whole, name), rtol=0, atol=1e-6)
         assert (getattr(fresh, name) - getattr(whole, name)[:, 3:]).abs().max() > 1e-3  # the carried state matters
+    model.eval()  # eval calls start from zero states and keep the stored ones
+    with torch.no_grad():
+        stored = model.stream_states
+        evaluated = model(**{name: value[:, 3:] for name, value in batch.items()})
+    assert model.stream_states is stored
+    torch.testing.assert_close(evaluated.forward_hidden_state, fresh.forward_hidden_state, rtol=0, atol=0)
 
 
 def test_sentence_perplexity_equals_a_brute_force_computation(model):
