@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import h5py
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -115,6 +116,21 @@ def test_the_output_folder_is_complete(corpus):
     assert isinstance(pretraining, ElmoForPreTraining)
     assert (output / "tokenizer_config.json").is_file()
 
+    # bilm-tf's format out: elmo-export, then elmo-convert reads it back to the same biLM
+    from modeling_elmo.conversion.convert import main as convert
+    from modeling_elmo.conversion.export import main as export
+
+    assert export([str(output), "--output", str(corpus["dir"] / "original")]) == 0
+    with h5py.File(corpus["dir"] / "original" / "softmax.hdf5", "r") as handle:
+        assert torch.equal(torch.from_numpy(handle["W"][...]), pretraining.softmax.weight.detach())
+        assert torch.equal(torch.from_numpy(handle["b"][...]), pretraining.softmax.bias.detach())
+    original = corpus["dir"] / "original"
+    reconverted = corpus["dir"] / "reconverted"
+    assert convert(["--options", str(original / "options.json"), "--weights", str(original / "lm_weights.hdf5"),
+                    "--output", str(reconverted)]) == 0  # fmt: skip
+    state = AutoModel.from_pretrained(reconverted).state_dict()
+    assert all(torch.equal(value, state[name]) for name, value in pretraining.elmo.state_dict().items())
+
 
 def test_resumed_training_continues_exactly(corpus):
     """Same data stream, random states and carried LSTM states: bit-identical to an uninterrupted run."""
@@ -172,6 +188,8 @@ def test_continued_pretraining_keeps_the_biLM_while_the_new_softmax_warms_up(cor
         ("no train files", "--train_files: no file matches"),
         ("architecture", "disagree on the architecture: lstm_cell_size"),
         ("other vocabulary", "another vocabulary"),
+        ("resume with another vocabulary", "Cannot resume from"),
+        ("empty corpus", "the corpus is empty"),
     ],
 )
 def test_bad_inputs_are_refused_with_one_clear_line(corpus, tmp_path, capsys, case, expected):
@@ -194,6 +212,18 @@ def test_bad_inputs_are_refused_with_one_clear_line(corpus, tmp_path, capsys, ca
         other.write_text(corpus["vocab"].read_text().replace("fox", "wolf"))
         args[args.index("--vocab_file") + 1] = str(other)
         args += ["--model_name_or_path", str(tmp_path / "first")]
+    elif case == "resume with another vocabulary":
+        saving = ["--save_strategy", "steps", "--save_steps", "2"]
+        first = command(corpus, output, "--do_train", "--max_steps", "2", *saving)
+        assert main(first) == 0
+        (output / "model.safetensors").unlink()
+        other = tmp_path / "other.txt"
+        other.write_text(corpus["vocab"].read_text().replace("fox", "wolf"))
+        args[args.index("--vocab_file") + 1] = str(other)
+        args += ["--resume_from_checkpoint", str(output / "checkpoint-2")]
+    elif case == "empty corpus":
+        (tmp_path / "empty.txt").write_text("\n  \n")
+        args[args.index("--train_files") + 1] = str(tmp_path / "empty.txt")
     capsys.readouterr()
     assert main(args) == 2
     error = capsys.readouterr().err.strip().splitlines()
