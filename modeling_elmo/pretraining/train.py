@@ -214,7 +214,8 @@ class ElmoPretrainingTrainer(Trainer):
     the vocabulary, and `evaluate()` computes the sentence-level perplexity of `eval_files` (see `evaluation.py`)."""
 
     def __init__(self, *args, vocab: LmVocabulary, eval_files: list[Path] | None, eval_batch_sentences: int, **kwargs):
-        super().__init__(*args, **kwargs)
+        # `evaluate()` reads `eval_files` itself; the Trainer only needs to know that there is something to evaluate
+        super().__init__(*args, eval_dataset=eval_files, **kwargs)
         self.vocab = vocab
         self.eval_files = eval_files
         self.eval_batch_sentences = eval_batch_sentences
@@ -331,6 +332,7 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
             _check_resume_vocabulary(checkpoint, vocab, args.vocab_file)
         result = trainer.train(resume_from_checkpoint=checkpoint)
         trainer.save_model()
+        trainer.save_state()  # trainer_state.json: the loss and perplexity curves
         metrics.update(result.metrics)
         trainer.save_metrics("train", result.metrics)
     if training_args.do_eval:

@@ -103,8 +103,16 @@ def test_a_tiny_model_memorises_a_tiny_corpus(corpus):
 
 def test_the_output_folder_is_complete(corpus):
     output = corpus["dir"] / "out"
-    args = command(corpus, output, "--do_train", "--do_eval", "--eval_files", str(corpus["eval"]), "--max_steps", "3")
-    assert main(args) == 0
+    evaluation = ["--do_eval", "--eval_files", str(corpus["eval"]), "--eval_strategy", "steps", "--eval_steps", "2"]
+    assert main(command(corpus, output, "--do_train", *evaluation, "--max_steps", "3")) == 0
+    history = json.loads((output / "train_results.json").read_text())
+    assert history["epoch"] > 0
+    curve = [
+        entry
+        for entry in json.loads((output / "trainer_state.json").read_text())["log_history"]
+        if "eval_perplexity" in entry
+    ]
+    assert [entry["step"] for entry in curve][:1] == [2]  # evaluated during training too
     assert (output / "vocab.txt").read_text() == corpus["vocab"].read_text()
     config = json.loads((output / "config.json").read_text())
     assert config["architectures"] == ["ElmoForPreTraining"] and config["lm_vocab_size"] == corpus["size"]
