@@ -1,4 +1,5 @@
-"""Inference speed and memory of ElmoModel (CPU, float32, stateless): fast path vs the per-step reference path.
+"""Inference speed and memory of ElmoModel (CPU, float32, stateless): fast path vs the per-step reference path, each
+figure also as a fraction of this machine's own limits for the model's work.
 
 Builds random-weight checkpoints of the real 'small' (LSTM 1024/128, 1 highway) and 'original' (LSTM 4096/512,
 2 highways) shapes in the original HDF5 layout, converts them with `convert_checkpoint`, then runs every setting
@@ -6,21 +7,45 @@ Builds random-weight checkpoints of the real 'small' (LSTM 1024/128, 1 highway) 
 `--threads` threads, an untimed warm-up batch and the sentences in corpus order. Timed: tokenizer + forward with all
 layers (`output_hidden_states=True`) under `torch.inference_mode()`, `--repeats` passes over the setting's sentences;
 the median pass is reported, with the range of the passes (the machine's memory bandwidth is shared, so single passes
-vary). Paths: `fast` (default model), `fast-cache`
+vary). Paths: `fast` (default model), `fast-int8` / `fast-bf16` (`model.compress_lstm_weights("int8" | "bf16")`:
+recurrent and projection weights compressed, derived in the untimed warm-up), `fast-cache`
 (`model.enable_word_cache()`, empty when the timing starts), `reference` (`with model.reference_implementation()`).
+`--rounds N` runs the whole list of settings N times, interleaved (round 1: every setting, then round 2, ...), so that
+the settings see the same machine; a row reports the median of its rounds' medians and the range of all its passes.
+With compressed paths listed, every round also runs float32, int8 and bf16 side by side in one process, batch by
+batch in rotating order (`worker_compare`), and reports the speedups pass by pass.
+
+Ceilings (`--ceilings`, on by default), measured in a fresh process at the start of every round, with the model's own
+weights and the products its inference path uses (`ElmoLstmLayer._inference_linears`: oneDNN with packed weights on
+x86 CPUs, `bmm` elsewhere, whichever vendor):
+- GEMM: the input-to-gate product of a block (`INPUT_GATE_BLOCK_ROWS` rows) and one time step's recurrent +
+  projection products of every layer and direction (the (W_hh, W_proj) pairs the model runs in turn) at row counts
+  1 ... max batch, interpolated linearly in between. A setting's GEMM ceiling is the time these products take for
+  its batches (every time step at its own row count, boundary tokens included), with the character CNN's FLOPs at
+  the input-to-gate rate, counted once per distinct word of a batch as the model runs it (the word cache,
+  `fast-cache`, skips even those, so it can pass 100%). Batch sizes above 1 are compared with it. The table also
+  gives every figure as GFLOP/s at the FLOPs per token counted from the config (LSTM: 2 x layers x 2 x
+  (P*4C + P*4C + C*P); char side: convolutions, highways and projection for every word; 204 MFLOP for 'original').
+- Bandwidth: one time step at 1 row, i.e. every (W_hh, W_proj) pair streamed once in the model's order; bytes per
+  step / time = GB/s. Batch 1 is compared with the time steps it runs (words + 2 per sentence) at that speed, for
+  compressed weights at the same GB/s over their own (smaller) bytes. The compressed step times are printed too.
+The CPU model and L3 size come from `lscpu` (or /proc/cpuinfo, /sys).
 
 Corpus: as the AllenNLP peer benchmark (../shared/peers/bench_allennlp.py): the first 500 sentences with >= 11 words of
 CoNLL-2003 dev.txt, shuffled with random.Random(0) (24.5 words on average); a setting uses the first N of them.
 Also measured: a single 2,000-word sentence (batch 1, fast path), the max abs difference between the paths and of each
-against the reference path run in float64, and the max abs error of bfloat16 against float32.
+against the reference path run in float64, the max abs error of bfloat16 against float32 and of compressed weights
+(int8, bf16) against float32.
 
     python benchmarks/bench_inference.py [--conll ../shared/data/conll2003/dev.txt] [--models small,original]
-        [--batch-sizes 1,32,64] [--work-dir /tmp/elmo-bench] [--threads 2] [--repeats 3]
+        [--batch-sizes 1,32,64] [--paths fast,fast-int8,...] [--work-dir /tmp/elmo-bench] [--threads 2]
+        [--repeats 3] [--rounds 1] [--no-ceilings] [--omp-passive]
 """
 
 import argparse
 import json
 import os
+import platform
 import random
 import resource
 import statistics
@@ -34,9 +59,12 @@ DEFAULT_CONLL = REPO.parent / "shared" / "data" / "conll2003" / "dev.txt"
 # sentences per (path, batch size); the reference path is slow on 'original', so it gets fewer
 ORIGINAL_FAST, SMALL_FAST = {1: 32, 32: 128, 64: 128}, {1: 64, 32: 256, 64: 256}
 SENTENCES = {
-    "original": {"fast": ORIGINAL_FAST, "fast-cache": ORIGINAL_FAST, "reference": {1: 8, 32: 64, 64: 64}},
-    "small": {"fast": SMALL_FAST, "fast-cache": SMALL_FAST, "reference": {1: 32, 32: 128, 64: 128}},
+    "original": {path: ORIGINAL_FAST for path in ("fast", "fast-int8", "fast-bf16", "fast-cache")}
+    | {"reference": {1: 8, 32: 64, 64: 64}},
+    "small": {path: SMALL_FAST for path in ("fast", "fast-int8", "fast-bf16", "fast-cache")}
+    | {"reference": {1: 32, 32: 128, 64: 128}},
 }
+COMPRESSED_PATHS = {"fast-int8": "int8", "fast-bf16": "bf16"}
 
 
 def load_corpus(path: Path, count: int = 500) -> list[list[str]]:
@@ -74,6 +102,14 @@ def ensure_model(work_dir: Path, name: str) -> Path:
     return folder
 
 
+def setting_sentences(conll: Path, count: int, long_sentence: int = 0) -> list[list[str]]:
+    """A setting's sentences: the first `count` of the corpus, or one sentence of the corpus' first `long_sentence`
+    words."""
+    if long_sentence:
+        return [[word for sentence in load_corpus(conll) for word in sentence][:long_sentence]]
+    return load_corpus(conll)[:count]
+
+
 def _load(model_dir: Path, threads: int, dtype=None):
     import torch
     from transformers import AutoModel, AutoTokenizer
@@ -95,12 +131,10 @@ def worker_speed(args: argparse.Namespace) -> dict:
     import torch
 
     tokenizer, model = _load(args.model_dir, args.threads)
+    if args.path in COMPRESSED_PATHS:
+        model.compress_lstm_weights(COMPRESSED_PATHS[args.path])  # the copies are made in the untimed warm-up
     rss_after_load = _peak_rss_mib()
-    if args.long_sentence:
-        words = [word for sentence in load_corpus(args.conll) for word in sentence]
-        sentences = [words[: args.long_sentence]]
-    else:
-        sentences = load_corpus(args.conll)[: args.sentences]
+    sentences = setting_sentences(args.conll, args.sentences, args.long_sentence)
     batches = [sentences[i : i + args.batch_size] for i in range(0, len(sentences), args.batch_size)]
 
     def run(batch: list[list[str]]) -> None:
@@ -129,10 +163,56 @@ def worker_speed(args: argparse.Namespace) -> dict:
     }
 
 
+def worker_compare(args: argparse.Namespace) -> dict:
+    """
+    Float32 and compressed weights side by side in one process: one model per kind (`compress_lstm_weights`), each
+    batch run by every kind in turn (the order rotating from batch to batch), forward only (the batch is tokenized
+    once), `--repeats` passes. Per kind: words/s of every pass; per compressed kind: its speedup over float32 in
+    every pass (the kinds of a pass saw the same machine, so the ratio is steadier than separate runs).
+    """
+    import torch
+    from transformers import AutoModel
+
+    tokenizer, float32 = _load(args.model_dir, args.threads)
+    models = {"fp32": float32}
+    for compression in COMPRESSED_PATHS.values():
+        models[compression] = AutoModel.from_pretrained(args.model_dir, dtype=torch.float32).eval()
+        models[compression].compress_lstm_weights(compression)
+    sentences = setting_sentences(args.conll, args.sentences)
+    batches = [
+        tokenizer(sentences[i : i + args.batch_size], is_split_into_words=True, padding=True, return_tensors="pt")
+        for i in range(0, len(sentences), args.batch_size)
+    ]
+    kinds, words = list(models), sum(map(len, sentences))
+    seconds = {kind: [] for kind in kinds}
+    with torch.inference_mode():
+        for model in models.values():  # warm-up, untimed: derives the packed and compressed weights
+            model(**batches[0], output_hidden_states=True)
+        for _ in range(args.repeats):
+            totals = dict.fromkeys(kinds, 0.0)
+            for index, batch in enumerate(batches):
+                for kind in kinds[index % len(kinds) :] + kinds[: index % len(kinds)]:
+                    start = time.perf_counter()
+                    models[kind](**batch, output_hidden_states=True)
+                    totals[kind] += time.perf_counter() - start
+            for kind in kinds:
+                seconds[kind].append(totals[kind])
+    return {
+        "tokens": words,
+        "tok_s": {kind: [words / value for value in values] for kind, values in seconds.items()},
+        "speedup": {
+            kind: [base / value for base, value in zip(seconds["fp32"], seconds[kind], strict=True)]
+            for kind in kinds[1:]
+        },
+        "peak_rss_mib": round(_peak_rss_mib()),
+    }
+
+
 def worker_accuracy(args: argparse.Namespace) -> dict:
     """
     Max abs differences of all layers: fast vs reference path in float32, both against the reference path computed in
-    float64 (the exact values up to float64 rounding), and bfloat16 (fast path) vs float32.
+    float64 (the exact values up to float64 rounding), bfloat16 (fast path) vs float32, and the fast path with
+    compressed recurrent and projection weights (`compress_lstm_weights`) vs float32 and vs the float64 reference.
     """
     import torch
 
@@ -146,6 +226,11 @@ def worker_accuracy(args: argparse.Namespace) -> dict:
             return model(**encoded, output_hidden_states=True).hidden_states
 
     fast, reference = layers(False, torch.float32), layers(True, torch.float32)
+    compressed = {}
+    for compression in COMPRESSED_PATHS.values():
+        model.compress_lstm_weights(compression)
+        compressed[compression] = layers(False, torch.float32)
+    model.compress_lstm_weights(None)
     exact, low = layers(True, torch.float64), layers(False, torch.bfloat16)
 
     def difference(left, right) -> float:
@@ -159,8 +244,180 @@ def worker_accuracy(args: argparse.Namespace) -> dict:
         "fast_vs_float64_reference": difference(fast, exact),
         "reference_vs_float64_reference": difference(reference, exact),
         "bf16_vs_fp32": difference(low, fast),
+        **{f"{name}_weights_vs_fp32": difference(found, fast) for name, found in compressed.items()},
+        **{f"{name}_weights_vs_float64_reference": difference(found, exact) for name, found in compressed.items()},
         "max_abs_value": float(torch.stack([layer.abs().max() for layer in fast]).max()),
     }
+
+
+def cpu_description() -> dict[str, str]:
+    """The CPU model and L3 size as `lscpu` reports them (vendor-neutral), else from /proc/cpuinfo and /sys."""
+    found = {}
+    try:
+        listing = subprocess.run(
+            ["lscpu"], capture_output=True, text=True, timeout=30, env={**os.environ, "LC_ALL": "C"}
+        )
+        for line in listing.stdout.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("Model name", "L3 cache", "Vendor ID") and value.strip():
+                found.setdefault(key.strip(), value.strip())  # the first cluster's, on CPUs that list several
+    except (OSError, subprocess.SubprocessError):
+        pass
+    if "Model name" not in found and Path("/proc/cpuinfo").exists():
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                found["Model name"] = value.strip()
+                break
+    cache = Path("/sys/devices/system/cpu/cpu0/cache")
+    if "L3 cache" not in found and cache.is_dir():
+        for index in sorted(cache.glob("index*")):
+            if (index / "level").read_text().strip() == "3":
+                found["L3 cache"] = (index / "size").read_text().strip()
+    return {
+        "model": found.get("Model name") or platform.processor() or platform.machine(),
+        "vendor": found.get("Vendor ID", "?"),
+        "l3": found.get("L3 cache", "?"),
+    }
+
+
+def flops_per_token(config) -> dict[str, int]:
+    """Multiply-adds x 2 per word, counted from the config: the LSTM layers (input-to-gate, recurrent, projection,
+    both directions) and the character side (convolutions over all `max_characters_per_token` positions, highways,
+    projection), as if every word went through the CNN (the model runs it once per distinct word of a batch)."""
+    cells, projection = config.lstm_cell_size, config.projection_dim
+    lstm = config.num_hidden_layers * 2 * 2 * (2 * projection * 4 * cells + cells * projection)
+    chars, filters = config.max_characters_per_token, config.num_char_filters
+    convolutions = sum(
+        2 * width * config.char_embedding_dim * count * (chars - width + 1) for width, count in config.char_filters
+    )
+    char_side = convolutions + config.num_highway_layers * 2 * 2 * filters * filters + 2 * filters * projection
+    return {"lstm": lstm, "char": char_side}
+
+
+def _time_ms(function, repeats: int) -> float:
+    """Median wall time of `function()` in ms over `repeats` calls after one untimed call."""
+    function()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def worker_ceilings(args: argparse.Namespace) -> dict:
+    """
+    This machine's limits for the model's products (see the module docstring), with the model's own weights and the
+    products its inference path builds (`_inference_linears`): the input-to-gate product of one block, and one time
+    step (the recurrent + projection products of every layer and direction in turn) at several row counts, in
+    float32 and with compressed weights at 1 row.
+    """
+    import torch
+
+    from modeling_elmo.cpu_linear import onednn_linear_applies
+
+    _, model = _load(args.model_dir, args.threads)
+    config, layers = model.config, list(model.bilm.layers)
+    cells, projection = config.lstm_cell_size, config.projection_dim
+    block_rows = layers[0].INPUT_GATE_BLOCK_ROWS
+    generator = torch.Generator().manual_seed(0)
+    inputs = torch.randn(2, max(block_rows, args.max_rows), projection, generator=generator)  # (2, rows, P)
+    cell_outputs = torch.randn(2, args.max_rows, cells, generator=generator) * 0.5  # (2, rows, C)
+
+    def linear_sets(compression: str | None) -> list:
+        model.compress_lstm_weights(compression)
+        return [layer._inference_linears(inputs) for layer in layers]  # per layer: [(directions, products)]
+
+    def one_step(sets: list, rows: int) -> None:
+        for layer_sets in sets:
+            for directions, (_, recurrent, project) in layer_sets:
+                recurrent(inputs[directions, :rows])
+                project(cell_outputs[directions, :rows])
+
+    def input_blocks(sets: list) -> None:
+        for layer_sets in sets:
+            for directions, (input_to_gates, _, _) in layer_sets:
+                input_to_gates(inputs[directions, :block_rows])
+
+    grid = sorted({1, 2, 4, 8, 16, 24, 32, 48, 64, args.max_rows} - {r for r in range(args.max_rows + 1, 65)})
+    step_flops_per_row = len(layers) * 2 * 2 * (projection * 4 * cells + cells * projection)
+    input_flops_per_row = len(layers) * 2 * 2 * projection * 4 * cells
+    float32_bytes = sum(4 * (layer.weight_hh.numel() + layer.weight_proj.numel()) for layer in layers)
+    step_bytes = {
+        "fp32": float32_bytes,
+        "bf16": float32_bytes // 2,
+        "int8": float32_bytes // 4  # int8 values, plus one bf16 or float32 scale per output channel
+        + sum(2 * 2 * (4 * cells + projection) for _ in layers),
+    }
+    with torch.inference_mode():
+        sets = linear_sets(None)
+        input_ms = _time_ms(lambda: input_blocks(sets), args.repeats + 2)
+        step_ms = {
+            rows: _time_ms(lambda rows=rows: one_step(sets, rows), args.repeats + (12 if rows == 1 else 4))
+            for rows in grid
+        }
+        kinds = {"fp32": sets} | {compression: linear_sets(compression) for compression in COMPRESSED_PATHS.values()}
+        one_row_times = {kind: [] for kind in kinds}
+        for _ in range(args.repeats + 12):  # interleaved, so that all kinds see the same machine
+            for kind, kind_sets in kinds.items():
+                one_row_times[kind].append(_time_ms(lambda sets=kind_sets: one_step(sets, 1), 1))
+        one_row_ms = {kind: statistics.median(times) for kind, times in one_row_times.items()}
+        model.compress_lstm_weights(None)
+    return {
+        "cpu": cpu_description(),
+        "products": "oneDNN, packed weights"
+        if onednn_linear_applies(layers[0].weight_hh, inputs)
+        else "torch.bmm (oneDNN not used)",
+        "torch": torch.__version__,
+        "flops_per_token": flops_per_token(config),
+        "input_block_rows": block_rows,
+        "input_flops_per_row": input_flops_per_row,
+        "input_gflops": input_flops_per_row * block_rows / input_ms / 1e6,
+        "step_flops_per_row": step_flops_per_row,
+        "step_ms": step_ms,
+        "step_gflops": {rows: step_flops_per_row * rows / ms / 1e6 for rows, ms in step_ms.items()},
+        "step_bytes": step_bytes,
+        "one_row_step_ms": one_row_ms,
+        "bandwidth_gbs": float32_bytes / one_row_ms["fp32"] / 1e6,
+    }
+
+
+def _interpolate(points: dict[int, float], x: int) -> float:
+    """Piecewise-linear interpolation of `points` {x: y} at `x` (clamped to the measured range)."""
+    xs = sorted(points)
+    if x <= xs[0]:
+        return points[xs[0]]
+    for left, right in zip(xs, xs[1:], strict=False):
+        if x <= right:
+            return points[left] + (points[right] - points[left]) * (x - left) / (right - left)
+    return points[xs[-1]] * x / xs[-1]
+
+
+def ceiling_tok_s(ceilings: dict, sentences: list[list[str]], batch_size: int, path: str) -> tuple[float, str]:
+    """
+    The setting's ceiling in words/s and its kind. Batch 1: its time steps (words + 2 per sentence), each streaming
+    the step's weights (float32, or the path's compressed ones) at the measured GB/s. Larger batches: the time the
+    measured products take for its batches (each step at its own row count; input-to-gate products and the
+    character side at the input-to-gate GEMM rate, the character CNN once per distinct word of a batch and for
+    `<S>`, `</S>`, as the model runs it).
+    """
+    words = sum(map(len, sentences))
+    steps = ceilings["step_ms"]
+    if batch_size == 1:
+        step_bytes = ceilings["step_bytes"][COMPRESSED_PATHS.get(path, "fp32")]
+        seconds = sum(len(sentence) + 2 for sentence in sentences) * step_bytes / (ceilings["bandwidth_gbs"] * 1e9)
+        return words / seconds, "bandwidth"
+    rate = ceilings["input_gflops"] * 1e9
+    seconds = 0.0
+    for start in range(0, len(sentences), batch_size):
+        batch = sentences[start : start + batch_size]
+        distinct = len({word for sentence in batch for word in sentence}) + 2
+        seconds += distinct * ceilings["flops_per_token"]["char"] / rate
+        lengths = sorted((len(sentence) + 2 for sentence in batch), reverse=True)
+        seconds += sum(lengths) * ceilings["input_flops_per_row"] / rate
+        seconds += sum(_interpolate(steps, sum(n > t for n in lengths)) for t in range(lengths[0])) / 1000
+    return words / seconds, "GEMM"
 
 
 def _spawn(args: argparse.Namespace, mode: str, model_dir: Path, **options) -> dict | None:
@@ -177,34 +434,81 @@ def _spawn(args: argparse.Namespace, mode: str, model_dir: Path, **options) -> d
     return json.loads(lines[-1][len("RESULT ") :])
 
 
+def _median_range(values: list[float]) -> tuple[float, float, float]:
+    return statistics.median(values), min(values), max(values)
+
+
+def _print_ceilings(name: str, rounds: list[dict]) -> None:
+    """One model's ceilings over the rounds: medians, with ranges where there are several rounds."""
+
+    def show(values: list[float], digits: int = 0) -> str:
+        middle, low, high = _median_range(values)
+        text = f"{middle:,.{digits}f}"
+        return text if len(values) == 1 else f"{text} ({low:,.{digits}f}-{high:,.{digits}f})"
+
+    first = rounds[0]
+    flops = first["flops_per_token"]
+    grid = [rows for rows in first["step_gflops"] if rows in (1, 8, 32, 64) or rows == max(first["step_gflops"])]
+    mib = {kind: count / 2**20 for kind, count in first["step_bytes"].items()}
+    total, lstm, char_side = (flops["lstm"] + flops["char"]) / 1e6, flops["lstm"] / 1e6, flops["char"] / 1e6
+    print(f"\n{name}: FLOP/token {total:.1f} M (LSTM {lstm:.1f} M, char side {char_side:.1f} M); "
+          f"products: {first['products']}")  # fmt: skip
+    print(f"  input-to-gate GEMM, {first['input_block_rows']} rows: {show([r['input_gflops'] for r in rounds])} "
+          "GFLOP/s")  # fmt: skip
+    for rows in grid:
+        gflops, ms = [r["step_gflops"][rows] for r in rounds], [r["step_ms"][rows] for r in rounds]
+        print(f"  one time step (all layers and directions), {rows} rows: {show(gflops)} GFLOP/s, {show(ms, 2)} ms")
+    print(f"  weights streamed per time step: fp32 {mib['fp32']:.1f} MiB, int8 {mib['int8']:.1f} MiB, "
+          f"bf16 {mib['bf16']:.1f} MiB; one step at 1 row: "
+          + ", ".join(f"{kind} {show([r['one_row_step_ms'][kind] for r in rounds], 2)} ms" for kind in mib)
+          + f"; float32 bandwidth {show([r['bandwidth_gbs'] for r in rounds], 1)} GB/s")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--conll", type=Path, default=DEFAULT_CONLL, help="CoNLL-2003 dev.txt")
     parser.add_argument("--models", default="small,original")
     parser.add_argument("--batch-sizes", default="1,32,64")
-    parser.add_argument("--paths", default="fast,fast-cache,reference", help="fast-cache: with the word cache on")
+    parser.add_argument(
+        "--paths",
+        default="fast,fast-int8,fast-bf16,fast-cache,reference",
+        help="fast-cache: with the word cache on; fast-int8 / fast-bf16: compressed recurrent and projection weights",
+    )
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/elmo-bench"), help="checkpoints are kept here")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--long-sentence-words", type=int, default=2000, help="0 to skip")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per setting; the median is reported")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of the whole list of settings, interleaved")
+    parser.add_argument(
+        "--ceilings",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure the GEMM and bandwidth ceilings in every round and report each figure as a fraction of them",
+    )
     parser.add_argument(
         "--omp-passive",
         action="store_true",
         help="run the workers with OMP_WAIT_POLICY=PASSIVE: on a CPU shared with other busy processes, spinning "
         "OpenMP threads otherwise slow every small parallel operation down by orders of magnitude",
     )
-    parser.add_argument("--worker", choices=["speed", "accuracy"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["speed", "accuracy", "ceilings", "compare"], help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--path", default="fast", help=argparse.SUPPRESS)
     parser.add_argument("--batch-size", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--sentences", type=int, default=32, help=argparse.SUPPRESS)
     parser.add_argument("--long-sentence", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--max-rows", type=int, default=64, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.repeats < 1:
-        parser.error(f"--repeats must be at least 1, got {args.repeats}")
+    if args.repeats < 1 or args.rounds < 1:
+        parser.error(f"--repeats and --rounds must be at least 1, got {args.repeats} and {args.rounds}")
     if args.worker:
-        result = worker_speed(args) if args.worker == "speed" else worker_accuracy(args)
-        print("RESULT " + json.dumps(result), flush=True)
+        workers = {
+            "speed": worker_speed,
+            "accuracy": worker_accuracy,
+            "ceilings": worker_ceilings,
+            "compare": worker_compare,
+        }
+        print("RESULT " + json.dumps(workers[args.worker](args)), flush=True)
         return
 
     sys.path.insert(0, str(REPO))
@@ -212,33 +516,104 @@ def main() -> None:
     lengths = list(map(len, corpus))
     policy = "PASSIVE" if args.omp_passive else os.environ.get("OMP_WAIT_POLICY", "default")
     average = sum(lengths) / len(lengths)
+    cpu = cpu_description()
+    print(f"CPU: {cpu['model']} ({cpu['vendor']}), L3 {cpu['l3']}, {os.cpu_count()} logical CPUs", flush=True)
     print(f"corpus: {len(corpus)} sentences, {sum(lengths)} words, avg {average:.1f}; threads={args.threads}; "
           f"OMP_WAIT_POLICY={policy}; load average {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
-    rows = []
+    batch_sizes = list(map(int, args.batch_sizes.split(",")))
+    settings = []  # (model name, model dir, path, batch size label, batch size, options)
     for name in args.models.split(","):
         model_dir = ensure_model(args.work_dir, name)
         for path in args.paths.split(","):
-            for batch_size in map(int, args.batch_sizes.split(",")):
+            for batch_size in batch_sizes:
                 count = SENTENCES.get(name, {}).get(path, {}).get(batch_size, 64)
-                result = _spawn(args, "speed", model_dir, path=path, batch_size=batch_size, sentences=count)
-                if result:
-                    rows.append((name, path, f"{batch_size}", result))
-                    print(f"{name:>8} {path:>9} bs={batch_size:<3} {result}", flush=True)
+                options = {"path": path, "batch_size": batch_size, "sentences": count}
+                settings.append((name, model_dir, path, f"{batch_size}", batch_size, options))
         if args.long_sentence_words:
-            result = _spawn(args, "speed", model_dir, long_sentence=args.long_sentence_words)
+            label = f"1 ({args.long_sentence_words}-word sentence)"
+            settings.append((name, model_dir, "fast", label, 1, {"long_sentence": args.long_sentence_words}))
+    compare = bool(COMPRESSED_PATHS.keys() & set(args.paths.split(",")))  # compressed paths: also side by side
+    comparisons = {(name, batch_size): [] for name in args.models.split(",") for batch_size in batch_sizes}
+    results = {index: [] for index in range(len(settings))}  # per setting: (round result, that round's ceilings)
+    ceilings = {name: [] for name in args.models.split(",")}
+    loads = [os.getloadavg()[0]]
+    for round_index in range(args.rounds):
+        round_ceilings = {}
+        for index, (name, model_dir, path, label, _, options) in enumerate(settings):
+            if args.ceilings and name not in round_ceilings:
+                round_ceilings[name] = _spawn(args, "ceilings", model_dir, max_rows=max(batch_sizes))
+                if round_ceilings[name]:
+                    for key in ("step_ms", "step_gflops"):  # JSON keys are strings
+                        round_ceilings[name][key] = {int(k): v for k, v in round_ceilings[name][key].items()}
+                    ceilings[name].append(round_ceilings[name])
+                    print(f"{name:>8} round {round_index + 1} ceilings {json.dumps(round_ceilings[name])}", flush=True)
+            result = _spawn(args, "speed", model_dir, **options)
             if result:
-                rows.append((name, "fast", f"1 ({args.long_sentence_words}-word sentence)", result))
-                print(f"{name:>8} long sentence {result}", flush=True)
-        accuracy = _spawn(args, "accuracy", model_dir, sentences=16)
+                results[index].append((result, round_ceilings.get(name)))
+                print(f"{name:>8} round {round_index + 1} {path:>9} bs={label:<3} {result}", flush=True)
+        for (name, batch_size), found in comparisons.items() if compare else ():
+            count = SENTENCES.get(name, {}).get("fast", {}).get(batch_size, 64)
+            result = _spawn(args, "compare", ensure_model(args.work_dir, name), batch_size=batch_size, sentences=count)
+            if result:
+                found.append(result)
+                print(f"{name:>8} round {round_index + 1} compressed vs float32 bs={batch_size}: {result}", flush=True)
+        loads.append(os.getloadavg()[0])
+        print(f"load average after round {round_index + 1}: {loads[-1]:.2f}", flush=True)
+    for name in args.models.split(","):
+        accuracy = _spawn(args, "accuracy", ensure_model(args.work_dir, name), sentences=16)
         print(f"{name:>8} accuracy on 16 sentences: {accuracy}", flush=True)
-    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
-    print("\n| model | path | batch | tok/s (median) | passes | peak RSS (MiB) | tokens |")
-    print("|---|---|---|---|---|---|---|")
-    for name, path, batch, result in rows:
-        low, high = result["tok_s_range"]
+    print(f"load average (1 min) at the start, after each round: {', '.join(f'{load:.2f}' for load in loads)}")
+    if any(comparisons.values()):
+        print("\nCompressed recurrent and projection weights vs float32, interleaved in one process (forward only; "
+              "median of all passes of all rounds, range):")  # fmt: skip
+        print("| model | batch | fp32 tok/s | int8 tok/s | bf16 tok/s | int8 speedup | bf16 speedup | passes |")
+        print("|---|---|---|---|---|---|---|---|")
+        for (name, batch_size), found in comparisons.items():
+            if not found:
+                continue
+            speed = {kind: [v for result in found for v in result["tok_s"][kind]] for kind in found[0]["tok_s"]}
+            ratio = {kind: [v for result in found for v in result["speedup"][kind]] for kind in found[0]["speedup"]}
+
+            def show(values: list[float], form: str) -> str:
+                middle, low, high = _median_range(values)
+                return f"{middle:{form}} ({low:{form}}-{high:{form}})"
+
+            print(f"| {name} | {batch_size} | {show(speed['fp32'], ',.0f')} | {show(speed['int8'], ',.0f')} "
+                  f"| {show(speed['bf16'], ',.0f')} | {show(ratio['int8'], '.2f')}x | {show(ratio['bf16'], '.2f')}x "
+                  f"| {len(ratio['int8'])} |")  # fmt: skip
+    if any(ceilings.values()):
+        print(f"\nCeilings on {cpu['model']}, L3 {cpu['l3']}, {args.threads} threads (median of the rounds, range):")
+        for name, rounds in ceilings.items():
+            if rounds:
+                _print_ceilings(name, rounds)
+    print("\n| model | path | batch | tok/s (median) | passes | GFLOP/s | ceiling (tok/s) | of ceiling "
+          "| peak RSS (MiB) | tokens |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for index, (name, _, path, label, batch_size, options) in enumerate(settings):
+        if not results[index]:
+            continue
+        speeds = [result["tok_s"] for result, _ in results[index]]
+        low = min(result["tok_s_range"][0] for result, _ in results[index])
+        high = max(result["tok_s_range"][1] for result, _ in results[index])
+        ceiling_text = fraction_text = gflops_text = "-"
+        limits = [(result, limit) for result, limit in results[index] if limit]
+        if limits:
+            sentences = setting_sentences(args.conll, options.get("sentences", 0), options.get("long_sentence", 0))
+            measured = [
+                (result["tok_s"], *ceiling_tok_s(limit, sentences, batch_size, path)) for result, limit in limits
+            ]
+            ceiling = statistics.median(tok_s for _, tok_s, _ in measured)
+            fractions = [speed / tok_s for speed, tok_s, _ in measured]
+            ceiling_text = f"{ceiling:,.0f} ({measured[0][2]})"
+            flops = limits[0][1]["flops_per_token"]
+            gflops_text = f"{statistics.median(speeds) * (flops['lstm'] + flops['char']) / 1e9:.0f}"
+            middle, least, most = _median_range(fractions)
+            fraction_text = f"{middle:.0%}" + (f" ({least:.0%}-{most:.0%})" if len(fractions) > 1 else "")
         print(
-            f"| {name} | {path} | {batch} | {result['tok_s']:,.0f} | {low:,}-{high:,} | {result['peak_rss_mib']:,} "
-            f"| {result['tokens']} |"
+            f"| {name} | {path} | {label} | {statistics.median(speeds):,.0f} | {low:,}-{high:,} | {gflops_text} "
+            f"| {ceiling_text} "
+            f"| {fraction_text} | {max(result['peak_rss_mib'] for result, _ in results[index]):,} "
+            f"| {results[index][0][0]['tokens']} |"
         )
 
 

@@ -15,9 +15,11 @@ from transformers.utils import ModelOutput
 from transformers.utils.generic import can_return_tuple
 
 from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
+from .compressed_linear import WEIGHT_COMPRESSIONS, compressed_linear, compressed_linear_applies
 from .configuration_elmo import ElmoConfig
 from .cpu_linear import LinearFn, onednn_linear, onednn_linear_applies
 from .crf import LinearChainCrf, bio_constraints
+from .padded_recurrence import is_exporting, padded_bilm_layers
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
 from .weight_snapshot import WeightSnapshot
 from .word_embedding_store import WordEmbeddingStore, word_keys
@@ -220,8 +222,11 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self.cell_clip = config.cell_clip
         self.proj_clip = config.proj_clip
         self.forget_bias = config.lstm_forget_bias
-        # (snapshot of the recurrent and projection weights, their packed oneDNN products): `_inference_linears`
-        self._packed_linears: tuple[WeightSnapshot, list] | None = None
+        # None (float32), "int8" or "bf16": how the inference path keeps the recurrent and projection weights
+        self.weight_compression: str | None = None
+        # (snapshot of the recurrent and projection weights, (compression, oneDNN), the products derived from them):
+        # `_inference_linears`
+        self._packed_linears: tuple[WeightSnapshot, tuple[str | None, bool], list] | None = None
 
     def __getstate__(self) -> dict:
         return {**super().__getstate__(), "_packed_linears": None}  # packed oneDNN weights cannot be pickled
@@ -298,34 +303,52 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         """
         The input-to-gate, recurrent and projection products of the inference path, with the directions each set
         computes: both at once with `bmm`, or on x86 CPUs in float32 one direction at a time through oneDNN
-        (`cpu_linear`), with the recurrent and projection weights packed once into oneDNN's layout. The packed
-        weights are kept between calls with a copy of the weights they were packed from (`WeightSnapshot`) and
-        packed again whenever the weights differ from that copy, however they were changed.
+        (`cpu_linear`), with the recurrent and projection weights packed once into oneDNN's layout; with
+        `weight_compression` set (eval mode, CPU, float32), the recurrent and projection products use compressed
+        copies of the weights (`compressed_linear`), one direction at a time (not in training mode, where the first
+        pass of reentrant gradient checkpointing also runs without gradients). The packed or compressed weights are
+        kept between calls with a copy of the weights they were derived from (`WeightSnapshot`) and derived again
+        whenever the weights differ from that copy, however they were changed. The input-to-gate products read
+        `weight_ih` at call time, so they never hold on to a replaced tensor.
         """
-        if not onednn_linear_applies(self.weight_hh, inputs):
+        applies = not self.training and compressed_linear_applies(self.weight_hh, inputs)  # eval mode only
+        compression = self.weight_compression if applies else None
+        onednn = onednn_linear_applies(self.weight_hh, inputs)
+        if compression is None and not onednn:
             bmm_linears = (
                 lambda rows: torch.bmm(rows, self.weight_ih),
                 lambda hidden: torch.bmm(hidden, self.weight_hh),
                 lambda cell_output: torch.bmm(cell_output, self.weight_proj),
             )
             return [(slice(0, 2), bmm_linears)]
-        packed_weights = [self.weight_hh, self.weight_proj]
+        packed_weights, kind = [self.weight_hh, self.weight_proj], (compression, onednn)
         cached = self._packed_linears  # one read: another thread may replace it
-        if cached is not None and cached[0].matches(packed_weights):
-            return cached[1]
+        if cached is not None and cached[1] == kind and cached[0].matches(packed_weights):
+            return cached[2]
         self._packed_linears = cached = None  # free the old packed weights before packing new ones
+
+        def step_linear(weight: torch.Tensor) -> LinearFn:
+            if compression is not None:
+                return compressed_linear(weight, compression, self.PACKED_WEIGHT_ROWS)
+            return onednn_linear(weight, self.PACKED_WEIGHT_ROWS)
+
+        def input_linear(direction: int) -> LinearFn:
+            if onednn:
+                return lambda rows: onednn_linear(self.weight_ih[direction])(rows)
+            return lambda rows: torch.matmul(rows, self.weight_ih[direction])
+
         linears = [
             (
                 slice(direction, direction + 1),
                 (
-                    onednn_linear(self.weight_ih[direction]),
-                    onednn_linear(self.weight_hh[direction], self.PACKED_WEIGHT_ROWS),
-                    onednn_linear(self.weight_proj[direction], self.PACKED_WEIGHT_ROWS),
+                    input_linear(direction),
+                    step_linear(self.weight_hh[direction]),
+                    step_linear(self.weight_proj[direction]),
                 ),
             )
             for direction in range(2)
         ]
-        self._packed_linears = (WeightSnapshot(packed_weights), linears)
+        self._packed_linears = (WeightSnapshot(packed_weights), kind, linears)
         return linears
 
     def _recur_in_place(
@@ -778,6 +801,32 @@ class ElmoModel(ElmoPreTrainedModel):
         """Drop the word cache of `enable_word_cache`."""
         self.char_encoder.word_cache = None
 
+    def compress_lstm_weights(self, compression: str | None) -> None:
+        """
+        Opt-in for inference on CPUs: keep the biLM's recurrent and projection weights (the ones every time step
+        reads) as `"int8"` (weight-only, one float scale per output channel) or `"bf16"` for the products of the
+        no-gradient path in eval mode, with float32 accumulation (`compressed_linear`); `None` goes back to float32.
+        Faster where streaming those weights bounds the speed (small batches, batch 1 above all), slower at large
+        batches, and no longer exact: see the README (Speed and memory) for speed and errors.
+
+        The parameters stay float32 and untouched: training mode, gradients, `reference_implementation()`, other
+        dtypes or devices, CPU autocast and `torch.compile` run as before, and `save_pretrained` saves the
+        float32 weights (the choice is not saved). The compressed copies are derived on first use and checked
+        against a copy of the weights they came from on every call, so weight updates never leave them stale.
+        """
+        if compression is not None and not (isinstance(compression, str) and compression in WEIGHT_COMPRESSIONS):
+            choices = ", ".join(map(repr, WEIGHT_COMPRESSIONS))
+            raise ValueError(f"compression must be one of {choices} or None, got {compression!r}.")
+        for weight in (layer.weight_hh for layer in self.bilm.layers if compression is not None):
+            if weight.device.type != "cpu" or weight.dtype != torch.float32:
+                raise ValueError(
+                    f"compress_lstm_weights({compression!r}) needs the float32 model on a CPU; the LSTM weights are "
+                    f"{weight.dtype} on {weight.device}."
+                )
+        for layer in self.bilm.layers:
+            layer.weight_compression = compression
+            layer._packed_linears = None  # free the products derived under the previous choice
+
     def set_token_embedding_table(self, words: list[str], embeddings: torch.Tensor | None) -> None:
         """
         Use precomputed context-independent token embeddings `embeddings` (len(words), projection_dim) for `words`
@@ -832,6 +881,36 @@ class ElmoModel(ElmoPreTrainedModel):
             stored.append((unsorted_hidden, unsorted_cell))
         self._lstm_states = stored
 
+    def _forward_exportable(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None, output_hidden_states: bool | None
+    ) -> ElmoModelOutput:
+        """
+        `forward` for `torch.export` (`padded_recurrence`): the same outputs with symbolic batch and word dimensions.
+        Stateless only; shapes are checked, values are not (that would read them).
+        """
+        if self.config.stateful:
+            raise ValueError(
+                "A stateful ElmoModel (config.stateful=True) cannot be exported: its LSTM states carry over between "
+                "calls. Set model.config.stateful = False to export the stateless model."
+            )
+        if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.max_characters_per_token:
+            raise ValueError(
+                "input_ids must have shape (batch_size, num_words, "
+                f"{self.config.max_characters_per_token}), got {tuple(input_ids.shape)}."
+            )
+        if attention_mask is None:
+            attention_mask = (input_ids != 0).any(dim=-1)
+        layers = padded_bilm_layers(
+            self.char_encoder, self.bilm, self.boundary_char_ids(input_ids.device), input_ids, attention_mask
+        )
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+        return ElmoModelOutput(
+            last_hidden_state=layers[-1],
+            hidden_states=layers if output_hidden_states else None,
+            elmo_representations=tuple(mix(layers, attention_mask) for mix in self.scalar_mixes) or None,
+        )
+
     @can_return_tuple
     def forward(
         self,
@@ -849,6 +928,8 @@ class ElmoModel(ElmoPreTrainedModel):
             output_hidden_states (`bool`, *optional*):
                 Return all `num_hidden_layers + 1` layers as `hidden_states`.
         """
+        if is_exporting():  # torch.export / ONNX: the padded path, with no Python values read from tensors
+            return self._forward_exportable(input_ids, attention_mask, output_hidden_states)
         _check_indices("input_ids", input_ids, self.config.char_vocab_size)
         if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.max_characters_per_token:
             raise ValueError(

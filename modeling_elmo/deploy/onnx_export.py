@@ -1,0 +1,267 @@
+"""`elmo-export-onnx MODEL_DIR OUT.onnx [--opset N] [--overwrite]`: an ELMo folder as one ONNX file.
+
+Loads `AutoModel.from_pretrained(MODEL_DIR)` (the `ElmoModel` of any ELMo folder: converted, pretrained or the biLM
+of a fine-tuned tagger) and exports it with the dynamo exporter (`torch.onnx.export(..., dynamo=True)`), which
+traces `torch.export`: `ElmoModel.forward` then takes its padded path (`padded_recurrence`), whose recurrence is one
+`scan` per layer, written as ONNX `Scan`. The graph:
+
+- inputs `input_ids` int64 (batch, words, max_characters_per_token), the character ids of `ElmoTokenizer` (a padded
+  word is all zeros), and `attention_mask` int64 (batch, words), 1 for words and 0 for padding, any padding side;
+  `batch` and `words` are dynamic;
+- one output `hidden_states` float32 (batch, num_hidden_layers + 1, words, 2 * projection_dim): every layer stacked,
+  as AllenNLP's `ElmoEmbedder.batch_to_embeddings` returns them: the token layer `[x; x]`, then `[forward;
+  backward]` of every LSTM layer; zero at padding. (No scalar mixes: a consumer mixes the layers it wants.)
+
+Stateless only (a folder with `stateful: true` is refused). Before it is moved into place, the file is run with
+onnxruntime on a batch of another shape than the one traced (left and right padding, a one-word sentence) and
+compared with PyTorch's own path, all layers; the max abs difference is printed, and beyond `--tolerance` the export
+fails. The file is written beside OUT under a hidden temporary name and renamed into place only when verified; an
+existing OUT is refused unless `--overwrite`. Errors: one line `elmo-export-onnx: error: ...` on stderr, status 1.
+Needs the `onnx` extra: `pip install "elmo-transformers[onnx]"`.
+"""
+
+import argparse
+import contextlib
+import importlib.util
+import logging
+import os
+import random
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..character_ids import word_to_char_ids
+from ..conversion.convert import _reason, _umask
+
+PROG = "elmo-export-onnx"
+INPUT_NAMES = ["input_ids", "attention_mask"]
+OUTPUT_NAMES = ["hidden_states"]
+ONNX_PACKAGES = ("onnx", "onnxscript", "onnxruntime")  # onnxscript: the dynamo exporter's ops
+DEFAULT_TOLERANCE = 1e-5
+# (words per row, left-padded?) of the batch traced, and of the different batch the exported file is checked on
+TRACE_ROWS = [(5, False), (3, False), (2, True)]
+CHECK_ROWS = [(9, False), (1, False), (6, True), (4, False), (1, True)]
+
+
+class OnnxExportError(Exception):
+    """An export that cannot proceed; the message names the path or the cause."""
+
+
+class ElmoLayers(nn.Module):
+    """The exported function: an `ElmoModel`'s every layer, stacked."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """`input_ids` (batch, words, chars), `attention_mask` (batch, words) -> (batch, layers, words, 2 * proj)."""
+        output = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        return torch.stack(output.hidden_states, dim=1)
+
+
+def example_batch(rows: list[tuple[int, bool]], max_characters: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """
+    Random words as `ElmoTokenizer` encodes them: `input_ids` (batch, max words, max_characters) int64 and
+    `attention_mask` (batch, max words) int64, a row per `(words, left_padded)` of `rows`.
+    """
+    rng = random.Random(seed)
+    width = max(length for length, _ in rows)
+    input_ids = torch.zeros(len(rows), width, max_characters, dtype=torch.long)
+    attention_mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for row, (length, left_padded) in enumerate(rows):
+        for column in range(width - length, width) if left_padded else range(length):
+            word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyzÄé.,-") for _ in range(rng.randint(1, 12)))
+            input_ids[row, column] = torch.tensor(word_to_char_ids(word, max_characters))
+            attention_mask[row, column] = 1
+    return input_ids, attention_mask
+
+
+def _require_onnx_packages() -> None:
+    missing = [name for name in ONNX_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise OnnxExportError(
+            f"{', '.join(missing)} not installed: install the onnx extra (pip install 'elmo-transformers[onnx]')."
+        )
+
+
+def load_model(model_dir: str | os.PathLike) -> nn.Module:
+    """The stateless `ElmoModel` of an ELMo folder, in eval mode (`OnnxExportError` otherwise)."""
+    from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
+
+    from .. import ElmoModel  # registers the ELMo Auto classes
+
+    path = Path(model_dir)
+    progress_bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # errors stay one line
+    try:
+        model = AutoModel.from_pretrained(path)
+    except (OSError, ValueError, KeyError) as error:
+        raise OnnxExportError(f"cannot load {path}: {' '.join(str(error).split())}") from error
+    finally:
+        if progress_bars:
+            hf_logging.enable_progress_bar()
+    if not isinstance(model, ElmoModel):
+        raise OnnxExportError(f"{path} holds a {type(model).__name__}, not an ELMo model.")
+    if model.config.stateful:
+        raise OnnxExportError(
+            f'{path} is stateful (config.json has "stateful": true): LSTM states carried between calls cannot be '
+            "exported; set it to false to export the stateless model."
+        )
+    return model.eval()
+
+
+@contextlib.contextmanager
+def _quiet_exporter() -> Iterator[None]:
+    """Silence the exporter's progress lines and its warnings about optional packages and axis names."""
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning)
+            warnings.filterwarnings("ignore", message=".*axis name.*")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def export_to_file(model: nn.Module, path: Path, opset: int | None = None) -> None:
+    """Export `model` (an `ElmoModel`) to the ONNX file `path` (one file, weights inside), dynamic batch and words."""
+    from torch.export import Dim
+
+    batch, words = Dim("batch"), Dim("words")
+    sample = example_batch(TRACE_ROWS, model.config.max_characters_per_token)
+    with _quiet_exporter(), torch.no_grad():
+        program = torch.onnx.export(
+            ElmoLayers(model).eval(),
+            sample,
+            dynamo=True,
+            input_names=INPUT_NAMES,
+            output_names=OUTPUT_NAMES,
+            opset_version=opset,
+            dynamic_shapes={"input_ids": {0: batch, 1: words}, "attention_mask": {0: batch, 1: words}},
+            verbose=False,
+        )
+        program.save(path, external_data=False)
+
+
+def max_difference(model: nn.Module, onnx_path: Path, rows: list[tuple[int, bool]] = CHECK_ROWS) -> float:
+    """Max abs difference over all layers between onnxruntime on `onnx_path` and `model` (its own eager path)."""
+    import onnxruntime
+
+    input_ids, attention_mask = example_batch(rows, model.config.max_characters_per_token, seed=1)
+    session = onnxruntime.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    (exported,) = session.run(None, {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy()})
+    with torch.inference_mode():
+        expected = ElmoLayers(model)(input_ids, attention_mask)
+    if tuple(exported.shape) != tuple(expected.shape):
+        raise OnnxExportError(f"onnxruntime returned shape {tuple(exported.shape)}, expected {tuple(expected.shape)}.")
+    return float((torch.from_numpy(exported) - expected).abs().max())
+
+
+def export_onnx(
+    model_dir: str | os.PathLike,
+    output: str | os.PathLike,
+    opset: int | None = None,
+    overwrite: bool = False,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> float:
+    """
+    Export the `ElmoModel` of `model_dir` to the ONNX file `output`, verified with onnxruntime on another batch shape;
+    returns the max abs difference from PyTorch over all layers. Raises `OnnxExportError`.
+    """
+    output = Path(output)
+    if output.is_dir():
+        raise OnnxExportError(f"{output} is a folder; give the path of the .onnx file to write.")
+    if output.exists() and not overwrite:
+        raise OnnxExportError(f"{output} exists; pass --overwrite to replace it.")
+    if opset is not None and opset < 18:
+        raise OnnxExportError(f"--opset must be at least 18 (the dynamo exporter's lowest), got {opset}.")
+    if not (Path(model_dir) / "config.json").is_file():
+        raise OnnxExportError(f"{model_dir} is not a model folder: it has no config.json.")
+    _require_onnx_packages()
+    model = load_model(model_dir)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".partial")
+        os.close(handle)
+    except OSError as error:
+        raise OnnxExportError(f"cannot write beside {output}: {_reason(error)}") from error
+    temporary = Path(temporary)
+    try:
+        try:
+            export_to_file(model, temporary, opset)
+        except OSError as error:
+            raise OnnxExportError(f"cannot write {output}: {_reason(error)}") from error
+        except Exception as error:  # the exporter's own errors (torch.onnx.errors.*, torch._dynamo.exc.*, ...)
+            lines = [line for line in str(error).splitlines() if line.strip()]
+            raise OnnxExportError(f"export failed: {type(error).__name__}: {lines[0] if lines else ''}") from error
+        try:
+            difference = max_difference(model, temporary)
+        except Exception as error:  # onnxruntime's own errors (a graph it cannot load or run)
+            if isinstance(error, OnnxExportError):
+                raise
+            lines = [line for line in str(error).splitlines() if line.strip()]
+            raise OnnxExportError(
+                f"onnxruntime cannot run the exported file: {type(error).__name__}: {lines[0] if lines else ''}"
+            ) from error
+        if not difference <= tolerance:
+            raise OnnxExportError(
+                f"onnxruntime's outputs differ from PyTorch's by {difference:.3g} (> --tolerance {tolerance:g}); "
+                f"{output} was not written."
+            )
+        if output.exists() and not overwrite:  # again: it may have appeared while the export ran
+            raise OnnxExportError(f"{output} exists; pass --overwrite to replace it.")
+        os.chmod(temporary, 0o666 & ~_umask())  # as any new file (mkstemp creates it 0600)
+        os.replace(temporary, output)
+    except OSError as error:
+        raise OnnxExportError(f"cannot write {output}: {_reason(error)}") from error
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+    return difference
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Export an ELMo folder's ElmoModel to ONNX (every layer, dynamic batch and words), verified "
+        "with onnxruntime.",
+    )
+    parser.add_argument("model_dir", metavar="MODEL_DIR", help="an ELMo folder (config.json + weights)")
+    parser.add_argument("output", metavar="OUT.onnx", help="the ONNX file to write")
+    parser.add_argument("--opset", type=int, default=None, help="ONNX opset (>= 18; default: the exporter's)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT.onnx")
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help=f"max abs difference from PyTorch allowed in the check (default {DEFAULT_TOLERANCE:g})",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        difference = export_onnx(args.model_dir, args.output, args.opset, args.overwrite, args.tolerance)
+    except OnnxExportError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 1
+    rows = ", ".join(str(length) for length, _ in CHECK_ROWS)
+    print(
+        f"Wrote {args.output}. Checked with onnxruntime on {len(CHECK_ROWS)} sentences of {rows} words: max abs "
+        f"difference from PyTorch over all layers {difference:.3g}."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""torch.export and ONNX export of ElmoModel (the padded path of `padded_recurrence`) and `elmo-export-onnx`.
+
+Every exported program is run on batches of other shapes than the traced one (left and right padding, gaps in the
+mask, one-word sentences, batch 1) and compared with the eager model (the packed path), all layers, within 1e-5.
+"""
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from torch.export import Dim
+from transformers import AutoModel, AutoTokenizer
+
+from modeling_elmo import ElmoConfig, ElmoModel
+from modeling_elmo import modeling_elmo as modeling
+from modeling_elmo.character_ids import word_to_char_ids
+from modeling_elmo.deploy import onnx_export
+from modeling_elmo.padded_recurrence import padded_bilm_layers
+
+TOLERANCE = 1e-5
+TINY = dict(  # as tests/test_modeling_elmo_upstream.py's tester
+    char_embedding_dim=4,
+    char_filters=[[1, 4], [2, 8]],
+    num_highway_layers=1,
+    projection_dim=8,
+    lstm_cell_size=16,
+    num_hidden_layers=2,
+)
+CONFIGS = {
+    "clips-skip": dict(max_characters_per_token=12, cell_clip=0.5, proj_clip=0.3, use_skip_connections=True),
+    "no-clips-mixes": dict(
+        max_characters_per_token=7,
+        cell_clip=None,
+        proj_clip=None,
+        use_skip_connections=False,
+        num_hidden_layers=3,
+        num_output_representations=2,
+        scalar_mix_layer_norm=True,
+    ),
+}
+# Rows (number of words, padding side or a mask with gaps) of the traced batch and of the batches checked after.
+TRACED = [(5, "right"), (3, "right")]
+CHECKED = [
+    [(7, "right"), (1, "right"), (4, "left"), (6, "gaps")],
+    [(1, "right")],
+    [(9, "left")],
+    [(2, "left"), (2, "right"), (1, "left"), (3, "gaps"), (8, "right")],
+]
+
+
+def make_batch(rows: list[tuple[int, str]], max_characters: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random words: input_ids (batch, width, max_characters), attention_mask (batch, width). "gaps": the row's
+    words at every other column (the model takes the masked words in order, wherever they are)."""
+    rng = random.Random(seed)
+    width = max(2 * length - 1 if side == "gaps" else length for length, side in rows)
+    input_ids = torch.zeros(len(rows), width, max_characters, dtype=torch.long)
+    attention_mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for row, (length, side) in enumerate(rows):
+        columns = {"right": range(length), "left": range(width - length, width), "gaps": range(0, 2 * length, 2)}
+        for column in columns[side]:
+            word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz.-") for _ in range(rng.randint(1, 14)))
+            input_ids[row, column] = torch.tensor(word_to_char_ids(word, max_characters))
+            attention_mask[row, column] = 1
+    return input_ids, attention_mask
+
+
+def tiny_model(name: str, seed: int = 0) -> ElmoModel:
+    """A random tiny model whose LSTM weights are large enough for the clips to act, biases random too."""
+    torch.manual_seed(seed)
+    model = ElmoModel(ElmoConfig(**{**TINY, **CONFIGS[name]})).eval()
+    with torch.no_grad():
+        for layer in model.bilm.layers:
+            for weight in (layer.weight_ih, layer.weight_hh, layer.weight_proj):
+                weight.mul_(3.0)
+            layer.bias.normal_()
+        for mix in model.scalar_mixes:
+            mix.scalar_parameters.normal_()
+    return model
+
+
+def export(
+    model: ElmoModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, strict: bool = False
+) -> torch.nn.Module:
+    """`torch.export.export` with dynamic batch and words; the program as a module."""
+    batch, words = Dim("batch"), Dim("words")
+    program = torch.export.export(
+        model,
+        (),
+        {"input_ids": input_ids, "attention_mask": attention_mask, "output_hidden_states": True},
+        dynamic_shapes={
+            "input_ids": {0: batch, 1: words},
+            "attention_mask": {0: batch, 1: words},
+            "output_hidden_states": None,
+        },
+        strict=strict,
+    )
+    return program.module()
+
+
+def max_difference(expected: tuple[torch.Tensor, ...], actual: tuple[torch.Tensor, ...]) -> float:
+    assert len(expected) == len(actual)
+    for left, right in zip(expected, actual, strict=True):
+        assert left.shape == right.shape
+    return max(float((left - right).detach().abs().max()) for left, right in zip(expected, actual, strict=True))
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_padded_layers_equal_packed_ones(name):
+    """The padded recurrence itself (run eagerly, Python loop) against the packed path, on many batches."""
+    model = tiny_model(name)
+    chars = model.config.max_characters_per_token
+    for seed, rows in enumerate(CHECKED):
+        input_ids, attention_mask = make_batch(rows, chars, seed)
+        with torch.inference_mode():
+            expected = model(input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
+            actual = padded_bilm_layers(
+                model.char_encoder, model.bilm, model.boundary_char_ids(input_ids.device), input_ids, attention_mask
+            )
+        assert len(actual) == model.config.num_hidden_layers + 1
+        assert max_difference(expected, actual) <= TOLERANCE
+        assert all(float(layer[attention_mask == 0].abs().sum()) == 0 for layer in actual)
+
+
+@pytest.mark.parametrize(("name", "strict"), [("clips-skip", False), ("no-clips-mixes", False), ("clips-skip", True)])
+def test_exported_program_runs_other_shapes(name, strict):
+    """Non-strict export (the default, and the ONNX exporter's) and strict (Dynamo) export."""
+    model = tiny_model(name)
+    chars = model.config.max_characters_per_token
+    exported = export(model, *make_batch(TRACED, chars), strict=strict)
+    for seed, rows in enumerate(CHECKED, start=1):
+        input_ids, attention_mask = make_batch(rows, chars, seed)
+        with torch.inference_mode():
+            expected = model(input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        actual = exported(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        assert max_difference(expected.hidden_states, actual.hidden_states) <= TOLERANCE
+        assert max_difference((expected.last_hidden_state,), (actual.last_hidden_state,)) <= TOLERANCE
+        if model.scalar_mixes:
+            assert max_difference(expected.elmo_representations, actual.elmo_representations) <= TOLERANCE
+
+
+def test_exported_fixture_model(converted_fixture):
+    model = AutoModel.from_pretrained(converted_fixture).eval()
+    tokenizer = AutoTokenizer.from_pretrained(converted_fixture)
+
+    def encode(sentences: list[list[str]], padding_side: str = "right") -> dict[str, torch.Tensor]:
+        encoded = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+        if padding_side == "left":  # move every row's words to the end
+            for row, length in enumerate(encoded["attention_mask"].sum(dim=1).tolist()):
+                for key in ("input_ids", "attention_mask"):
+                    encoded[key][row] = encoded[key][row].roll(encoded[key].shape[1] - length, dims=0)
+        return {key: encoded[key] for key in ("input_ids", "attention_mask")}
+
+    exported = export(model, **encode([["The", "bank", "closed", "."], ["Hello", "world"]]))
+    batches = [
+        encode([["A"]]),
+        encode([["Stocks", "fell", "sharply", "on", "Monday", "in", "Tokyo", "."], ["Yes"], ["He", "left", "."]]),
+        encode([["ELMo", "exports", "now"], ["Straße", "und", "Ärger", "!", "?"]], padding_side="left"),
+    ]
+    for batch in batches:
+        with torch.inference_mode():
+            expected = model(**batch, output_hidden_states=True).hidden_states
+        actual = exported(**batch, output_hidden_states=True).hidden_states
+        assert max_difference(expected, actual) <= TOLERANCE
+
+
+def test_stateful_model_is_refused_for_export():
+    model = tiny_model("clips-skip")
+    model.config.stateful = True
+    with pytest.raises(ValueError, match="stateful"):
+        export(model, *make_batch(TRACED, model.config.max_characters_per_token))
+
+
+def test_eager_calls_keep_the_packed_path(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the padded path ran outside torch.export")
+
+    monkeypatch.setattr(modeling, "padded_bilm_layers", refuse)
+    model = tiny_model("clips-skip")
+    model(*make_batch(TRACED, model.config.max_characters_per_token), output_hidden_states=True)
+
+
+# --- ONNX: elmo-export-onnx ----------------------------------------------------------------------------------------
+
+
+def onnx_session(path: Path):
+    onnxruntime = pytest.importorskip("onnxruntime")
+    return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def require_onnx_extra() -> None:
+    for package in ("onnxruntime", "onnxscript", "onnx"):
+        pytest.importorskip(package, reason=f"{package} is not installed: pip install -e '.[onnx]'")
+
+
+def check_onnx_file(path: Path, model: ElmoModel, batches: list[dict[str, torch.Tensor]]) -> None:
+    """The file's graph (inputs, output, dynamic axes) and its outputs on `batches` against the eager model."""
+    session = onnx_session(path)
+    assert [(i.name, i.type, i.shape[:2]) for i in session.get_inputs()] == [
+        ("input_ids", "tensor(int64)", ["batch", "words"]),
+        ("attention_mask", "tensor(int64)", ["batch", "words"]),
+    ]
+    assert [o.name for o in session.get_outputs()] == ["hidden_states"]
+    for batch in batches:
+        (hidden_states,) = session.run(None, {key: value.numpy() for key, value in batch.items()})
+        with torch.inference_mode():
+            expected = model(**batch, output_hidden_states=True).hidden_states
+        actual = tuple(torch.from_numpy(hidden_states).unbind(dim=1))
+        assert max_difference(expected, actual) <= TOLERANCE
+
+
+def test_onnx_cli_tiny_model(tmp_path, capsys):
+    require_onnx_extra()
+    model = tiny_model("clips-skip")
+    model.save_pretrained(tmp_path / "tiny")
+    output = tmp_path / "out" / "tiny.onnx"
+    output.parent.mkdir()
+    output.write_bytes(b"an older export")
+    assert onnx_export.main([str(tmp_path / "tiny"), str(output), "--overwrite", "--opset", "18"]) == 0
+    assert "max abs difference from PyTorch over all layers" in capsys.readouterr().out
+    assert [path.name for path in output.parent.iterdir()] == ["tiny.onnx"]  # no temporary file left
+    chars = model.config.max_characters_per_token
+    batches = []
+    for seed, rows in enumerate(CHECKED):
+        input_ids, attention_mask = make_batch(rows, chars, seed)
+        batches.append({"input_ids": input_ids, "attention_mask": attention_mask})
+    check_onnx_file(output, model, batches)
+
+
+def test_onnx_cli_fixture_model(converted_fixture, tmp_path):
+    require_onnx_extra()
+    output = tmp_path / "fixture.onnx"
+    assert onnx_export.main([str(converted_fixture), str(output)]) == 0
+    model = AutoModel.from_pretrained(converted_fixture).eval()
+    tokenizer = AutoTokenizer.from_pretrained(converted_fixture)
+    sentences = [[["One"]], [["The", "bank", "closed", "its", "doors", "."], ["Hi"], ["A", "b", "c", "d"]]]
+    batches = []
+    for batch in sentences:
+        encoded = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
+        batches.append({key: encoded[key].long() for key in ("input_ids", "attention_mask")})
+    check_onnx_file(output, model, batches)
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()  # drop what came before (save_pretrained's progress bars)
+    status = onnx_export.main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.err
+
+
+def test_onnx_cli_refusals(tmp_path, capsys):
+    model_dir = tmp_path / "tiny"
+    tiny_model("clips-skip").save_pretrained(model_dir)
+    existing = tmp_path / "existing.onnx"
+    existing.write_bytes(b"keep me")
+    cases = [
+        ((str(model_dir), str(existing)), "exists; pass --overwrite"),
+        ((str(model_dir), str(tmp_path)), "is a folder"),
+        ((str(tmp_path / "missing"), str(tmp_path / "new.onnx")), "has no config.json"),
+        ((str(model_dir), str(tmp_path / "new.onnx"), "--opset", "13"), "at least 18"),
+    ]
+    for argv, message in cases:
+        status, err = run_cli(capsys, *argv)
+        assert status == 1
+        assert err.startswith("elmo-export-onnx: error: ") and message in err and err.count("\n") == 1
+    assert existing.read_bytes() == b"keep me"
+    assert not (tmp_path / "new.onnx").exists()
+
+
+def test_onnx_cli_refuses_a_stateful_folder(tmp_path, capsys):
+    require_onnx_extra()
+    model = tiny_model("clips-skip")
+    model.config.stateful = True
+    model.save_pretrained(tmp_path / "stateful")
+    status, err = run_cli(capsys, str(tmp_path / "stateful"), str(tmp_path / "out.onnx"))
+    assert status == 1 and "stateful" in err and err.count("\n") == 1
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["stateful"]
+
+
+def test_onnx_cli_names_missing_packages(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(onnx_export, "ONNX_PACKAGES", ("onnx", "no_such_package_for_elmo"))
+    tiny_model("clips-skip").save_pretrained(tmp_path / "tiny")
+    status, err = run_cli(capsys, str(tmp_path / "tiny"), str(tmp_path / "out.onnx"))
+    assert status == 1 and "no_such_package_for_elmo not installed" in err and "[onnx]" in err
+
+
+def test_onnx_cli_failed_check_leaves_nothing(tmp_path, capsys, monkeypatch):
+    """A file that fails the onnxruntime check is not moved into place: the old OUT stays, no temporary remains."""
+    require_onnx_extra()
+    monkeypatch.setattr(onnx_export, "export_to_file", lambda model, path, opset=None: path.write_bytes(b"partial"))
+    monkeypatch.setattr(onnx_export, "max_difference", lambda model, path: 0.5)
+    tiny_model("clips-skip").save_pretrained(tmp_path / "tiny")
+    output = tmp_path / "out" / "model.onnx"
+    output.parent.mkdir()
+    output.write_bytes(b"previous")
+    status, err = run_cli(capsys, str(tmp_path / "tiny"), str(output), "--overwrite")
+    assert status == 1 and "differ from PyTorch's by 0.5" in err and "was not written" in err
+    assert output.read_bytes() == b"previous"
+    assert [path.name for path in output.parent.iterdir()] == ["model.onnx"]
