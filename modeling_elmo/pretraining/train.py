@@ -291,8 +291,9 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
     model, fresh_softmax = build_model(args, options, vocab, lm_overrides)
     batch_size = training_args.per_device_train_batch_size
     world_size = training_args.world_size
+    positions = options.n_train_tokens  # the corpus size, as bilm-tf counts it; counted only when needed
     if training_args.max_steps <= 0:
-        positions = options.n_train_tokens or count_positions(train_files, progress=training_args.should_log)
+        positions = positions or count_positions(train_files, progress=training_args.should_log)
         per_step = batch_size * unroll_steps * world_size * training_args.gradient_accumulation_steps
         training_args.max_steps = max(1, math.ceil(training_args.num_train_epochs * positions / per_step))
         logger.info(
@@ -344,6 +345,7 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
             trainer.accelerator.unwrap_model(trainer.model).config,
             options=options.to_dict(),
             corpus_files=[str(path) for path in train_files],
+            corpus_positions=positions,
             train_positions=training_args.max_steps * batch_size * unroll_steps * world_size,
             metrics=metrics,
         )

@@ -119,6 +119,7 @@ def test_the_output_folder_is_complete(corpus):
     assert config["max_characters_per_token"] == 16
     card = (output / "README.md").read_text()
     assert "eval_perplexity" in card and '"unroll_steps": 8' in card and "elmo-export" in card
+    assert "Corpus size: not counted" in card  # --max_steps given: the corpus was not read for its size
     assert isinstance(AutoModel.from_pretrained(output), ElmoModel)
     pretraining = AutoModelForPreTraining.from_pretrained(output)
     assert isinstance(pretraining, ElmoForPreTraining)
