@@ -9,16 +9,16 @@ import pickle
 
 import pytest
 import torch
+from model_inputs import char_ids as _char_ids
+from model_inputs import random_model as _model
 
 from modeling_elmo import ElmoModel, ElmoTokenizer
-from modeling_elmo.character_ids import word_to_char_ids
 from modeling_elmo.compressed_linear import (
     INT8_K_MULTIPLE,
     compressed_linear,
     int8_activation_dtype,
     quantize_int8,
 )
-from modeling_elmo.conversion.original_checkpoint import load_original_checkpoint
 from modeling_elmo.modeling_elmo import ElmoLstmLayer
 
 WORDS = "the bank closed its doors . river boats go by Zürich naïve café ! a , of".split()
@@ -37,21 +37,6 @@ def _sentences(seed: int, count: int, max_words: int) -> list[list[str]]:
         length = int(torch.randint(1, max_words + 1, (1,), generator=generator))
         sentences.append([WORDS[int(i)] for i in torch.randint(len(WORDS), (length,), generator=generator)])
     return sentences
-
-
-def _char_ids(sentences: list[list[str]]) -> torch.Tensor:
-    """Right-padded character ids (batch, max_words, 50)."""
-    ids = torch.zeros(len(sentences), max(map(len, sentences)), 50, dtype=torch.long)
-    for row, words in enumerate(sentences):
-        ids[row, : len(words)] = torch.tensor([word_to_char_ids(word) for word in words])
-    return ids
-
-
-def _model(random_checkpoint, seed: int = 0, **architecture) -> ElmoModel:
-    config, state = load_original_checkpoint(*random_checkpoint(seed=seed, **architecture))
-    model = ElmoModel(config)
-    model.load_state_dict(state)
-    return model.eval()
 
 
 def _layers(model: ElmoModel, ids: torch.Tensor, grad: bool = False) -> tuple[torch.Tensor, ...]:

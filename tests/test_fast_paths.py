@@ -7,6 +7,8 @@ import pickle
 
 import pytest
 import torch
+from model_inputs import char_ids as _char_ids
+from model_inputs import random_model as _model
 from transformers import Trainer, TrainingArguments
 
 from modeling_elmo import ElmoModel
@@ -31,21 +33,6 @@ def _sentences(seed: int, count: int, max_words: int) -> list[list[str]]:
         length = int(torch.randint(1, max_words + 1, (1,), generator=generator))
         sentences.append([vocabulary[int(i)] for i in torch.randint(len(vocabulary), (length,), generator=generator)])
     return sentences
-
-
-def _char_ids(sentences: list[list[str]]) -> torch.Tensor:
-    """Right-padded character ids (batch, max_words, 50)."""
-    ids = torch.zeros(len(sentences), max(map(len, sentences)), 50, dtype=torch.long)
-    for row, words in enumerate(sentences):
-        ids[row, : len(words)] = torch.tensor([word_to_char_ids(word) for word in words])
-    return ids
-
-
-def _model(random_checkpoint, seed: int = 0, **architecture) -> ElmoModel:
-    config, state = load_original_checkpoint(*random_checkpoint(seed=seed, **architecture))
-    model = ElmoModel(config)
-    model.load_state_dict(state)
-    return model.eval()
 
 
 def _layers(model: ElmoModel, ids: torch.Tensor, reference: bool, grad: bool = False) -> tuple[torch.Tensor, ...]:
