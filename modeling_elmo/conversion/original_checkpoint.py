@@ -111,21 +111,27 @@ def _require_file(path: str, kind: str) -> None:
         raise OriginalCheckpointError(f"{kind} path is not a file: {path}")
 
 
+def read_options_json(path: str, error_type: type[ValueError] = OriginalCheckpointError) -> Any:
+    """The JSON value of the options file `path` (UTF-8, with or without a byte-order mark); an unreadable file or
+    malformed JSON raises `error_type` naming the path."""
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            return json.load(handle)
+    except OSError as error:
+        raise error_type(f"{path}: cannot read the options file ({error.strerror}).") from error
+    except UnicodeDecodeError as error:
+        raise error_type(f"{path}: not UTF-8 text, so not an options JSON ({error.reason}).") from None
+    except json.JSONDecodeError as error:
+        raise error_type(f"{path}: not valid JSON ({error}).") from None
+    except RecursionError:
+        raise error_type(f"{path}: not valid JSON (nested too deeply).") from None
+
+
 def read_options(path: str | os.PathLike) -> ElmoConfig:
     """Parse an options JSON file (UTF-8, with or without a byte-order mark) into an `ElmoConfig`."""
     path = os.fspath(path)
     _require_file(path, "Options")
-    try:
-        with open(path, encoding="utf-8-sig") as handle:
-            options = json.load(handle)
-    except OSError as error:
-        raise OriginalCheckpointError(f"{path}: cannot read the options file ({error.strerror}).") from error
-    except UnicodeDecodeError as error:
-        raise OriginalCheckpointError(f"{path}: not UTF-8 text, so not an options JSON ({error.reason}).") from error
-    except json.JSONDecodeError as error:
-        raise OriginalCheckpointError(f"{path}: not valid JSON ({error}).") from error
-    except RecursionError:
-        raise OriginalCheckpointError(f"{path}: not valid JSON (nested too deeply).") from None
+    options = read_options_json(path)
     if not isinstance(options, dict):
         raise OriginalCheckpointError(
             f"{path}: the options JSON must be an object with 'lstm' and 'char_cnn', got {_shown(options)}."

@@ -14,13 +14,12 @@ JSON booleans must be `true`/`false` and integers must be integers (`128`, not `
 """
 
 import dataclasses
-import json
 import math
 import os
 from typing import Any
 
 from ..configuration_elmo import ElmoConfig, ElmoConfigError, Rule
-from ..conversion.original_checkpoint import OriginalCheckpointError, _shown, config_from_options
+from ..conversion.original_checkpoint import OriginalCheckpointError, _shown, config_from_options, read_options_json
 
 
 class PretrainingOptionsError(ValueError):
@@ -217,17 +216,7 @@ def read_pretraining_options(path: str | os.PathLike) -> PretrainingOptions:
     source = os.fspath(path)
     if os.path.isdir(source):
         raise PretrainingOptionsError(f"{source}: is a directory, not an options JSON file.")
-    try:
-        with open(source, encoding="utf-8-sig") as handle:
-            options = json.load(handle)
-    except FileNotFoundError:
-        raise PretrainingOptionsError(f"{source}: options file not found.") from None
-    except OSError as error:
-        raise PretrainingOptionsError(f"{source}: cannot read the options file ({error.strerror}).") from error
-    except UnicodeDecodeError as error:
-        raise PretrainingOptionsError(f"{source}: not UTF-8 text, so not an options JSON ({error.reason}).") from None
-    except json.JSONDecodeError as error:
-        raise PretrainingOptionsError(f"{source}: not valid JSON ({error}).") from None
-    except RecursionError:
-        raise PretrainingOptionsError(f"{source}: not valid JSON (nested too deeply).") from None
+    if not os.path.exists(source):
+        raise PretrainingOptionsError(f"{source}: options file not found.")
+    options = read_options_json(source, PretrainingOptionsError)
     return PretrainingOptions.from_dict(options, source=source)
