@@ -126,8 +126,9 @@ def parse_arguments(argv: list[str]) -> tuple[PretrainingArguments, TrainingArgu
     """Parse the command line, with options.json's values as the defaults of the matching flags."""
     parser = HfArgumentParser((PretrainingArguments, TrainingArguments), prog=PROG)
     first, _ = HfArgumentParser(PretrainingArguments, prog=PROG).parse_known_args(argv)
+    check_arguments(first)
     options = read_pretraining_options(first.options)
-    unroll_steps = first.unroll_steps or options.unroll_steps
+    unroll_steps = first.unroll_steps if first.unroll_steps is not None else options.unroll_steps
     defaults = options_training_defaults(options, unroll_steps)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
         defaults += ["--use_cpu", "true"]  # the Trainer runs DDP on CPUs (gloo) only with use_cpu
@@ -270,8 +271,23 @@ def _check_resume_vocabulary(checkpoint: str, vocab: LmVocabulary, vocab_file: s
         )
 
 
+def check_arguments(args: PretrainingArguments) -> None:
+    """Refuse flag values out of range (argparse checks only their types), naming the flag."""
+    for flag, value, minimum in (
+        ("--unroll_steps", args.unroll_steps, 1),
+        ("--n_negative_samples_batch", args.n_negative_samples_batch, 1),
+        ("--softmax_warmup_steps", args.softmax_warmup_steps, 0),
+        ("--eval_batch_sentences", args.eval_batch_sentences, 1),
+    ):
+        if value is not None and value < minimum:
+            raise PretrainingError(f"{flag} must be an integer >= {minimum}, got {value}.")
+    if args.dropout is not None and not 0 <= args.dropout < 1:  # also refuses NaN
+        raise PretrainingError(f"--dropout must be in [0, 1), got {args.dropout}.")
+
+
 def run(args: PretrainingArguments, training_args: TrainingArguments, options: PretrainingOptions) -> dict:
     """Train (and evaluate); returns the final metrics."""
+    check_arguments(args)
     vocab = LmVocabulary.from_file(args.vocab_file)
     vocab.check_size(options.n_tokens_vocab, args.options)
     train_files = resolve_corpus_files(args.train_files, "--train_files")
@@ -280,7 +296,7 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
         raise PretrainingError("--do_eval and --eval_strategy need --eval_files.")
     if training_args.dataloader_num_workers:
         logger.warning("The stream batches are read in order by one process: --dataloader_num_workers is ignored.")
-    unroll_steps = args.unroll_steps or options.unroll_steps
+    unroll_steps = args.unroll_steps if args.unroll_steps is not None else options.unroll_steps
     negatives = args.n_negative_samples_batch or options.n_negative_samples_batch
     lm_overrides = {
         "lm_vocab_size": len(vocab),

@@ -199,6 +199,10 @@ def test_continued_pretraining_keeps_the_biLM_while_the_new_softmax_warms_up(cor
         ("other vocabulary", "another vocabulary"),
         ("resume with another vocabulary", "Cannot resume from"),
         ("empty corpus", "the corpus is empty"),
+        ("zero unroll", "--unroll_steps must be an integer >= 1, got 0"),
+        ("zero eval batch", "--eval_batch_sentences must be an integer >= 1, got 0"),
+        ("negative warm-up", "--softmax_warmup_steps must be an integer >= 0, got -1"),
+        ("NaN dropout", "--dropout must be in [0, 1), got nan"),
     ],
 )
 def test_bad_inputs_are_refused_with_one_clear_line(corpus, tmp_path, capsys, case, expected):
@@ -233,6 +237,14 @@ def test_bad_inputs_are_refused_with_one_clear_line(corpus, tmp_path, capsys, ca
     elif case == "empty corpus":
         (tmp_path / "empty.txt").write_text("\n  \n")
         args[args.index("--train_files") + 1] = str(tmp_path / "empty.txt")
+    elif case == "zero unroll":
+        args += ["--unroll_steps", "0"]
+    elif case == "zero eval batch":
+        args += ["--eval_batch_sentences", "0"]
+    elif case == "negative warm-up":
+        args += ["--softmax_warmup_steps", "-1"]
+    elif case == "NaN dropout":
+        args += ["--dropout", "nan"]
     capsys.readouterr()
     assert main(args) == 2
     error = capsys.readouterr().err.strip().splitlines()
