@@ -160,7 +160,6 @@ def build_baseline(config):
     from torch import nn
 
     from modeling_elmo import ElmoForPreTraining
-    from modeling_elmo.sampled_softmax import sampled_softmax_loss
 
     class NnLstmForPreTraining(nn.Module):
         def __init__(self):
@@ -168,7 +167,7 @@ def build_baseline(config):
             reference = ElmoForPreTraining(config)  # for the initialised character CNN and softmax
             self.char_encoder = reference.elmo.char_encoder
             self.softmax = reference.softmax
-            self.sampler = reference.sampler
+            self.sampled_loss = reference._loss  # `reference` stays in training mode: the sampled softmax
             dims = dict(input_size=config.projection_dim, hidden_size=config.lstm_cell_size)
             self.lstms = nn.ModuleList(
                 nn.ModuleList(nn.LSTM(**dims, proj_size=config.projection_dim) for _ in range(2))
@@ -197,18 +196,8 @@ def build_baseline(config):
             return inputs
 
         def loss(self, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-            """As `ElmoForPreTraining._loss` in training mode."""
-            sampled, num_tries = self.sampler.sample(NUM_NEGATIVES)
-            losses = sampled_softmax_loss(
-                self.softmax.weight,
-                self.softmax.bias,
-                hidden,
-                labels,
-                sampled,
-                self.sampler.expected_count(labels, num_tries, num_sampled=NUM_NEGATIVES),
-                self.sampler.expected_count(sampled, num_tries, num_sampled=NUM_NEGATIVES),
-            )
-            return losses.mean()
+            """`ElmoForPreTraining._loss` in training mode, on the same softmax parameters."""
+            return self.sampled_loss(hidden, labels)
 
         def forward(self, input_ids, backward_input_ids, labels, backward_labels) -> torch.Tensor:
             batch_size, steps, width = input_ids.shape
