@@ -56,6 +56,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONLL = REPO.parent / "shared" / "data" / "conll2003" / "dev.txt"
+FIXTURE = REPO.parent / "shared" / "fixtures" / "elmo"
 # sentences per (path, batch size); the reference path is slow on 'original', so it gets fewer
 ORIGINAL_FAST, SMALL_FAST = {1: 32, 32: 128, 64: 128}, {1: 64, 32: 256, 64: 256}
 SENTENCES = {
@@ -88,8 +89,8 @@ def load_corpus(path: Path, count: int = 500) -> list[list[str]]:
 
 
 def ensure_model(work_dir: Path, name: str) -> Path:
-    """Random original-format checkpoint of architecture `name`, converted once into `work_dir/name/hf`; a model
-    folder given as `name` is used as it is."""
+    """Random original-format checkpoint of architecture `name`, or the shared fixture's model for "fixture",
+    converted once into `work_dir/name/hf`; a model folder given as `name` is used as it is."""
     from modeling_elmo.conversion.convert import convert_checkpoint
     from modeling_elmo.conversion.testing_utils import ARCHITECTURES, write_random_original_checkpoint
 
@@ -97,7 +98,11 @@ def ensure_model(work_dir: Path, name: str) -> Path:
         return Path(name)
     folder = work_dir / name / "hf"
     if not (folder / "config.json").exists():
-        options, weights = write_random_original_checkpoint(work_dir / name / "original", ARCHITECTURES[name], seed=0)
+        if name == "fixture":
+            options, weights = FIXTURE / "options.json", FIXTURE / "lm_weights.hdf5"
+        else:
+            original = work_dir / name / "original"
+            options, weights = write_random_original_checkpoint(original, ARCHITECTURES[name], seed=0)
         convert_checkpoint(str(options), str(weights), folder, overwrite=True)
     return folder
 
@@ -206,6 +211,63 @@ def worker_compare(args: argparse.Namespace) -> dict:
         },
         "peak_rss_mib": round(_peak_rss_mib()),
     }
+
+
+def busy_process() -> subprocess.Popen:
+    """A competing process keeping one CPU busy (a pure-Python loop), as another user's job would."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def worker_choice(args: argparse.Namespace) -> dict:
+    """
+    The default inference path (`set_lstm_inference("auto", "auto")`) against every fixed choice it picks from
+    (oneDNN or `bmm` products x `--threads` or 1 thread), in one process: per input (batch 1: sentences one at a
+    time; batch 64; one `--long-sentence`-word sentence), an untimed warm-up of every path (packing, and the
+    default's one-time measurement of the products), then `--repeats` passes in rotating order, forward only. With
+    `--busy`, a competing busy process runs throughout. Returns per input and path the tok/s of every pass.
+    """
+    import torch
+
+    from modeling_elmo.cpu_linear import onednn_linear_applies
+
+    tokenizer, model = _load(args.model_dir, args.threads)
+    products = ["onednn", "bmm"] if onednn_linear_applies(torch.zeros(1), torch.zeros(1)) else ["bmm"]
+    paths = {"default": ("auto", "auto")} | {
+        f"{name} {threads}t": (name, threads) for name in products for threads in sorted({args.threads, 1})
+    }
+    corpus = load_corpus(args.conll)
+
+    def encode(sentences: list[list[str]]) -> dict:
+        return tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+
+    inputs = {
+        "batch 1": [encode([sentence]) for sentence in corpus[: args.sentences]],
+        "batch 64": [encode(corpus[:64])],
+        f"{args.long_sentence}-word sentence": [encode(setting_sentences(args.conll, 0, args.long_sentence))],
+    }
+    busy = busy_process() if args.busy else None
+    results = {}
+    try:
+        with torch.inference_mode():
+            for label, batches in inputs.items():
+                words = int(sum(int(batch["attention_mask"].sum()) for batch in batches))
+                passes = {name: [] for name in paths}
+                for setting in paths.values():  # warm-up, untimed
+                    model.set_lstm_inference(*setting)
+                    model(**batches[0])
+                names = list(paths)
+                for repeat in range(args.repeats):
+                    for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
+                        model.set_lstm_inference(*paths[name])
+                        start = time.perf_counter()
+                        for batch in batches:
+                            model(**batch, output_hidden_states=True)
+                        passes[name].append(words / (time.perf_counter() - start))
+                results[label] = passes
+    finally:
+        if busy is not None:
+            busy.kill()
+    return {"tok_s": results, "load_average": os.getloadavg()[0]}
 
 
 def worker_accuracy(args: argparse.Namespace) -> dict:
@@ -319,15 +381,18 @@ def worker_ceilings(args: argparse.Namespace) -> dict:
 
     _, model = _load(args.model_dir, args.threads)
     config, layers = model.config, list(model.bilm.layers)
+    onednn = onednn_linear_applies(layers[0].weight_hh, torch.zeros(1))
     cells, projection = config.lstm_cell_size, config.projection_dim
     block_rows = layers[0].INPUT_GATE_BLOCK_ROWS
     generator = torch.Generator().manual_seed(0)
     inputs = torch.randn(2, max(block_rows, args.max_rows), projection, generator=generator)  # (2, rows, P)
     cell_outputs = torch.randn(2, args.max_rows, cells, generator=generator) * 0.5  # (2, rows, C)
 
-    def linear_sets(compression: str | None) -> list:
+    def linear_sets(compression: str | None, products: str = "auto") -> list:
         model.compress_lstm_weights(compression)
-        return [layer._inference_linears(inputs) for layer in layers]  # per layer: [(directions, products)]
+        model.set_lstm_inference(products)
+        # per layer: [(directions, products)]
+        return [layer._inference_linears(inputs, args.max_rows)[1] for layer in layers]
 
     def one_step(sets: list, rows: int) -> None:
         for layer_sets in sets:
@@ -351,12 +416,21 @@ def worker_ceilings(args: argparse.Namespace) -> dict:
         + sum(2 * 2 * (4 * cells + projection) for _ in layers),
     }
     with torch.inference_mode():
-        sets = linear_sets(None)
-        input_ms = _time_ms(lambda: input_blocks(sets), args.repeats + 2)
-        step_ms = {
-            rows: _time_ms(lambda rows=rows: one_step(sets, rows), args.repeats + (12 if rows == 1 else 4))
+        float32_sets = {"oneDNN": linear_sets(None, "onednn")} if onednn else {}
+        float32_sets["bmm"] = linear_sets(None, "bmm")
+        input_ms = min(
+            _time_ms(lambda sets=sets: input_blocks(sets), args.repeats + 2) for sets in float32_sets.values()
+        )
+        step_times = {
+            (name, rows): _time_ms(
+                lambda sets=sets, rows=rows: one_step(sets, rows), args.repeats + (12 if rows == 1 else 4)
+            )
+            for name, sets in float32_sets.items()
             for rows in grid
         }
+        fastest = {rows: min(float32_sets, key=lambda name, rows=rows: step_times[name, rows]) for rows in grid}
+        step_ms = {rows: step_times[fastest[rows], rows] for rows in grid}
+        sets = float32_sets[fastest[1]]
         kinds = {"fp32": sets} | {compression: linear_sets(compression) for compression in COMPRESSED_PATHS.values()}
         one_row_times = {kind: [] for kind in kinds}
         for _ in range(args.repeats + 12):  # interleaved, so that all kinds see the same machine
@@ -364,11 +438,10 @@ def worker_ceilings(args: argparse.Namespace) -> dict:
                 one_row_times[kind].append(_time_ms(lambda sets=kind_sets: one_step(sets, 1), 1))
         one_row_ms = {kind: statistics.median(times) for kind, times in one_row_times.items()}
         model.compress_lstm_weights(None)
+        model.set_lstm_inference()
     return {
         "cpu": cpu_description(),
-        "products": "oneDNN, packed weights"
-        if onednn_linear_applies(layers[0].weight_hh, inputs)
-        else "torch.bmm (oneDNN not used)",
+        "products": {rows: fastest[rows] for rows in grid},
         "torch": torch.__version__,
         "flops_per_token": flops_per_token(config),
         "input_block_rows": block_rows,
@@ -424,7 +497,7 @@ def _spawn(args: argparse.Namespace, mode: str, model_dir: Path, **options) -> d
     command = [sys.executable, __file__, "--worker", mode, "--model-dir", str(model_dir), "--conll", str(args.conll)]
     command += ["--threads", str(args.threads), "--repeats", str(args.repeats)]
     for key, value in options.items():
-        command += [f"--{key.replace('_', '-')}", str(value)]
+        command += [f"--{key.replace('_', '-')}"] + ([str(value)] if value != "" else [])
     environment = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"} if args.omp_passive else None
     result = subprocess.run(command, capture_output=True, text=True, env=environment)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
@@ -432,6 +505,31 @@ def _spawn(args: argparse.Namespace, mode: str, model_dir: Path, **options) -> d
         print(f"FAILED {mode} {model_dir} {options}:\n{result.stderr[-2000:]}", flush=True)
         return None
     return json.loads(lines[-1][len("RESULT ") :])
+
+
+def run_choice(args: argparse.Namespace) -> None:
+    """`--choice`: per model, the choice worker on the idle machine and beside a busy process; prints the table."""
+    long_words = dict(item.split(":") for item in args.choice_long_words.split(","))
+    rows = []
+    for name in args.models.split(","):
+        model_dir = ensure_model(args.work_dir, name)
+        for machine in ("idle", "busy"):
+            options = {"sentences": 16, "long_sentence": long_words.get(name, 2000)}
+            if machine == "busy":
+                options["busy"] = ""
+            result = _spawn(args, "choice", model_dir, **options)
+            if result:
+                print(f"{name:>8} {machine}: {json.dumps(result)}", flush=True)
+                rows += [(name, label, machine, passes) for label, passes in result["tok_s"].items()]
+    print("\n| model | input | machine | default tok/s | best fixed path | its tok/s | default / best | worst fixed / "
+          "best |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for name, label, machine, passes in rows:
+        speed = {path: statistics.median(values) for path, values in passes.items()}
+        fixed = {path: value for path, value in speed.items() if path != "default"}
+        best = max(fixed, key=fixed.__getitem__)
+        print(f"| {name} | {label} | {machine} | {speed['default']:,.0f} | {best} | {fixed[best]:,.0f} "
+              f"| {speed['default'] / fixed[best]:.2f} | {min(fixed.values()) / fixed[best]:.2f} |")  # fmt: skip
 
 
 def _median_range(values: list[float]) -> tuple[float, float, float]:
@@ -491,7 +589,21 @@ def main() -> None:
         help="run the workers with OMP_WAIT_POLICY=PASSIVE: on a CPU shared with other busy processes, spinning "
         "OpenMP threads otherwise slow every small parallel operation down by orders of magnitude",
     )
-    parser.add_argument("--worker", choices=["speed", "accuracy", "ceilings", "compare"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--choice",
+        action="store_true",
+        help="instead of the speed table: the default path against every fixed choice of products and threads, on "
+        "the idle machine and beside a busy process (models: --models, e.g. fixture,small,original)",
+    )
+    parser.add_argument(
+        "--choice-long-words",
+        default="fixture:10000,small:10000,original:2000",
+        help="words of the long sentence per model for --choice",
+    )
+    parser.add_argument(
+        "--worker", choices=["speed", "accuracy", "ceilings", "compare", "choice"], help=argparse.SUPPRESS
+    )
+    parser.add_argument("--busy", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--path", default="fast", help=argparse.SUPPRESS)
     parser.add_argument("--batch-size", type=int, default=1, help=argparse.SUPPRESS)
@@ -507,6 +619,7 @@ def main() -> None:
             "accuracy": worker_accuracy,
             "ceilings": worker_ceilings,
             "compare": worker_compare,
+            "choice": worker_choice,
         }
         print("RESULT " + json.dumps(workers[args.worker](args)), flush=True)
         return
@@ -520,6 +633,9 @@ def main() -> None:
     print(f"CPU: {cpu['model']} ({cpu['vendor']}), L3 {cpu['l3']}, {os.cpu_count()} logical CPUs", flush=True)
     print(f"corpus: {len(corpus)} sentences, {sum(lengths)} words, avg {average:.1f}; threads={args.threads}; "
           f"OMP_WAIT_POLICY={policy}; load average {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+    if args.choice:
+        run_choice(args)
+        return
     batch_sizes = list(map(int, args.batch_sizes.split(",")))
     settings = []  # (model name, model dir, path, batch size label, batch size, options)
     for name in args.models.split(","):

@@ -20,11 +20,24 @@ from .configuration_elmo import ElmoConfig
 from .cpu_linear import LinearFn, onednn_linear, onednn_linear_applies
 from .crf import LinearChainCrf, bio_constraints
 from .padded_recurrence import is_exporting, padded_bilm_layers
+from .recurrence_tuning import (
+    THREAD_CHOOSER,
+    choose_step_products,
+    num_threads,
+    rows_bucket,
+    same_results_at,
+    thread_counts,
+)
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
 from .weight_snapshot import WeightSnapshot
 from .word_embedding_store import WordEmbeddingStore, word_keys
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
+STEP_PRODUCTS = ("auto", "onednn", "bmm")  # choices of `ElmoModel.set_lstm_inference`
+# the directions a set of inference products computes, and its (input-to-gate, recurrent, projection) products
+LinearSet = tuple[slice, tuple[LinearFn, LinearFn, LinearFn]]
+# `run_steps(rows, steps)`: the context a block of time steps of the inference recurrence runs in
+StepRunner = Callable[[int, int], contextlib.AbstractContextManager]
 
 
 @dataclass
@@ -224,6 +237,10 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self.forget_bias = config.lstm_forget_bias
         # None (float32), "int8" or "bf16": how the inference path keeps the recurrent and projection weights
         self.weight_compression: str | None = None
+        # the inference path's step products ("auto", "onednn", "bmm") and threads ("auto" or a count):
+        # `ElmoModel.set_lstm_inference`
+        self.step_products: str = "auto"
+        self.step_threads: int | str = "auto"
         # (snapshot of the recurrent and projection weights, (compression, oneDNN), the products derived from them):
         # `_inference_linears`
         self._packed_linears: tuple[WeightSnapshot, tuple[str | None, bool], list] | None = None
@@ -289,38 +306,62 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         hidden, cell = initial_state[0], initial_state[1].clone()  # `cell` is updated in place
         offsets = list(itertools.accumulate(batch_sizes, initial=0))
         bias = self.gate_bias().unsqueeze(1)
-        for directions, linears in self._inference_linears(inputs):
+        products, linear_sets = self._inference_linears(inputs, batch_sizes[0])
+        run_steps = self._step_runner(products, linear_sets)
+        for directions, linears in linear_sets:
             self._recur_in_place(
                 linears, bias[directions], inputs[directions], offsets, hidden[directions],
-                cell[directions], outputs[directions],
+                cell[directions], outputs[directions], run_steps,
             )  # fmt: skip
         active = torch.tensor(batch_sizes).unsqueeze(1) > torch.arange(batch_sizes[0])  # (time, batch)
         last_step = active.sum(dim=0) - 1
         last_index = torch.tensor(offsets[:-1])[last_step] + torch.arange(batch_sizes[0])
         return outputs, (outputs[:, last_index.to(outputs.device)], cell)
 
-    def _inference_linears(self, inputs: torch.Tensor) -> list[tuple[slice, tuple[LinearFn, LinearFn, LinearFn]]]:
+    def _shape_key(self) -> tuple:
+        """What the run-time choices of `recurrence_tuning` depend on besides the rows: shapes and dtype."""
+        return tuple(self.weight_hh.shape), tuple(self.weight_proj.shape), self.weight_hh.dtype
+
+    def _inference_linears(self, inputs: torch.Tensor, rows: int) -> tuple[str, list[LinearSet]]:
         """
-        The input-to-gate, recurrent and projection products of the inference path, with the directions each set
-        computes: both at once with `bmm`, or on x86 CPUs in float32 one direction at a time through oneDNN
-        (`cpu_linear`), with the recurrent and projection weights packed once into oneDNN's layout; with
-        `weight_compression` set (eval mode, CPU, float32), the recurrent and projection products use compressed
-        copies of the weights (`compressed_linear`), one direction at a time (not in training mode, where the first
-        pass of reentrant gradient checkpointing also runs without gradients). The packed or compressed weights are
-        kept between calls with a copy of the weights they were derived from (`WeightSnapshot`) and derived again
-        whenever the weights differ from that copy, however they were changed. The input-to-gate products read
-        `weight_ih` at call time, so they never hold on to a replaced tensor.
+        The input-to-gate, recurrent and projection products of the inference path for a batch of `rows` sequences,
+        named, with the directions each set computes: "bmm" (both directions at once), or one direction at a time
+        "onednn" (x86 CPUs, float32: `cpu_linear`, the recurrent and projection weights packed once into oneDNN's
+        layout) or, with `weight_compression` set (eval mode, CPU, float32), "int8"/"bf16" (`compressed_linear`; not
+        in training mode, where the first pass of reentrant gradient checkpointing also runs without gradients).
+        Between "onednn" and "bmm", `step_products` decides; "auto" takes the faster on this machine at this many
+        rows, measured once (`choose_step_products`, oneDNN unless `bmm` is clearly faster).
+
+        The packed or compressed weights are kept between calls with a copy of the weights they were derived from
+        (`WeightSnapshot`) and derived again whenever the weights differ from that copy, however they were changed.
+        The input-to-gate products read `weight_ih` at call time, so they never hold on to a replaced tensor.
         """
         applies = not self.training and compressed_linear_applies(self.weight_hh, inputs)  # eval mode only
         compression = self.weight_compression if applies else None
-        onednn = onednn_linear_applies(self.weight_hh, inputs)
+        onednn = self.step_products != "bmm" and onednn_linear_applies(self.weight_hh, inputs)
+        bmm_linears = (
+            lambda rows: torch.bmm(rows, self.weight_ih),
+            lambda hidden: torch.bmm(hidden, self.weight_hh),
+            lambda cell_output: torch.bmm(cell_output, self.weight_proj),
+        )
+        bmm_sets = [(slice(0, 2), bmm_linears)]
         if compression is None and not onednn:
-            bmm_linears = (
-                lambda rows: torch.bmm(rows, self.weight_ih),
-                lambda hidden: torch.bmm(hidden, self.weight_hh),
-                lambda cell_output: torch.bmm(cell_output, self.weight_proj),
-            )
-            return [(slice(0, 2), bmm_linears)]
+            return "bmm", bmm_sets
+        packed_sets = self._packed_linears_for(compression, onednn)
+        if compression is not None:
+            return compression, packed_sets
+        if self.step_products == "auto":
+            bucket = rows_bucket(rows)
+
+            def candidates() -> dict[str, Callable[[], list[torch.Tensor]]]:
+                return {"onednn": self._step_probe(packed_sets, bucket), "bmm": self._step_probe(bmm_sets, bucket)}
+
+            if choose_step_products((self._shape_key(), bucket), candidates) == "bmm":
+                return "bmm", bmm_sets
+        return "onednn", packed_sets
+
+    def _packed_linears_for(self, compression: str | None, onednn: bool) -> list[LinearSet]:
+        """The per-direction sets of `_inference_linears` with packed ("onednn") or compressed step weights."""
         packed_weights, kind = [self.weight_hh, self.weight_proj], (compression, onednn)
         cached = self._packed_linears  # one read: another thread may replace it
         if cached is not None and cached[1] == kind and cached[0].matches(packed_weights):
@@ -351,6 +392,49 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self._packed_linears = (WeightSnapshot(packed_weights), kind, linears)
         return linears
 
+    def _step_probe(self, linear_sets: list[LinearSet], rows: int) -> Callable[[], list[torch.Tensor]]:
+        """A callable running one time step's recurrent and projection products of every set at `rows` rows, on
+        fixed pseudo-random inputs; returns the products."""
+        generator = torch.Generator().manual_seed(0)
+
+        def probe_input(directions: slice, width: int) -> torch.Tensor:
+            values = torch.randn(directions.stop - directions.start, rows, width, generator=generator)
+            return values.to(self.weight_hh)
+
+        cell_size, proj_size = self.weight_proj.shape[-2:]
+        probes = [
+            (linears[1], probe_input(directions, proj_size), linears[2], probe_input(directions, cell_size))
+            for directions, linears in linear_sets
+        ]
+        return lambda: [out for recur, hidden, project, cell in probes for out in (recur(hidden), project(cell))]
+
+    def _step_runner(self, products: str, linear_sets: list[LinearSet]) -> StepRunner:
+        """
+        `run_steps(rows, steps)`: the context a block of `steps` time steps of `rows` rows runs in. With
+        `step_threads` a count, that many threads; with "auto", the count `THREAD_CHOOSER` picks for blocks of this
+        kind, where the products give the same bits at every count it tries (`same_results_at`, probed once per
+        rows bucket), and otherwise the threads as set.
+        """
+        if self.step_threads != "auto":
+            count = self.step_threads
+            return lambda rows, steps: num_threads(count)
+        counts = thread_counts(torch.get_num_threads())
+        if len(counts) == 1:
+            return lambda rows, steps: contextlib.nullcontext()
+        key = (self._shape_key(), products, linear_sets[0][0].stop - linear_sets[0][0].start)
+
+        def run_steps(rows: int, steps: int) -> contextlib.AbstractContextManager:
+            bucket = rows_bucket(rows)
+
+            def probes() -> list[Callable[[], list[torch.Tensor]]]:
+                return [self._step_probe(linear_sets[:1], size) for size in sorted({1, bucket // 2 + 1, bucket})]
+
+            if not same_results_at((*key, bucket, counts), counts, probes):
+                return contextlib.nullcontext()
+            return THREAD_CHOOSER.run((*key, bucket), steps)
+
+        return run_steps
+
     def _recur_in_place(
         self,
         linears: tuple[LinearFn, LinearFn, LinearFn],
@@ -360,12 +444,14 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         hidden: torch.Tensor,
         cell: torch.Tensor,
         outputs: torch.Tensor,
+        run_steps: StepRunner,
     ) -> None:
         """
         The inference recurrence for `D` directions (1 or 2) at once: `inputs` (D, num_packed, input_size), `bias`
         (D, 1, 4 * cell_size), initial `hidden` (D, batch, proj_size), `cell` (D, batch, cell_size) updated in place,
         `outputs` (D, num_packed, proj_size) written. The input-to-gate products are computed a block of time steps
-        at a time (`INPUT_GATE_BLOCK_ROWS`), so memory stays bounded on long inputs.
+        at a time (`INPUT_GATE_BLOCK_ROWS`), so memory stays bounded on long inputs; the steps of each block run in
+        `run_steps(rows, steps)` (threads, see `_step_runner`).
         """
         input_to_gates, recurrent, projection = linears
         num_steps = len(offsets) - 1
@@ -375,12 +461,13 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
             while end < num_steps and offsets[end + 1] - offsets[step] <= self.INPUT_GATE_BLOCK_ROWS:
                 end += 1
             gates_block = input_to_gates(inputs[:, offsets[step] : offsets[end]])  # (D, rows, 4 * cell_size)
-            for time in range(step, end):
-                size = offsets[time + 1] - offsets[time]
-                gates = gates_block[:, offsets[time] - offsets[step] : offsets[time + 1] - offsets[step]]
-                gates.add_(recurrent(hidden[:, :size])).add_(bias)  # the bias last, as in the reference
-                hidden = outputs[:, offsets[time] : offsets[time + 1]]
-                self._cell_in_place(gates, cell[:, :size], projection, hidden)
+            with run_steps(offsets[step + 1] - offsets[step], end - step):
+                for time in range(step, end):
+                    size = offsets[time + 1] - offsets[time]
+                    gates = gates_block[:, offsets[time] - offsets[step] : offsets[time + 1] - offsets[step]]
+                    gates.add_(recurrent(hidden[:, :size])).add_(bias)  # the bias last, as in the reference
+                    hidden = outputs[:, offsets[time] : offsets[time + 1]]
+                    self._cell_in_place(gates, cell[:, :size], projection, hidden)
             step = end
 
     def _cell_in_place(
@@ -826,6 +913,32 @@ class ElmoModel(ElmoPreTrainedModel):
         for layer in self.bilm.layers:
             layer.weight_compression = compression
             layer._packed_linears = None  # free the products derived under the previous choice
+
+    def set_lstm_inference(self, products: str = "auto", threads: int | str = "auto") -> None:
+        """
+        How the biLM's inference recurrence (no gradients) runs its time steps; the defaults choose on their own.
+
+        Args:
+            products: `"onednn"` (float32 on x86 CPUs: oneDNN with the recurrent and projection weights packed once
+                into its layout, one direction at a time), `"bmm"` (both directions in one `torch.bmm`), or `"auto"`:
+                whichever ran one step faster on this machine at the batch's row count, measured once per process
+                (oneDNN unless `bmm` is clearly faster, as on the tiniest models). Where oneDNN does not apply
+                (other dtypes and devices, CPU autocast, `torch.compile`), `bmm` runs; `compress_lstm_weights`
+                takes precedence.
+            threads: a thread count for the time steps, or `"auto"`: per kind of block of steps, the count out of
+                `torch.get_num_threads()`, half of it (from 4) and 1 with the lowest measured time per step, with
+                another count tried now and then, so the choice follows other processes' load
+                (`recurrence_tuning.ThreadCountChooser`). Only products giving the same bits at each count are
+                handed to it, so outputs do not depend on the choice.
+        """
+        if products not in STEP_PRODUCTS:
+            raise ValueError(f"products must be one of {', '.join(map(repr, STEP_PRODUCTS))}, got {products!r}.")
+        if products == "onednn" and not onednn_linear_applies(torch.zeros(1), torch.zeros(1)):
+            raise ValueError("products='onednn' needs PyTorch's oneDNN on an x86 CPU, which this machine lacks.")
+        if threads != "auto" and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads must be 'auto' or a positive int, got {threads!r}.")
+        for layer in self.bilm.layers:
+            layer.step_products, layer.step_threads = products, threads
 
     def set_token_embedding_table(self, words: list[str], embeddings: torch.Tensor | None) -> None:
         """

@@ -1,0 +1,199 @@
+"""
+Run-time choices for the inference recurrence of the biLM: which products compute its time steps, and how many
+threads run them.
+
+A time step is a handful of small operations (two matrix products, a few element-wise ones), and a sentence has one
+per word, so each of them pays the fixed costs of a parallel region. How much threads help depends on the model's
+shapes, on the CPU and on what else the machine is doing: on 2 cores with a busy process beside it, OpenMP threads
+waiting for each other at every region made the biLM 2-10x slower than on one thread, while on the idle machine two
+threads were up to 2x faster. Neither a fixed count nor a rule by shape is right in both cases, so the count is
+chosen online (`ThreadCountChooser`), from the measured time of the steps themselves.
+
+The products (oneDNN with packed weights, or `bmm`) are chosen once per process and shape by timing one step of each
+(`choose_step_products`): which one is faster depends on the CPU's vendor and on the model's size (oneDNN's fixed
+cost per call outweighs its faster kernels on the tiniest models).
+"""
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+
+@contextlib.contextmanager
+def num_threads(count: int) -> Iterator[None]:
+    """Run the block with `torch.set_num_threads(count)`, then restore the previous count."""
+    before = torch.get_num_threads()
+    if count == before:
+        yield
+        return
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def rows_bucket(rows: int) -> int:
+    """The power of two at or above `rows` (>= 1): steps with similar row counts share their measurements."""
+    return 1 << max(0, math.ceil(math.log2(max(rows, 1))))
+
+
+_STEP_PRODUCTS_CHOICES: dict[Hashable, str] = {}
+# a candidate other than the first is taken only if one of its steps takes less than this fraction of the first's
+STEP_PRODUCTS_MARGIN = 0.85
+STEP_PRODUCTS_REPEATS = 5
+
+
+def choose_step_products(key: Hashable, candidates: Callable[[], dict[str, Callable[[], object]]]) -> str:
+    """
+    The name of the fastest of `candidates()` (callables running one time step's products), timed once per process
+    and `key` on one thread (so that other busy processes do not decide it): each runs once untimed, then
+    `STEP_PRODUCTS_REPEATS` times interleaved, and the best time of each counts. The first candidate is the
+    preferred one: another is chosen only if it is clearly faster (`STEP_PRODUCTS_MARGIN`).
+    """
+    choice = _STEP_PRODUCTS_CHOICES.get(key)
+    if choice is not None:
+        return choice
+    candidates = candidates()
+    best = dict.fromkeys(candidates, math.inf)
+    with num_threads(1), torch.inference_mode():
+        for step in candidates.values():
+            step()
+        for _ in range(STEP_PRODUCTS_REPEATS):
+            for name, step in candidates.items():
+                start = time.perf_counter()
+                step()
+                best[name] = min(best[name], time.perf_counter() - start)
+    preferred = next(iter(candidates))
+    fastest = min(best, key=best.__getitem__)
+    choice = fastest if best[fastest] < STEP_PRODUCTS_MARGIN * best[preferred] else preferred
+    _STEP_PRODUCTS_CHOICES[key] = choice
+    return choice
+
+
+def thread_counts(available: int) -> tuple[int, ...]:
+    """The counts the chooser tries with `available` threads set: all of them, half of them (from 4), one."""
+    return tuple(sorted({available, max(1, available // 2) if available >= 4 else available, 1}, reverse=True))
+
+
+@dataclass
+class _ThreadCountStats:
+    """What one kind of block (`ThreadCountChooser` key) has measured: seconds per step for each thread count."""
+
+    candidates: tuple[int, ...]
+    seconds_per_step: dict[int, float] = field(default_factory=dict)
+    current: int = 0
+    blocks_until_trial: int = 0
+    trial_interval: int = 0
+
+    def next_count(self, min_interval: int) -> int:
+        """The count for the next block: an unmeasured one first, then the best, with a trial of another now and
+        then (after `trial_interval` blocks)."""
+        unmeasured = [count for count in self.candidates if count not in self.seconds_per_step]
+        if unmeasured:
+            return unmeasured[0]
+        if self.blocks_until_trial <= 0:
+            others = [count for count in self.candidates if count != self.current]
+            return min(others, key=self.seconds_per_step.__getitem__)
+        return self.current
+
+    def record(self, count: int, seconds: float, smoothing: float, min_interval: int, max_interval: int) -> None:
+        """Take in one block's seconds per step at `count` threads and update the choice."""
+        if not self.current:
+            self.current, self.trial_interval = count, min_interval
+        previous = self.seconds_per_step.get(count)
+        if count == self.current and previous is not None:
+            self.seconds_per_step[count] = previous + smoothing * (seconds - previous)
+            self.blocks_until_trial -= 1
+        else:  # a first measurement or a trial: it replaces what is known of this count
+            self.seconds_per_step[count] = seconds
+            if len(self.seconds_per_step) == len(self.candidates) and count != self.current:
+                won = seconds < self.seconds_per_step[self.current]
+                self.trial_interval = min_interval if won else min(2 * self.trial_interval, max_interval)
+                self.blocks_until_trial = self.trial_interval
+        if len(self.seconds_per_step) < len(self.candidates):
+            return
+        best = min(self.candidates, key=self.seconds_per_step.__getitem__)
+        if best != self.current:  # a trial won, or the current count got slower (another process started)
+            self.current = best
+            self.trial_interval = self.blocks_until_trial = min_interval
+
+
+class ThreadCountChooser:
+    """
+    Chooses, online, how many threads run the time steps of the inference recurrence, per kind of block of steps
+    (`key`: the layer's shapes, the products and the rows per step). Each block runs under one count and is timed;
+    the count with the lowest smoothed seconds per step is used, and every `trial_interval` blocks another count
+    is tried once (after a lost trial the interval doubles, up to `MAX_TRIAL_INTERVAL`; a lost trial costs at most
+    one block in that many). If the current count gets slower than what another one was measured at, the chooser
+    switches at once. Counts: `thread_counts(torch.get_num_threads())`, so `torch.set_num_threads` still sets the
+    maximum.
+
+    Only blocks whose products give the same bits at every count may be handed to the chooser (see
+    `same_results_at`): the choice then changes the speed, never the outputs.
+    """
+
+    MIN_TRIAL_INTERVAL = 4
+    MAX_TRIAL_INTERVAL = 64
+    SMOOTHING = 0.3
+
+    def __init__(self) -> None:
+        self._stats: dict[Hashable, _ThreadCountStats] = {}
+        self._lock = threading.Lock()
+
+    def stats(self, key: Hashable) -> dict[int, float]:
+        """Seconds per step measured so far for `key` at the current thread setting, by count (for reports)."""
+        entry = self._stats.get((key, torch.get_num_threads()))
+        return dict(entry.seconds_per_step) if entry is not None else {}
+
+    @contextlib.contextmanager
+    def run(self, key: Hashable, steps: int) -> Iterator[int]:
+        """Run a block of `steps` time steps under the chosen thread count (yielded), timing it."""
+        available = torch.get_num_threads()
+        with self._lock:
+            entry = self._stats.setdefault((key, available), _ThreadCountStats(thread_counts(available)))
+            count = entry.next_count(self.MIN_TRIAL_INTERVAL)
+        with num_threads(count):
+            start = time.perf_counter()
+            yield count
+            elapsed = time.perf_counter() - start
+        with self._lock:
+            entry.record(
+                count, elapsed / max(steps, 1), self.SMOOTHING, self.MIN_TRIAL_INTERVAL, self.MAX_TRIAL_INTERVAL
+            )
+
+
+THREAD_CHOOSER = ThreadCountChooser()
+
+_SAME_RESULTS: dict[Hashable, bool] = {}
+
+
+def same_results_at(
+    key: Hashable, counts: tuple[int, ...], probes: Callable[[], list[Callable[[], list[torch.Tensor]]]]
+) -> bool:
+    """
+    Whether every probe of `probes()` (callables running a step's products on fixed inputs) gives the same bits at
+    every thread count in `counts`, checked once per process and `key`. oneDNN's products with packed weights split
+    the output columns among threads, so they pass; MKL's `bmm` may split the inner dimension of large products, and
+    then the thread count is left alone.
+    """
+    known = _SAME_RESULTS.get(key)
+    if known is not None:
+        return known
+    with torch.inference_mode():
+        probes = probes()
+        results = []
+        for count in counts:
+            with num_threads(count):
+                results.append([out for probe in probes for out in probe()])
+    same = all(
+        len(other) == len(results[0]) and all(torch.equal(a, b) for a, b in zip(results[0], other, strict=True))
+        for other in results[1:]
+    )
+    _SAME_RESULTS[key] = same
+    return same
