@@ -17,7 +17,14 @@ from transformers.utils.generic import can_return_tuple
 from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .compressed_linear import WEIGHT_COMPRESSIONS, compressed_linear, compressed_linear_applies
 from .configuration_elmo import ElmoConfig
-from .cpu_linear import LinearFn, onednn_linear, onednn_linear_applies
+from .cpu_linear import (
+    LinearFn,
+    linear_without_grad,
+    onednn_affine,
+    onednn_applies_without_grad,
+    onednn_linear,
+    onednn_linear_applies,
+)
 from .crf import LinearChainCrf, bio_constraints
 from .padded_recurrence import is_exporting, padded_bilm_layers
 from .recurrence_tuning import (
@@ -83,7 +90,15 @@ def _check_indices(name: str, values: torch.Tensor, size: int, ignore_index: int
         raise ValueError(f"{name} must be in {allowed}, found {int(values[invalid][0])}.")
 
 
-class ElmoHighwayGate(nn.Linear):
+class ElmoLinear(nn.Linear):
+    """`nn.Linear` whose products without gradients go through oneDNN on x86 CPUs in float32
+    (`cpu_linear.linear_without_grad`): the same bits at every thread count."""
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return linear_without_grad(self, inputs)
+
+
+class ElmoHighwayGate(ElmoLinear):
     """The transform-gate projection of a highway layer (its bias starts at -2: a new layer starts close to the
     identity)."""
 
@@ -98,7 +113,7 @@ class ElmoHighway(nn.Module):
     def __init__(self, size: int):
         super().__init__()
         self.transform_gate = ElmoHighwayGate(size, size)
-        self.transform = nn.Linear(size, size)
+        self.transform = ElmoLinear(size, size)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """`hidden`: (num_words, size) -> (num_words, size)."""
@@ -106,7 +121,7 @@ class ElmoHighway(nn.Module):
         return gate * torch.relu(self.transform(hidden)) + (1 - gate) * hidden
 
 
-class ElmoCharacterProjection(nn.Linear):
+class ElmoCharacterProjection(ElmoLinear):
     """The character CNN's projection to `projection_dim`. bilm-tf has none when the filters already give
     `projection_dim` features (`is_identity`): it then starts (and in `ElmoForPreTraining` stays) the identity, so
     that the weights can be written back in bilm-tf's format."""
@@ -138,12 +153,24 @@ class ElmoCharacterEncoder(nn.Module):
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """`char_ids`: (num_words, num_chars <= max_characters_per_token) -> (num_words, projection_dim)."""
-        chars = self.char_embeddings(char_ids).transpose(1, 2)  # (num_words, char_dim, num_chars)
-        pooled = [conv(chars).max(dim=-1).values for conv in self.convolutions]
-        hidden = self.activation(torch.cat(pooled, dim=-1))
+        chars = self.char_embeddings(char_ids)  # (num_words, num_chars, char_dim)
+        hidden = self.activation(torch.cat([self._max_pooled(conv, chars) for conv in self.convolutions], dim=-1))
         for highway in self.highways:
             hidden = highway(hidden)
         return self.projection(hidden)
+
+    @staticmethod
+    def _max_pooled(conv: nn.Conv1d, chars: torch.Tensor) -> torch.Tensor:
+        """
+        `conv` over `chars` (num_words, num_chars, char_dim), max-pooled over positions: (num_words, filters).
+        Without gradients on x86 CPUs in float32, each window of characters is one row of a oneDNN product (10x
+        faster than PyTorch's convolution on 'original''s shapes, and the same bits at every thread count).
+        """
+        width = conv.kernel_size[0]
+        if onednn_applies_without_grad(conv.weight, chars) and chars.shape[1] >= width:
+            windows = chars.unfold(1, width, 1).flatten(2)  # (num_words, positions, char_dim * width)
+            return onednn_affine(windows, conv.weight.flatten(1), conv.bias).amax(dim=1)
+        return conv(chars.transpose(1, 2)).max(dim=-1).values
 
     def embed_words(self, char_ids: torch.Tensor) -> torch.Tensor:
         """
@@ -1062,6 +1089,63 @@ class ElmoModel(ElmoPreTrainedModel):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
+        with self._inference_threads(attention_mask):
+            layers = self._bilm_layers(input_ids, attention_mask, bool(output_hidden_states or self.scalar_mixes))
+        representations = tuple(mix(layers, attention_mask) for mix in self.scalar_mixes)  # the threads as set
+        return ElmoModelOutput(
+            last_hidden_state=layers[-1],
+            hidden_states=layers if output_hidden_states else None,
+            elmo_representations=representations or None,
+        )
+
+    def _inference_threads(self, attention_mask: torch.Tensor) -> contextlib.AbstractContextManager:
+        """
+        The thread count a call runs under. Inference calls (no gradients, CPU, `set_lstm_inference(threads="auto")`,
+        not stateful, not the reference path) take the count `THREAD_CHOOSER` picks for calls of this model with
+        this many rows and words, so that on a CPU that other processes keep busy, where threads waiting for each
+        other at every parallel operation can make a call several times slower, the call drops to fewer threads
+        (the recurrence's time steps are chosen again per block inside). Only where a probe gives the same bits at
+        every count (`same_results_at`: the char CNN's and the biLM's products run through oneDNN on x86 CPUs);
+        otherwise, and for other calls, the threads as set.
+        """
+        layer = self.bilm.layers[0]
+        counts = thread_counts(torch.get_num_threads())
+        if (
+            torch.is_grad_enabled()
+            or self._reference_implementation
+            or self.config.stateful
+            or layer.step_threads != "auto"
+            or layer.weight_hh.device.type != "cpu"
+            or torch.compiler.is_compiling()
+            or len(counts) == 1
+        ):
+            return contextlib.nullcontext()
+        rows = rows_bucket(attention_mask.shape[0])
+        key = ("call", layer._shape_key(), tuple(self.char_encoder.projection.weight.shape), rows)
+        if not same_results_at(
+            (*key, counts, layer.step_products), counts, lambda: [lambda: self._probe_layers(rows)]
+        ):
+            return contextlib.nullcontext()
+        words = int(attention_mask.sum()) + 2 * attention_mask.shape[0]
+        return THREAD_CHOOSER.run((*key, rows_bucket(attention_mask.shape[1])), words)
+
+    def _probe_layers(self, rows: int) -> list[torch.Tensor]:
+        """All layers for a fixed pseudo-random batch of `rows` rows of 3 words, computed as an inference call does
+        (without the word cache): the probe of `_inference_threads`."""
+        generator = torch.Generator().manual_seed(0)
+        size = (rows, 3, self.config.max_characters_per_token)
+        input_ids = torch.randint(1, self.config.char_vocab_size, size, generator=generator)
+        packing = _pack_sentences(torch.ones(rows, 3, dtype=torch.bool))
+        token_char_ids = torch.cat([input_ids.flatten(0, 1), self.boundary_char_ids(input_ids.device)])
+        token_embeddings = self.char_encoder(token_char_ids.to(self.bilm.layers[0].weight_hh.device))
+        initial_states = self._initial_states(rows, packing.sort_order, token_embeddings)
+        layers, _ = self.bilm(token_embeddings, packing, initial_states, all_layers=True, reference=False)
+        return list(layers)
+
+    def _bilm_layers(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, all_layers: bool
+    ) -> tuple[torch.Tensor, ...]:
+        """The padded layers of `forward` (all of them, or the top one only) for checked arguments."""
         packing = _pack_sentences(attention_mask)
 
         words = input_ids.flatten(0, 1)[packing.word_positions]  # (num_words, max_chars): every word of the batch
@@ -1073,20 +1157,11 @@ class ElmoModel(ElmoPreTrainedModel):
 
         initial_states = self._initial_states(input_ids.shape[0], packing.sort_order, token_embeddings)
         layers, final_states = self.bilm(
-            token_embeddings,
-            packing,
-            initial_states,
-            all_layers=bool(output_hidden_states or self.scalar_mixes),
-            reference=self._reference_implementation,
+            token_embeddings, packing, initial_states, all_layers=all_layers, reference=self._reference_implementation
         )
         if self.config.stateful:
             self._store_states(final_states, packing.sort_order)
-        representations = tuple(mix(layers, attention_mask) for mix in self.scalar_mixes)
-        return ElmoModelOutput(
-            last_hidden_state=layers[-1],
-            hidden_states=layers if output_hidden_states else None,
-            elmo_representations=representations or None,
-        )
+        return layers
 
 
 class ElmoBiLstmTagger(nn.Module):

@@ -89,11 +89,10 @@ class _ThreadCountStats:
     seconds_per_step: dict[int, float] = field(default_factory=dict)
     current: int = 0
     blocks_until_trial: int = 0
-    trial_interval: int = 0
 
-    def next_count(self, min_interval: int) -> int:
-        """The count for the next block: an unmeasured one first, then the best, with a trial of another now and
-        then (after `trial_interval` blocks)."""
+    def next_count(self) -> int:
+        """The count for the next block: an unmeasured one first, then the current one, or when a trial is due,
+        the best of the others."""
         unmeasured = [count for count in self.candidates if count not in self.seconds_per_step]
         if unmeasured:
             return unmeasured[0]
@@ -102,49 +101,52 @@ class _ThreadCountStats:
             return min(others, key=self.seconds_per_step.__getitem__)
         return self.current
 
-    def record(self, count: int, seconds: float, smoothing: float, min_interval: int, max_interval: int) -> None:
+    def record(self, count: int, seconds: float) -> None:
         """Take in one block's seconds per step at `count` threads and update the choice."""
-        if not self.current:
-            self.current, self.trial_interval = count, min_interval
-        previous = self.seconds_per_step.get(count)
-        if count == self.current and previous is not None:
-            self.seconds_per_step[count] = previous + smoothing * (seconds - previous)
+        known = self.seconds_per_step
+        if count == self.current and count in known:
+            known[count] += ThreadCountChooser.SMOOTHING * (seconds - known[count])
             self.blocks_until_trial -= 1
-        else:  # a first measurement or a trial: it replaces what is known of this count
-            self.seconds_per_step[count] = seconds
-            if len(self.seconds_per_step) == len(self.candidates) and count != self.current:
-                won = seconds < self.seconds_per_step[self.current]
-                self.trial_interval = min_interval if won else min(2 * self.trial_interval, max_interval)
-                self.blocks_until_trial = self.trial_interval
-        if len(self.seconds_per_step) < len(self.candidates):
+        else:  # a first measurement or a trial: it replaces what was known of this count
+            known[count] = seconds
+        if len(known) < len(self.candidates):
+            self.current = self.current or count
             return
-        best = min(self.candidates, key=self.seconds_per_step.__getitem__)
-        if best != self.current:  # a trial won, or the current count got slower (another process started)
+        best = min(self.candidates, key=known.__getitem__)
+        if best != self.current or count != self.current:  # a switch, or a trial that lost
             self.current = best
-            self.trial_interval = self.blocks_until_trial = min_interval
+            self.blocks_until_trial = ThreadCountChooser.trial_interval(
+                min(value for other, value in known.items() if other != best) / known[best]
+            )
 
 
 class ThreadCountChooser:
     """
-    Chooses, online, how many threads run the time steps of the inference recurrence, per kind of block of steps
-    (`key`: the layer's shapes, the products and the rows per step). Each block runs under one count and is timed;
-    the count with the lowest smoothed seconds per step is used, and every `trial_interval` blocks another count
-    is tried once (after a lost trial the interval doubles, up to `MAX_TRIAL_INTERVAL`; a lost trial costs at most
-    one block in that many). If the current count gets slower than what another one was measured at, the chooser
-    switches at once. Counts: `thread_counts(torch.get_num_threads())`, so `torch.set_num_threads` still sets the
-    maximum.
-
-    Only blocks whose products give the same bits at every count may be handed to the chooser (see
-    `same_results_at`): the choice then changes the speed, never the outputs.
+    Chooses, online, how many threads run a kind of block of work (`key`): every block runs under one count and is
+    timed; the count with the lowest smoothed seconds per step is used, and now and then the best of the others is
+    tried once on a block. If the current count gets slower than another was measured at (another process
+    started), the chooser switches at once. Trials are spaced so that a losing one costs at most about
+    `TRIAL_BUDGET` of the time in between (`trial_interval`): a count twice as slow is tried every 34 blocks, one
+    ten times as slow every 300. Counts: `thread_counts(torch.get_num_threads())`, so `torch.set_num_threads` still
+    sets the maximum.
     """
 
-    MIN_TRIAL_INTERVAL = 4
-    MAX_TRIAL_INTERVAL = 64
     SMOOTHING = 0.3
+    TRIAL_BUDGET = 0.03
+    MIN_TRIAL_INTERVAL = 4
+    MAX_TRIAL_INTERVAL = 1024
 
     def __init__(self) -> None:
         self._stats: dict[Hashable, _ThreadCountStats] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def trial_interval(cls, slowdown: float) -> int:
+        """Blocks until the next trial of a count measured `slowdown` times slower than the current one."""
+        if not slowdown < math.inf:  # inf or NaN
+            return cls.MAX_TRIAL_INTERVAL
+        blocks = math.ceil((slowdown - 1) / cls.TRIAL_BUDGET)
+        return min(max(blocks, cls.MIN_TRIAL_INTERVAL), cls.MAX_TRIAL_INTERVAL)
 
     def stats(self, key: Hashable) -> dict[int, float]:
         """Seconds per step measured so far for `key` at the current thread setting, by count (for reports)."""
@@ -153,19 +155,17 @@ class ThreadCountChooser:
 
     @contextlib.contextmanager
     def run(self, key: Hashable, steps: int) -> Iterator[int]:
-        """Run a block of `steps` time steps under the chosen thread count (yielded), timing it."""
+        """Run a block of `steps` steps of work under the chosen thread count (yielded), timing it."""
         available = torch.get_num_threads()
         with self._lock:
             entry = self._stats.setdefault((key, available), _ThreadCountStats(thread_counts(available)))
-            count = entry.next_count(self.MIN_TRIAL_INTERVAL)
+            count = entry.next_count()
         with num_threads(count):
             start = time.perf_counter()
             yield count
             elapsed = time.perf_counter() - start
         with self._lock:
-            entry.record(
-                count, elapsed / max(steps, 1), self.SMOOTHING, self.MIN_TRIAL_INTERVAL, self.MAX_TRIAL_INTERVAL
-            )
+            entry.record(count, elapsed / max(steps, 1))
 
 
 THREAD_CHOOSER = ThreadCountChooser()
