@@ -952,11 +952,14 @@ class ElmoModel(ElmoPreTrainedModel):
                 (oneDNN unless `bmm` is clearly faster, as on the tiniest models). Where oneDNN does not apply
                 (other dtypes and devices, CPU autocast, `torch.compile`), `bmm` runs; `compress_lstm_weights`
                 takes precedence.
-            threads: a thread count for the time steps, or `"auto"`: per kind of block of steps, the count out of
-                `torch.get_num_threads()`, half of it (from 4) and 1 with the lowest measured time per step, with
-                another count tried now and then, so the choice follows other processes' load
-                (`recurrence_tuning.ThreadCountChooser`). Only products giving the same bits at each count are
-                handed to it, so outputs do not depend on the choice.
+            threads: a thread count for the time steps, or `"auto"`: each inference call (no gradients, CPU) runs
+                under the count, out of `torch.get_num_threads()`, half of it (from 4) and 1, with the lowest
+                measured time per word for calls of its size, and each block of time steps inside under the count
+                with the lowest time per step; another count is tried now and then, so the choice follows the load
+                of other processes (`recurrence_tuning.ThreadCountChooser`). A count is only chosen for work that
+                gives the same bits at every count (checked once by a probe, `same_results_at`; on x86 CPUs in
+                float32 every product runs through oneDNN, which splits work among threads that way): outputs do
+                not depend on the choice.
         """
         if products not in STEP_PRODUCTS:
             raise ValueError(f"products must be one of {', '.join(map(repr, STEP_PRODUCTS))}, got {products!r}.")

@@ -1,16 +1,17 @@
 """
-Run-time choices for the inference recurrence of the biLM: which products compute its time steps, and how many
-threads run them.
+Run-time choices for ELMo's inference on CPUs: which products compute the biLM's time steps, and how many threads
+run a call and each block of its time steps.
 
 A time step is a handful of small operations (two matrix products, a few element-wise ones), and a sentence has one
 per word, so each of them pays the fixed costs of a parallel region. How much threads help depends on the model's
 shapes, on the CPU and on what else the machine is doing: on 2 cores with a busy process beside it, OpenMP threads
-waiting for each other at every region made the biLM 2-10x slower than on one thread, while on the idle machine two
-threads were up to 2x faster. Neither a fixed count nor a rule by shape is right in both cases, so the count is
-chosen online (`ThreadCountChooser`), from the measured time of the steps themselves.
+waiting for each other at every parallel region made whole calls 2-10x slower than on one thread, while on the idle
+machine two threads were up to 2x faster. Neither a fixed count nor a rule by shape is right in both cases, so the
+count is chosen online (`ThreadCountChooser`), from the measured time of the work itself, and only for work whose
+results do not depend on it (`same_results_at`).
 
-The products (oneDNN with packed weights, or `bmm`) are chosen once per process and shape by timing one step of each
-(`choose_step_products`): which one is faster depends on the CPU's vendor and on the model's size (oneDNN's fixed
+The step products (oneDNN with packed weights, or `bmm`) are chosen once per process and shape by timing one step
+of each (`choose_step_products`): which one is faster depends on the CPU and on the model's size (oneDNN's fixed
 cost per call outweighs its faster kernels on the tiniest models).
 """
 
@@ -87,19 +88,23 @@ class _ThreadCountStats:
 
     candidates: tuple[int, ...]
     seconds_per_step: dict[int, float] = field(default_factory=dict)
+    measured_at: dict[int, int] = field(default_factory=dict)  # block number of each count's latest measurement
+    blocks: int = 0
     current: int = 0
     blocks_until_trial: int = 0
 
     def next_count(self) -> int:
         """The count for the next block: an unmeasured one first, then the current one, or when a trial is due,
-        the best of the others."""
+        the other count measured longest ago (so that every count is measured again now and then)."""
         unmeasured = [count for count in self.candidates if count not in self.seconds_per_step]
         if unmeasured:
             return unmeasured[0]
         if self.blocks_until_trial <= 0:
-            others = [count for count in self.candidates if count != self.current]
-            return min(others, key=self.seconds_per_step.__getitem__)
+            return self._next_trial()
         return self.current
+
+    def _next_trial(self) -> int:
+        return min((count for count in self.candidates if count != self.current), key=self.measured_at.__getitem__)
 
     def record(self, count: int, seconds: float) -> None:
         """Take in one block's seconds per step at `count` threads and update the choice."""
@@ -109,26 +114,27 @@ class _ThreadCountStats:
             self.blocks_until_trial -= 1
         else:  # a first measurement or a trial: it replaces what was known of this count
             known[count] = seconds
+        self.blocks += 1
+        self.measured_at[count] = self.blocks
         if len(known) < len(self.candidates):
             self.current = self.current or count
             return
         best = min(self.candidates, key=known.__getitem__)
         if best != self.current or count != self.current:  # a switch, or a trial that lost
             self.current = best
-            self.blocks_until_trial = ThreadCountChooser.trial_interval(
-                min(value for other, value in known.items() if other != best) / known[best]
-            )
+            self.blocks_until_trial = ThreadCountChooser.trial_interval(known[self._next_trial()] / known[best])
 
 
 class ThreadCountChooser:
     """
     Chooses, online, how many threads run a kind of block of work (`key`): every block runs under one count and is
-    timed; the count with the lowest smoothed seconds per step is used, and now and then the best of the others is
-    tried once on a block. If the current count gets slower than another was measured at (another process
-    started), the chooser switches at once. Trials are spaced so that a losing one costs at most about
-    `TRIAL_BUDGET` of the time in between (`trial_interval`): a count twice as slow is tried every 34 blocks, one
-    ten times as slow every 300. Counts: `thread_counts(torch.get_num_threads())`, so `torch.set_num_threads` still
-    sets the maximum.
+    timed; the count with the lowest smoothed seconds per step is used, and now and then another one (the one
+    measured longest ago) is tried once on a block. If the current count gets slower than another was measured
+    at (another process started), the chooser switches at once. Trials are spaced so that a losing one costs at
+    most about `TRIAL_BUDGET` of the time in between (`trial_interval`): a count twice as slow is tried every 34
+    blocks, one ten times as slow every 300 (at most every `MAX_TRIAL_INTERVAL` blocks, so a count over 30x slower
+    costs more than the budget; none measured on this machine was). Counts: `thread_counts(torch.get_num_threads())`,
+    so `torch.set_num_threads` still sets the maximum.
     """
 
     SMOOTHING = 0.3

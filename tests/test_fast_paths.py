@@ -11,6 +11,7 @@ from model_inputs import char_ids as _char_ids
 from model_inputs import random_model as _model
 from transformers import Trainer, TrainingArguments
 
+import modeling_elmo.modeling_elmo as modeling
 from modeling_elmo import ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
 from modeling_elmo.conversion.original_checkpoint import load_original_checkpoint
@@ -66,12 +67,60 @@ def onednn_calls(monkeypatch) -> list[torch.Size]:
     return calls
 
 
+def _calibration_uncounted(monkeypatch, calls: list) -> None:
+    """Drop from `calls` what the thread-count probes of the automatic threads add to them (`same_results_at`, once
+    per process and shape: the step products of a block, or the whole model for a call)."""
+    probe = modeling.same_results_at
+
+    def probe_uncounted(*args):
+        start = len(calls)
+        try:
+            return probe(*args)
+        finally:
+            del calls[start:]
+
+    monkeypatch.setattr(modeling, "same_results_at", probe_uncounted)
+
+
+@pytest.fixture
+def lstm_onednn_calls(onednn_calls, monkeypatch) -> list[torch.Size]:
+    """Records the input shape of every oneDNN linear call of the biLM's inference recurrence (not the char CNN's),
+    leaving out those of the thread-count probe of automatic threads (`same_results_at`, once per process and
+    shape)."""
+    calls, inside, linear, forward = [], [], torch.ops.mkldnn._linear_pointwise, ElmoLstmLayer._forward_in_place
+
+    def spy(inputs, *args):
+        if inside:
+            calls.append(inputs.shape)
+        return linear(inputs, *args)
+
+    def flagged_forward(self, *args):
+        inside.append(self)
+        try:
+            return forward(self, *args)
+        finally:
+            inside.pop()
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
+    monkeypatch.setattr(ElmoLstmLayer, "_forward_in_place", flagged_forward)
+    _calibration_uncounted(monkeypatch, calls)
+    return calls
+
+
 @pytest.fixture(params=["onednn", "bmm"])
 def backend(request, monkeypatch) -> str:
-    """The inference products: oneDNN (x86 CPUs, float32) or `bmm` (everywhere else; oneDNN switched off)."""
+    """The inference products, forced on every layer the test builds (`ElmoModel.set_lstm_inference`): oneDNN (x86
+    CPUs, float32) or `bmm` (everywhere else; oneDNN switched off)."""
     if request.param == "onednn" and not onednn_linear_applies(torch.zeros(1), torch.zeros(1)):
         pytest.skip("oneDNN's linear is used on x86 CPUs only")
     monkeypatch.setattr(torch.backends.mkldnn, "enabled", request.param == "onednn")
+    init = ElmoLstmLayer.__init__
+
+    def init_with_products(self, config):
+        init(self, config)
+        self.step_products = request.param
+
+    monkeypatch.setattr(ElmoLstmLayer, "__init__", init_with_products)
     return request.param
 
 
@@ -101,10 +150,13 @@ def test_fast_path_matches_float64_reference(random_checkpoint, backend, onednn_
 
 
 @pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN:UserWarning")
-def test_onednn_is_used_per_direction_with_weights_packed_once(random_checkpoint, onednn_calls, monkeypatch):
+def test_onednn_is_used_per_direction_with_weights_packed_once(
+    random_checkpoint, onednn_calls, lstm_onednn_calls, monkeypatch
+):
     model = _model(random_checkpoint, seed=18)
     if not onednn_linear_applies(model.bilm.layers[0].weight_hh, torch.zeros(1)):
         pytest.skip("oneDNN's linear is used on x86 CPUs only")
+    model.set_lstm_inference("onednn")  # "auto" may take `bmm`, and measures both with more oneDNN calls
     ids = _char_ids(_sentences(seed=19, count=3, max_words=8))
     packings = []
     reorder = torch.ops.mkldnn._reorder_linear_weight
@@ -114,8 +166,8 @@ def test_onednn_is_used_per_direction_with_weights_packed_once(random_checkpoint
         assert _max_difference(_layers(model, ids, reference=False), expected) <= TOLERANCE
     # per layer and direction: 1 input-to-gate block, then per step the recurrent and projection products
     num_steps = int((ids != 0).any(dim=-1).sum(dim=1).max()) + 2
-    assert len(onednn_calls) == 2 * len(model.bilm.layers) * 2 * (1 + 2 * num_steps)
-    assert all(shape[0] == 1 for shape in onednn_calls)  # one direction at a time
+    assert len(lstm_onednn_calls) == 2 * len(model.bilm.layers) * 2 * (1 + 2 * num_steps)
+    assert all(shape[0] == 1 for shape in lstm_onednn_calls)  # one direction at a time
     assert len(packings) == len(model.bilm.layers) * 2 * 2  # recurrent + projection per direction, once for 2 calls
     with torch.no_grad():
         model.bilm.layers[1].weight_proj[0, 0, 0] += 1.0  # one value: the layer's weights are packed again
