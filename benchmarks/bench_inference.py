@@ -9,15 +9,19 @@ layers (`output_hidden_states=True`) under `torch.inference_mode()`, `--repeats`
 the median pass is reported, with the range of the passes (the machine's memory bandwidth is shared, so single passes
 vary). Paths: `fast` (default model), `fast-int8` / `fast-bf16` (`model.compress_lstm_weights("int8" | "bf16")`:
 recurrent and projection weights compressed, derived in the untimed warm-up), `fast-cache`
-(`model.enable_word_cache()`, empty when the timing starts), `reference` (`with model.reference_implementation()`).
+(`model.enable_word_cache()`, empty when the timing starts), `reference` (`with model.reference_implementation()`),
+`onnx` (onnxruntime, `--threads` intra-op threads, on the model exported by `elmo-export-onnx`'s code, once, to
+`<model dir>.onnx`; listed when onnxruntime is installed). The `--busy-paths` (default `fast` and `onnx`) are also
+timed with a competing busy process (a Python loop keeping one CPU busy) running beside the worker: the rows
+"beside a busy process". `--models` takes `fixture` (the shared fixture's model) and model folders too.
 `--rounds N` runs the whole list of settings N times, interleaved (round 1: every setting, then round 2, ...), so that
 the settings see the same machine; a row reports the median of its rounds' medians and the range of all its passes.
 With compressed paths listed, every round also runs float32, int8 and bf16 side by side in one process, batch by
 batch in rotating order (`worker_compare`), and reports the speedups pass by pass.
 
 Ceilings (`--ceilings`, on by default), measured in a fresh process at the start of every round, with the model's own
-weights and the products its inference path uses (`ElmoLstmLayer._inference_linears`: oneDNN with packed weights on
-x86 CPUs, `bmm` elsewhere, whichever vendor):
+weights and the products its inference path can use (`ElmoLstmLayer._inference_linears`: oneDNN with packed weights
+on x86 CPUs, and `bmm`; at each row count the faster of the two, whichever vendor):
 - GEMM: the input-to-gate product of a block (`INPUT_GATE_BLOCK_ROWS` rows) and one time step's recurrent +
   projection products of every layer and direction (the (W_hh, W_proj) pairs the model runs in turn) at row counts
   1 ... max batch, interpolated linearly in between. A setting's GEMM ceiling is the time these products take for
@@ -37,12 +41,19 @@ Also measured: a single 2,000-word sentence (batch 1, fast path), the max abs di
 against the reference path run in float64, the max abs error of bfloat16 against float32 and of compressed weights
 (int8, bf16) against float32.
 
+`--choice` validates the default's automatic choices instead (`worker_choice`): per model, on the idle machine and
+beside a busy process, batch 1, batch 64 and one long sentence (`--choice-long-words`), the default path against
+every fixed choice it picks from (oneDNN or `bmm` step products x `--threads` or 1 thread for the whole call) in one
+process, interleaved; the table gives the default's tok/s as a fraction of the best fixed choice's.
+
     python benchmarks/bench_inference.py [--conll ../shared/data/conll2003/dev.txt] [--models small,original]
-        [--batch-sizes 1,32,64] [--paths fast,fast-int8,...] [--work-dir /tmp/elmo-bench] [--threads 2]
-        [--repeats 3] [--rounds 1] [--no-ceilings] [--omp-passive]
+        [--batch-sizes 1,32,64] [--paths fast,fast-int8,...] [--busy-paths fast,onnx] [--work-dir /tmp/elmo-bench]
+        [--threads 2] [--repeats 3] [--rounds 1] [--no-ceilings] [--omp-passive]
+    python benchmarks/bench_inference.py --choice --models fixture,small,original [--repeats 3]
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -57,12 +68,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONLL = REPO.parent / "shared" / "data" / "conll2003" / "dev.txt"
 FIXTURE = REPO.parent / "shared" / "fixtures" / "elmo"
+HAS_ONNXRUNTIME = importlib.util.find_spec("onnxruntime") is not None  # the `onnx` path needs the onnx extra
 # sentences per (path, batch size); the reference path is slow on 'original', so it gets fewer
 ORIGINAL_FAST, SMALL_FAST = {1: 32, 32: 128, 64: 128}, {1: 64, 32: 256, 64: 256}
 SENTENCES = {
-    "original": {path: ORIGINAL_FAST for path in ("fast", "fast-int8", "fast-bf16", "fast-cache")}
+    "original": {path: ORIGINAL_FAST for path in ("fast", "fast-int8", "fast-bf16", "fast-cache", "onnx")}
     | {"reference": {1: 8, 32: 64, 64: 64}},
-    "small": {path: SMALL_FAST for path in ("fast", "fast-int8", "fast-bf16", "fast-cache")}
+    "small": {path: SMALL_FAST for path in ("fast", "fast-int8", "fast-bf16", "fast-cache", "onnx")}
     | {"reference": {1: 32, 32: 128, 64: 128}},
 }
 COMPRESSED_PATHS = {"fast-int8": "int8", "fast-bf16": "bf16"}
@@ -138,24 +150,34 @@ def worker_speed(args: argparse.Namespace) -> dict:
     tokenizer, model = _load(args.model_dir, args.threads)
     if args.path in COMPRESSED_PATHS:
         model.compress_lstm_weights(COMPRESSED_PATHS[args.path])  # the copies are made in the untimed warm-up
+    if args.path == "onnx":
+        session = _onnx_session(args, model)
     rss_after_load = _peak_rss_mib()
     sentences = setting_sentences(args.conll, args.sentences, args.long_sentence)
     batches = [sentences[i : i + args.batch_size] for i in range(0, len(sentences), args.batch_size)]
 
     def run(batch: list[list[str]]) -> None:
         encoded = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
-        model(**encoded, output_hidden_states=True)
+        if args.path == "onnx":  # all layers, as `output_hidden_states=True`
+            session.run(None, {name: encoded[name].numpy() for name in ("input_ids", "attention_mask")})
+        else:
+            model(**encoded, output_hidden_states=True)
 
     passes = []
-    with torch.inference_mode(), model.reference_implementation(enabled=args.path == "reference"):
-        run(load_corpus(args.conll)[-args.batch_size :])  # warm-up, untimed
-        for _ in range(args.repeats):
-            if args.path == "fast-cache":
-                model.enable_word_cache(100_000)  # a new, empty cache: filled by the timed batches only
-            start = time.perf_counter()
-            for batch in batches:
-                run(batch)
-            passes.append(time.perf_counter() - start)
+    busy = busy_process() if args.busy else None
+    try:
+        with torch.inference_mode(), model.reference_implementation(enabled=args.path == "reference"):
+            run(load_corpus(args.conll)[-args.batch_size :])  # warm-up, untimed
+            for _ in range(args.repeats):
+                if args.path == "fast-cache":
+                    model.enable_word_cache(100_000)  # a new, empty cache: filled by the timed batches only
+                start = time.perf_counter()
+                for batch in batches:
+                    run(batch)
+                passes.append(time.perf_counter() - start)
+    finally:
+        if busy is not None:
+            busy.kill()
     tokens = sum(map(len, sentences))
     seconds = statistics.median(passes)
     return {
@@ -213,6 +235,21 @@ def worker_compare(args: argparse.Namespace) -> dict:
     }
 
 
+def _onnx_session(args: argparse.Namespace, model):
+    """An onnxruntime session (`--threads` intra-op threads) on the model exported once with `elmo-export-onnx`'s
+    code into `<model dir>.onnx`."""
+    import onnxruntime
+
+    from modeling_elmo.deploy.onnx_export import export_onnx
+
+    path = args.model_dir.with_suffix(".onnx")
+    if not path.exists():
+        export_onnx(args.model_dir, path)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 def busy_process() -> subprocess.Popen:
     """A competing process keeping one CPU busy (a pure-Python loop), as another user's job would."""
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -221,10 +258,11 @@ def busy_process() -> subprocess.Popen:
 def worker_choice(args: argparse.Namespace) -> dict:
     """
     The default inference path (`set_lstm_inference("auto", "auto")`) against every fixed choice it picks from
-    (oneDNN or `bmm` products x `--threads` or 1 thread), in one process: per input (batch 1: sentences one at a
-    time; batch 64; one `--long-sentence`-word sentence), an untimed warm-up of every path (packing, and the
-    default's one-time measurement of the products), then `--repeats` passes in rotating order, forward only. With
-    `--busy`, a competing busy process runs throughout. Returns per input and path the tok/s of every pass.
+    (oneDNN or `bmm` products x `--threads` or 1 thread for the whole call), in one process: per input (batch 1:
+    sentences one at a time; batch 64; one `--long-sentence`-word sentence), an untimed warm-up of every path
+    (packing, and the default's one-time measurement of the products), then `--repeats` passes in rotating order,
+    forward only. With `--busy`, a competing busy process runs throughout. Returns per input and path the tok/s of
+    every pass.
     """
     import torch
 
@@ -236,6 +274,11 @@ def worker_choice(args: argparse.Namespace) -> dict:
         f"{name} {threads}t": (name, threads) for name in products for threads in sorted({args.threads, 1})
     }
     corpus = load_corpus(args.conll)
+
+    def use(products: str, threads: int | str) -> None:
+        """The default (threads "auto", `--threads` at most) or a fixed choice: that many threads for all of a call."""
+        torch.set_num_threads(args.threads if threads == "auto" else threads)
+        model.set_lstm_inference(products, threads)
 
     def encode(sentences: list[list[str]]) -> dict:
         return tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
@@ -253,12 +296,12 @@ def worker_choice(args: argparse.Namespace) -> dict:
                 words = int(sum(int(batch["attention_mask"].sum()) for batch in batches))
                 passes = {name: [] for name in paths}
                 for setting in paths.values():  # warm-up, untimed
-                    model.set_lstm_inference(*setting)
+                    use(*setting)
                     model(**batches[0])
                 names = list(paths)
                 for repeat in range(args.repeats):
                     for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
-                        model.set_lstm_inference(*paths[name])
+                        use(*paths[name])
                         start = time.perf_counter()
                         for batch in batches:
                             model(**batch, output_hidden_states=True)
@@ -569,8 +612,15 @@ def main() -> None:
     parser.add_argument("--batch-sizes", default="1,32,64")
     parser.add_argument(
         "--paths",
-        default="fast,fast-int8,fast-bf16,fast-cache,reference",
-        help="fast-cache: with the word cache on; fast-int8 / fast-bf16: compressed recurrent and projection weights",
+        default="fast,fast-int8,fast-bf16,fast-cache,reference"
+        + (",onnx" if importlib.util.find_spec("onnxruntime") else ""),
+        help="fast-cache: with the word cache on; fast-int8 / fast-bf16: compressed recurrent and projection weights; "
+        "onnx: onnxruntime on the model exported by elmo-export-onnx (needs the onnx extra)",
+    )
+    parser.add_argument(
+        "--busy-paths",
+        default="fast,onnx" if HAS_ONNXRUNTIME else "fast",
+        help="paths also timed with a competing busy process (one CPU kept busy) running beside the worker",
     )
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/elmo-bench"), help="checkpoints are kept here")
     parser.add_argument("--threads", type=int, default=2)
@@ -640,11 +690,13 @@ def main() -> None:
     settings = []  # (model name, model dir, path, batch size label, batch size, options)
     for name in args.models.split(","):
         model_dir = ensure_model(args.work_dir, name)
-        for path in args.paths.split(","):
+        busy_paths = [path for path in args.busy_paths.split(",") if path]
+        for path, busy in [(path, False) for path in args.paths.split(",")] + [(path, True) for path in busy_paths]:
             for batch_size in batch_sizes:
                 count = SENTENCES.get(name, {}).get(path, {}).get(batch_size, 64)
-                options = {"path": path, "batch_size": batch_size, "sentences": count}
-                settings.append((name, model_dir, path, f"{batch_size}", batch_size, options))
+                options = {"path": path, "batch_size": batch_size, "sentences": count} | ({"busy": ""} if busy else {})
+                label = f"{path}, beside a busy process" if busy else path
+                settings.append((name, model_dir, label, f"{batch_size}", batch_size, options))
         if args.long_sentence_words:
             label = f"1 ({args.long_sentence_words}-word sentence)"
             settings.append((name, model_dir, "fast", label, 1, {"long_sentence": args.long_sentence_words}))
