@@ -380,8 +380,8 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         if self.step_products == "auto":
             bucket = rows_bucket(rows)
 
-            def candidates() -> dict[str, Callable[[], list[torch.Tensor]]]:
-                return {"onednn": self._step_probe(packed_sets, bucket), "bmm": self._step_probe(bmm_sets, bucket)}
+            def candidates() -> dict[str, Callable[[], object]]:
+                return {"onednn": self._steps_probe(packed_sets, bucket), "bmm": self._steps_probe(bmm_sets, bucket)}
 
             if choose_step_products((self._shape_key(), bucket), candidates) == "bmm":
                 return "bmm", bmm_sets
@@ -418,6 +418,31 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         ]
         self._packed_linears = (WeightSnapshot(packed_weights), kind, linears)
         return linears
+
+    def _steps_probe(self, linear_sets: list[LinearSet], rows: int, steps: int = 8) -> Callable[[], object]:
+        """A callable running the inference recurrence (`_recur_in_place`) of every set for `steps` time steps of
+        `rows` rows on fixed pseudo-random inputs: what `choose_step_products` times."""
+        generator = torch.Generator().manual_seed(0)
+        input_size, proj_size, cell_size = (
+            self.weight_ih.shape[1],
+            self.weight_proj.shape[-1],
+            self.weight_proj.shape[-2],
+        )
+        inputs = torch.randn(2, rows * steps, input_size, generator=generator).to(self.weight_ih)
+        offsets = list(range(0, rows * (steps + 1), rows))
+        bias = self.gate_bias().detach().unsqueeze(1)
+
+        def run() -> None:
+            for directions, linears in linear_sets:
+                count = directions.stop - directions.start
+                hidden, cell = inputs.new_zeros(count, rows, proj_size), inputs.new_zeros(count, rows, cell_size)
+                outputs = inputs.new_empty(count, rows * steps, proj_size)
+                self._recur_in_place(
+                    linears, bias[directions], inputs[directions], offsets, hidden, cell, outputs,
+                    lambda rows, steps: contextlib.nullcontext(),
+                )  # fmt: skip
+
+        return run
 
     def _step_probe(self, linear_sets: list[LinearSet], rows: int) -> Callable[[], list[torch.Tensor]]:
         """A callable running one time step's recurrent and projection products of every set at `rows` rows, on
@@ -948,10 +973,10 @@ class ElmoModel(ElmoPreTrainedModel):
         Args:
             products: `"onednn"` (float32 on x86 CPUs: oneDNN with the recurrent and projection weights packed once
                 into its layout, one direction at a time), `"bmm"` (both directions in one `torch.bmm`), or `"auto"`:
-                whichever ran one step faster on this machine at the batch's row count, measured once per process
-                (oneDNN unless `bmm` is clearly faster, as on the tiniest models). Where oneDNN does not apply
-                (other dtypes and devices, CPU autocast, `torch.compile`), `bmm` runs; `compress_lstm_weights`
-                takes precedence.
+                whichever ran a few time steps faster on this machine at the batch's row count, measured once per
+                process (oneDNN unless `bmm` is clearly faster, as on small models at small batches). Where oneDNN
+                does not apply (other dtypes and devices, CPU autocast, `torch.compile`), `bmm` runs;
+                `compress_lstm_weights` takes precedence.
             threads: a thread count for the time steps, or `"auto"`: each inference call (no gradients, CPU) runs
                 under the count, out of `torch.get_num_threads()`, half of it (from 4) and 1, with the lowest
                 measured time per word for calls of its size, and each block of time steps inside under the count

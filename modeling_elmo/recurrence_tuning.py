@@ -10,9 +10,9 @@ machine two threads were up to 2x faster. Neither a fixed count nor a rule by sh
 count is chosen online (`ThreadCountChooser`), from the measured time of the work itself, and only for work whose
 results do not depend on it (`same_results_at`).
 
-The step products (oneDNN with packed weights, or `bmm`) are chosen once per process and shape by timing one step
-of each (`choose_step_products`): which one is faster depends on the CPU and on the model's size (oneDNN's fixed
-cost per call outweighs its faster kernels on the tiniest models).
+The step products (oneDNN with packed weights, or `bmm`) are chosen once per process and shape by timing a few
+steps of the recurrence with each (`choose_step_products`): which one is faster depends on the CPU and on the
+model's size (oneDNN's fixed cost per call outweighs its faster kernels on small models at small batches).
 """
 
 import contextlib
@@ -52,7 +52,7 @@ STEP_PRODUCTS_REPEATS = 5
 
 def choose_step_products(key: Hashable, candidates: Callable[[], dict[str, Callable[[], object]]]) -> str:
     """
-    The name of the fastest of `candidates()` (callables running one time step's products), timed once per process
+    The name of the fastest of `candidates()` (callables running a few time steps), timed once per process
     and `key` on one thread (so that other busy processes do not decide it): each runs once untimed, then
     `STEP_PRODUCTS_REPEATS` times interleaved, and the best time of each counts. The first candidate is the
     preferred one: another is chosen only if it is clearly faster (`STEP_PRODUCTS_MARGIN`).

@@ -548,6 +548,9 @@ def lstm_onednn_calls(onednn_calls, monkeypatch) -> list[torch.Size]:
     return calls
 
 
+PROBE_STEPS = 8  # the default of ElmoLstmLayer._steps_probe
+
+
 @pytest.mark.parametrize(
     ("costs", "expected"),
     [
@@ -561,18 +564,18 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
         pytest.skip("the choice is between oneDNN and bmm on x86 CPUs only")
     clock = SimpleNamespace(now=0.0)
     monkeypatch.setattr(recurrence_tuning, "time", SimpleNamespace(perf_counter=lambda: clock.now))
-    probe = ElmoLstmLayer._step_probe
+    probe = ElmoLstmLayer._steps_probe
 
-    def timed_probe(self, linear_sets, rows):
-        step, kind = probe(self, linear_sets, rows), "bmm" if linear_sets[0][0] == slice(0, 2) else "onednn"
+    def timed_probe(self, linear_sets, rows, steps=PROBE_STEPS):
+        run, kind = probe(self, linear_sets, rows, steps), "bmm" if linear_sets[0][0] == slice(0, 2) else "onednn"
 
-        def timed_step():
+        def timed_run():
             clock.now += costs[kind]
-            return step()
+            return run()
 
-        return timed_step
+        return timed_run
 
-    monkeypatch.setattr(ElmoLstmLayer, "_step_probe", timed_probe)
+    monkeypatch.setattr(ElmoLstmLayer, "_steps_probe", timed_probe)
     model = _model(random_checkpoint, seed=4)
     ids = _char_ids(SENTENCES)
     model.set_lstm_inference("auto", threads=1)
@@ -582,8 +585,9 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
     first = _hidden_states(model, ids)
     choices = recurrence_tuning._STEP_PRODUCTS_CHOICES
     assert len(choices) == 1 and set(choices.values()) == {expected}  # both layers: one shape, one row count
-    # the measurement: per direction, the oneDNN candidate's recurrent and projection products, untimed then repeated
-    measured = (1 + recurrence_tuning.STEP_PRODUCTS_REPEATS) * 2 * 2
+    # the measurement: per direction, the oneDNN candidate's recurrence over PROBE_STEPS steps (1 input-to-gate
+    # product, then per step the recurrent and projection products), untimed then repeated
+    measured = (1 + recurrence_tuning.STEP_PRODUCTS_REPEATS) * 2 * (1 + 2 * PROBE_STEPS)
     assert len(lstm_onednn_calls) == measured + onednn_forward
     lstm_onednn_calls.clear()
     found = _hidden_states(model, ids)  # chosen: no more measurements
