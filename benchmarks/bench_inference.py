@@ -261,8 +261,8 @@ def worker_choice(args: argparse.Namespace) -> dict:
     (oneDNN or `bmm` products x `--threads` or 1 thread for the whole call), in one process: per input (batch 1:
     sentences one at a time; batch 64; one `--long-sentence`-word sentence), an untimed warm-up pass of every path
     (packing; the default measures its products and its first thread counts), then `--repeats` passes in rotating
-    order, forward only. With `--busy`, a competing busy process runs throughout. Returns per input and path the tok/s of
-    every pass.
+    order, forward only. With `--busy`, a competing busy process runs throughout. Returns per input and path the
+    tok/s of every pass.
     """
     import torch
 
