@@ -259,10 +259,10 @@ def worker_choice(args: argparse.Namespace) -> dict:
     """
     The default inference path (`set_lstm_inference("auto", "auto")`) against every fixed choice it picks from
     (oneDNN or `bmm` products x `--threads` or 1 thread for the whole call), in one process: per input (batch 1:
-    sentences one at a time; batch 64; one `--long-sentence`-word sentence), an untimed warm-up pass of every path
-    (packing; the default measures its products and its first thread counts), then `--repeats` passes in rotating
-    order, forward only. With `--busy`, a competing busy process runs throughout. Returns per input and path the
-    tok/s of every pass.
+    sentences one at a time; batch 64; one `--long-sentence`-word sentence), two untimed warm-up passes of every
+    path (packing; the default measures its products and its first thread counts), then `--repeats` passes in
+    rotating order, forward only. With `--busy`, a competing busy process runs throughout. Returns per input and
+    path the tok/s of every pass.
     """
     import torch
 
@@ -295,9 +295,9 @@ def worker_choice(args: argparse.Namespace) -> dict:
             for label, batches in inputs.items():
                 words = int(sum(int(batch["attention_mask"].sum()) for batch in batches))
                 passes = {name: [] for name in paths}
-                for setting in paths.values():  # warm-up, untimed: a whole pass (the default learns its choices)
+                for setting in paths.values():  # warm-up, untimed: two passes (the default learns its choices)
                     use(*setting)
-                    for batch in batches:
+                    for batch in batches + batches:
                         model(**batch)
                 names = list(paths)
                 for repeat in range(args.repeats):

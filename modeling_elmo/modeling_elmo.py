@@ -419,7 +419,7 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self._packed_linears = (WeightSnapshot(packed_weights), kind, linears)
         return linears
 
-    def _steps_probe(self, linear_sets: list[LinearSet], rows: int, steps: int = 8) -> Callable[[], object]:
+    def _steps_probe(self, linear_sets: list[LinearSet], rows: int, steps: int = 4) -> Callable[[], object]:
         """A callable running the inference recurrence (`_recur_in_place`) of every set for `steps` time steps of
         `rows` rows on fixed pseudo-random inputs: what `choose_step_products` times."""
         generator = torch.Generator().manual_seed(0)

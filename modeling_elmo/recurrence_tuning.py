@@ -47,33 +47,38 @@ def rows_bucket(rows: int) -> int:
 _STEP_PRODUCTS_CHOICES: dict[Hashable, str] = {}
 # a candidate other than the first is taken only if one of its steps takes less than this fraction of the first's
 STEP_PRODUCTS_MARGIN = 0.85
-STEP_PRODUCTS_REPEATS = 5
+STEP_PRODUCTS_REPEATS = 3
 
 
 def choose_step_products(key: Hashable, candidates: Callable[[], dict[str, Callable[[], object]]]) -> str:
     """
-    The name of the fastest of `candidates()` (callables running a few time steps), timed once per process
-    and `key` on one thread (so that other busy processes do not decide it): each runs once untimed, then
-    `STEP_PRODUCTS_REPEATS` times interleaved, and the best time of each counts. The first candidate is the
-    preferred one: another is chosen only if it is clearly faster (`STEP_PRODUCTS_MARGIN`).
+    The name of the fastest of `candidates()` (callables running a few time steps), timed once per process, `key`
+    and thread setting, at each count of `thread_counts(torch.get_num_threads())`: each runs once untimed per count,
+    then `STEP_PRODUCTS_REPEATS` times interleaved, and a candidate's time is its best at its best count (the
+    thread chooser then runs it at that count; on a busy machine the one-thread times decide, as they would in use).
+    The first candidate is the preferred one: another is chosen only if it is clearly faster
+    (`STEP_PRODUCTS_MARGIN`).
     """
-    choice = _STEP_PRODUCTS_CHOICES.get(key)
+    available = torch.get_num_threads()
+    choice = _STEP_PRODUCTS_CHOICES.get((key, available))
     if choice is not None:
         return choice
     candidates = candidates()
     best = dict.fromkeys(candidates, math.inf)
-    with num_threads(1), torch.inference_mode():
-        for step in candidates.values():
-            step()
-        for _ in range(STEP_PRODUCTS_REPEATS):
-            for name, step in candidates.items():
-                start = time.perf_counter()
-                step()
-                best[name] = min(best[name], time.perf_counter() - start)
+    with torch.inference_mode():
+        for count in thread_counts(available):
+            with num_threads(count):
+                for step in candidates.values():
+                    step()
+                for _ in range(STEP_PRODUCTS_REPEATS):
+                    for name, step in candidates.items():
+                        start = time.perf_counter()
+                        step()
+                        best[name] = min(best[name], time.perf_counter() - start)
     preferred = next(iter(candidates))
     fastest = min(best, key=best.__getitem__)
     choice = fastest if best[fastest] < STEP_PRODUCTS_MARGIN * best[preferred] else preferred
-    _STEP_PRODUCTS_CHOICES[key] = choice
+    _STEP_PRODUCTS_CHOICES[key, available] = choice
     return choice
 
 

@@ -328,9 +328,19 @@ def test_step_products_prefer_the_first_unless_another_is_clearly_faster(monkeyp
     candidates = _TimedCandidates(monkeypatch, {"onednn": [1.0], "bmm": [bmm_cost]})
     assert choose_step_products("shape", candidates.factory) == expected
     repeats = recurrence_tuning.STEP_PRODUCTS_REPEATS
-    assert candidates.calls.count("onednn") == candidates.calls.count("bmm") == 1 + repeats
-    assert candidates.threads == {1}  # timed on one thread
+    assert candidates.calls.count("onednn") == candidates.calls.count("bmm") == 2 * (1 + repeats)
+    assert candidates.threads == {2, 1}  # timed at every count the thread chooser may run them at
     assert torch.get_num_threads() == 2  # the caller's count restored
+
+
+def test_step_products_compare_each_at_its_best_thread_count(monkeypatch, two_threads):
+    """bmm gains more from a second thread (bandwidth-bound steps): it wins although oneDNN is faster on one."""
+    candidates = _TimedCandidates(monkeypatch, {"onednn": [1.0], "bmm": [1.2]})
+    cost = {("onednn", 2): 0.8, ("onednn", 1): 1.0, ("bmm", 2): 0.6, ("bmm", 1): 1.2}
+    candidates._step = lambda name: (
+        lambda: setattr(candidates, "now", candidates.now + cost[name, torch.get_num_threads()])
+    )
+    assert choose_step_products("bandwidth-bound", candidates.factory) == "bmm"
 
 
 def test_step_products_take_the_best_of_the_repeats(monkeypatch):
@@ -341,7 +351,7 @@ def test_step_products_take_the_best_of_the_repeats(monkeypatch):
     assert choose_step_products("other shape", candidates.factory) == "onednn"  # the first, untimed call is not timed
 
 
-def test_step_products_are_chosen_once_per_key(monkeypatch):
+def test_step_products_are_chosen_once_per_key(monkeypatch, two_threads):
     candidates = _TimedCandidates(monkeypatch, {"onednn": [1.0], "bmm": [0.5]})
     assert choose_step_products(("shape", 8), candidates.factory) == "bmm"
     calls = len(candidates.calls)
@@ -349,7 +359,7 @@ def test_step_products_are_chosen_once_per_key(monkeypatch):
     assert choose_step_products(("shape", 8), candidates.factory) == "bmm"  # cached: nothing runs again
     assert len(candidates.calls) == calls and candidates.factory_calls == 1
     assert choose_step_products(("shape", 16), candidates.factory) == "onednn"  # another key: measured
-    assert recurrence_tuning._STEP_PRODUCTS_CHOICES == {("shape", 8): "bmm", ("shape", 16): "onednn"}
+    assert recurrence_tuning._STEP_PRODUCTS_CHOICES == {(("shape", 8), 2): "bmm", (("shape", 16), 2): "onednn"}
 
 
 # --- same_results_at --------------------------------------------------------------------------------------------
@@ -548,7 +558,7 @@ def lstm_onednn_calls(onednn_calls, monkeypatch) -> list[torch.Size]:
     return calls
 
 
-PROBE_STEPS = 8  # the default of ElmoLstmLayer._steps_probe
+PROBE_STEPS = 4  # the default of ElmoLstmLayer._steps_probe
 
 
 @pytest.mark.parametrize(
@@ -587,7 +597,8 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
     assert len(choices) == 1 and set(choices.values()) == {expected}  # both layers: one shape, one row count
     # the measurement: per direction, the oneDNN candidate's recurrence over PROBE_STEPS steps (1 input-to-gate
     # product, then per step the recurrent and projection products), untimed then repeated
-    measured = (1 + recurrence_tuning.STEP_PRODUCTS_REPEATS) * 2 * (1 + 2 * PROBE_STEPS)
+    counts = len(recurrence_tuning.thread_counts(torch.get_num_threads()))  # timed at each
+    measured = counts * (1 + recurrence_tuning.STEP_PRODUCTS_REPEATS) * 2 * (1 + 2 * PROBE_STEPS)
     assert len(lstm_onednn_calls) == measured + onednn_forward
     lstm_onednn_calls.clear()
     found = _hidden_states(model, ids)  # chosen: no more measurements
