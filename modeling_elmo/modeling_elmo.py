@@ -421,7 +421,8 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
 
     def _steps_probe(self, linear_sets: list[LinearSet], rows: int, steps: int = 4) -> Callable[[], object]:
         """A callable running the inference recurrence (`_recur_in_place`) of every set for `steps` time steps of
-        `rows` rows on fixed pseudo-random inputs: what `choose_step_products` times."""
+        `rows` rows on fixed pseudo-random inputs, the input-to-gate products left out: what `choose_step_products`
+        times."""
         generator = torch.Generator().manual_seed(0)
         input_size, proj_size, cell_size = (
             self.weight_ih.shape[1],
@@ -431,15 +432,20 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         inputs = torch.randn(2, rows * steps, input_size, generator=generator).to(self.weight_ih)
         offsets = list(range(0, rows * (steps + 1), rows))
         bias = self.gate_bias().detach().unsqueeze(1)
+        gates = torch.randn(2, rows * steps, 4 * cell_size, generator=generator).to(self.weight_ih)
+
+        def gates_of_block(block: torch.Tensor) -> torch.Tensor:
+            """The input-to-gate products are left out: a real block has far more steps to share them."""
+            return gates[: block.shape[0], : block.shape[1]].clone()
 
         def run() -> None:
-            for directions, linears in linear_sets:
+            for directions, (_, recurrent, projection) in linear_sets:
                 count = directions.stop - directions.start
                 hidden, cell = inputs.new_zeros(count, rows, proj_size), inputs.new_zeros(count, rows, cell_size)
                 outputs = inputs.new_empty(count, rows * steps, proj_size)
                 self._recur_in_place(
-                    linears, bias[directions], inputs[directions], offsets, hidden, cell, outputs,
-                    lambda rows, steps: contextlib.nullcontext(),
+                    (gates_of_block, recurrent, projection), bias[directions], inputs[directions], offsets, hidden,
+                    cell, outputs, lambda rows, steps: contextlib.nullcontext(),
                 )  # fmt: skip
 
         return run

@@ -595,10 +595,10 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
     first = _hidden_states(model, ids)
     choices = recurrence_tuning._STEP_PRODUCTS_CHOICES
     assert len(choices) == 1 and set(choices.values()) == {expected}  # both layers: one shape, one row count
-    # the measurement: per direction, the oneDNN candidate's recurrence over PROBE_STEPS steps (1 input-to-gate
-    # product, then per step the recurrent and projection products), untimed then repeated
+    # the measurement: per direction, the oneDNN candidate's recurrence over PROBE_STEPS steps (per step the
+    # recurrent and projection products; the input-to-gate product is left out), untimed then repeated
     counts = len(recurrence_tuning.thread_counts(torch.get_num_threads()))  # timed at each
-    measured = counts * (1 + recurrence_tuning.STEP_PRODUCTS_REPEATS) * 2 * (1 + 2 * PROBE_STEPS)
+    measured = counts * (1 + recurrence_tuning.STEP_PRODUCTS_REPEATS) * 2 * 2 * PROBE_STEPS
     assert len(lstm_onednn_calls) == measured + onednn_forward
     lstm_onednn_calls.clear()
     found = _hidden_states(model, ids)  # chosen: no more measurements
