@@ -10,9 +10,9 @@ import pickle
 import pytest
 import torch
 from model_inputs import char_ids as _char_ids
+from model_inputs import drop_thread_probe_calls
 from model_inputs import random_model as _model
 
-import modeling_elmo.modeling_elmo as modeling
 from modeling_elmo import ElmoModel, ElmoTokenizer
 from modeling_elmo.compressed_linear import (
     INT8_K_MULTIPLE,
@@ -48,21 +48,6 @@ def _layers(model: ElmoModel, ids: torch.Tensor, grad: bool = False) -> tuple[to
 def _max_difference(left: tuple[torch.Tensor, ...], right: tuple[torch.Tensor, ...]) -> float:
     """Max abs difference over all layers; NaN if any value is NaN (compare with `<=`, which NaN fails)."""
     return float(torch.stack([(a - b).detach().abs().amax() for a, b in zip(left, right, strict=True)]).amax())
-
-
-def _calibration_uncounted(monkeypatch, calls: list) -> None:
-    """Drop from `calls` what the thread-count probes of the automatic threads add to them (`same_results_at`, once
-    per process and shape: the step products of a block, or the whole model for a call)."""
-    probe = modeling.same_results_at
-
-    def probe_uncounted(*args):
-        start = len(calls)
-        try:
-            return probe(*args)
-        finally:
-            del calls[start:]
-
-    monkeypatch.setattr(modeling, "same_results_at", probe_uncounted)
 
 
 def _stored_weight(weight: torch.Tensor, compression: str) -> torch.Tensor:
@@ -243,7 +228,7 @@ def test_random_model_close_to_float32_and_used_per_direction(random_checkpoint,
     if compression == "int8":
         kernel = torch.ops.aten._weight_int8pack_mm
         monkeypatch.setattr(torch.ops.aten, "_weight_int8pack_mm", lambda *args: calls.append(1) or kernel(*args))
-        _calibration_uncounted(monkeypatch, calls)
+        drop_thread_probe_calls(monkeypatch, calls)
     model.compress_lstm_weights(compression)
     found = _layers(model, ids)
     assert 1e-5 < _max_difference(found, expected) <= MODEL_TOLERANCE

@@ -8,10 +8,10 @@ import pickle
 import pytest
 import torch
 from model_inputs import char_ids as _char_ids
+from model_inputs import drop_thread_probe_calls, record_onednn_calls
 from model_inputs import random_model as _model
 from transformers import Trainer, TrainingArguments
 
-import modeling_elmo.modeling_elmo as modeling
 from modeling_elmo import ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
 from modeling_elmo.conversion.original_checkpoint import load_original_checkpoint
@@ -57,53 +57,16 @@ ARCHITECTURE_CASES = {
 @pytest.fixture
 def onednn_calls(monkeypatch) -> list[torch.Size]:
     """Records the input shape of every oneDNN linear call."""
-    calls, linear = [], torch.ops.mkldnn._linear_pointwise
-
-    def spy(inputs, *args):
-        calls.append(inputs.shape)
-        return linear(inputs, *args)
-
-    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
-    return calls
-
-
-def _calibration_uncounted(monkeypatch, calls: list) -> None:
-    """Drop from `calls` what the thread-count probes of the automatic threads add to them (`same_results_at`, once
-    per process and shape: the step products of a block, or the whole model for a call)."""
-    probe = modeling.same_results_at
-
-    def probe_uncounted(*args):
-        start = len(calls)
-        try:
-            return probe(*args)
-        finally:
-            del calls[start:]
-
-    monkeypatch.setattr(modeling, "same_results_at", probe_uncounted)
+    return record_onednn_calls(monkeypatch)
 
 
 @pytest.fixture
-def lstm_onednn_calls(onednn_calls, monkeypatch) -> list[torch.Size]:
+def lstm_onednn_calls(monkeypatch) -> list[torch.Size]:
     """Records the input shape of every oneDNN linear call of the biLM's inference recurrence (not the char CNN's),
     leaving out those of the thread-count probe of automatic threads (`same_results_at`, once per process and
     shape)."""
-    calls, inside, linear, forward = [], [], torch.ops.mkldnn._linear_pointwise, ElmoLstmLayer._forward_in_place
-
-    def spy(inputs, *args):
-        if inside:
-            calls.append(inputs.shape)
-        return linear(inputs, *args)
-
-    def flagged_forward(self, *args):
-        inside.append(self)
-        try:
-            return forward(self, *args)
-        finally:
-            inside.pop()
-
-    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
-    monkeypatch.setattr(ElmoLstmLayer, "_forward_in_place", flagged_forward)
-    _calibration_uncounted(monkeypatch, calls)
+    calls = record_onednn_calls(monkeypatch, lstm_only=True)
+    drop_thread_probe_calls(monkeypatch, calls)
     return calls
 
 

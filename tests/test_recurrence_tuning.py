@@ -11,6 +11,7 @@ import pytest
 import torch
 from model_inputs import char_ids as _char_ids
 from model_inputs import random_model as _model
+from model_inputs import record_onednn_calls
 
 import modeling_elmo.modeling_elmo as modeling
 from modeling_elmo import recurrence_tuning
@@ -525,37 +526,14 @@ def test_outputs_do_not_depend_on_the_thread_count(
 @pytest.fixture
 def onednn_calls(monkeypatch) -> list[torch.Size]:
     """Records the input shape of every oneDNN linear call."""
-    calls, linear = [], torch.ops.mkldnn._linear_pointwise
-
-    def spy(inputs, *args):
-        calls.append(inputs.shape)
-        return linear(inputs, *args)
-
-    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
-    return calls
+    return record_onednn_calls(monkeypatch)
 
 
 @pytest.fixture
 def lstm_onednn_calls(onednn_calls, monkeypatch) -> list[torch.Size]:
     """Records the input shape of every oneDNN linear call made inside the biLM's inference recurrence (its
     products and their measurement), not the char CNN's."""
-    calls, inside, linear, forward = [], [], torch.ops.mkldnn._linear_pointwise, ElmoLstmLayer._forward_in_place
-
-    def spy(inputs, *args):
-        if inside:
-            calls.append(inputs.shape)
-        return linear(inputs, *args)
-
-    def flagged_forward(self, *args):
-        inside.append(self)
-        try:
-            return forward(self, *args)
-        finally:
-            inside.pop()
-
-    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
-    monkeypatch.setattr(ElmoLstmLayer, "_forward_in_place", flagged_forward)
-    return calls
+    return record_onednn_calls(monkeypatch, lstm_only=True)
 
 
 PROBE_STEPS = 4  # the default of ElmoLstmLayer._steps_probe
