@@ -553,7 +553,12 @@ def _spawn(args: argparse.Namespace, mode: str, model_dir: Path, **options) -> d
 
 def run_choice(args: argparse.Namespace) -> None:
     """`--choice`: per model, the choice worker on the idle machine and beside a busy process; prints the table."""
-    long_words = dict(item.split(":") for item in args.choice_long_words.split(","))
+    long_words = {}
+    for item in args.choice_long_words.split(","):
+        name, _, words = item.partition(":")
+        if not words.isdigit() or int(words) < 1:
+            raise SystemExit(f"--choice-long-words: expected MODEL:WORDS with WORDS a positive integer, got {item!r}")
+        long_words[name] = int(words)
     rows = []
     for name in args.models.split(","):
         model_dir = ensure_model(args.work_dir, name)
