@@ -357,7 +357,9 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         layout) or, with `weight_compression` set (eval mode, CPU, float32), "int8"/"bf16" (`compressed_linear`; not
         in training mode, where the first pass of reentrant gradient checkpointing also runs without gradients).
         Between "onednn" and "bmm", `step_products` decides; "auto" takes the faster on this machine at this many
-        rows, measured once (`choose_step_products`, oneDNN unless `bmm` is clearly faster).
+        rows, measured once (`choose_step_products`), `bmm` unless oneDNN is clearly faster: `bmm` reads the weights
+        as they are, so it needs neither the packed copy nor its check on every call (on 'original' 320 MiB kept and
+        10-20 ms per call, 12% of a batch-1 call).
 
         The packed or compressed weights are kept between calls with a copy of the weights they were derived from
         (`WeightSnapshot`) and derived again whenever the weights differ from that copy, however they were changed.
@@ -374,18 +376,18 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         bmm_sets = [(slice(0, 2), bmm_linears)]
         if compression is None and not onednn:
             return "bmm", bmm_sets
-        packed_sets = self._packed_linears_for(compression, onednn)
         if compression is not None:
-            return compression, packed_sets
+            return compression, self._packed_linears_for(compression, onednn)
         if self.step_products == "auto":
             bucket = rows_bucket(rows)
 
             def candidates() -> dict[str, Callable[[], object]]:
-                return {"onednn": self._steps_probe(packed_sets, bucket), "bmm": self._steps_probe(bmm_sets, bucket)}
+                packed_sets = self._build_linears(None, onednn=True)  # not kept: packed again only if chosen
+                return {"bmm": self._steps_probe(bmm_sets, bucket), "onednn": self._steps_probe(packed_sets, bucket)}
 
             if choose_step_products((self._shape_key(), bucket), candidates) == "bmm":
                 return "bmm", bmm_sets
-        return "onednn", packed_sets
+        return "onednn", self._packed_linears_for(None, True)
 
     def _packed_linears_for(self, compression: str | None, onednn: bool) -> list[LinearSet]:
         """The per-direction sets of `_inference_linears` with packed ("onednn") or compressed step weights."""
@@ -394,6 +396,12 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         if cached is not None and cached[1] == kind and cached[0].matches(packed_weights):
             return cached[2]
         self._packed_linears = cached = None  # free the old packed weights before packing new ones
+        linears = self._build_linears(compression, onednn)
+        self._packed_linears = (WeightSnapshot(packed_weights), kind, linears)
+        return linears
+
+    def _build_linears(self, compression: str | None, onednn: bool) -> list[LinearSet]:
+        """The per-direction sets of `_packed_linears_for`, derived from the current weights (not kept)."""
 
         def step_linear(weight: torch.Tensor) -> LinearFn:
             if compression is not None:
@@ -405,7 +413,7 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
                 return lambda rows: onednn_linear(self.weight_ih[direction])(rows)
             return lambda rows: torch.matmul(rows, self.weight_ih[direction])
 
-        linears = [
+        return [
             (
                 slice(direction, direction + 1),
                 (
@@ -416,8 +424,6 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
             )
             for direction in range(2)
         ]
-        self._packed_linears = (WeightSnapshot(packed_weights), kind, linears)
-        return linears
 
     def _steps_probe(self, linear_sets: list[LinearSet], rows: int, steps: int = 4) -> Callable[[], object]:
         """A callable running the inference recurrence (`_recur_in_place`) of every set for `steps` time steps of
@@ -980,9 +986,9 @@ class ElmoModel(ElmoPreTrainedModel):
             products: `"onednn"` (float32 on x86 CPUs: oneDNN with the recurrent and projection weights packed once
                 into its layout, one direction at a time), `"bmm"` (both directions in one `torch.bmm`), or `"auto"`:
                 whichever ran a few time steps faster on this machine at the batch's row count, measured once per
-                process (oneDNN unless `bmm` is clearly faster, as on small models at small batches). Where oneDNN
-                does not apply (other dtypes and devices, CPU autocast, `torch.compile`), `bmm` runs;
-                `compress_lstm_weights` takes precedence.
+                process (`bmm` unless oneDNN is clearly faster, as on 'original' at 8-32 rows, or where MKL is
+                slow). Where oneDNN does not apply (other dtypes and devices, CPU autocast, `torch.compile`), `bmm`
+                runs; `compress_lstm_weights` takes precedence.
             threads: a thread count for the time steps, or `"auto"`: each inference call (no gradients, CPU) runs
                 under the count, out of `torch.get_num_threads()`, half of it (from 4) and 1, with the lowest
                 measured time per word for calls of its size, and each block of time steps inside under the count

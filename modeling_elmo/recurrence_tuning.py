@@ -46,7 +46,7 @@ def rows_bucket(rows: int) -> int:
 
 _STEP_PRODUCTS_CHOICES: dict[Hashable, str] = {}
 # a candidate other than the first is taken only if one of its steps takes less than this fraction of the first's
-STEP_PRODUCTS_MARGIN = 0.85
+STEP_PRODUCTS_MARGIN = 0.9
 STEP_PRODUCTS_REPEATS = 3
 
 

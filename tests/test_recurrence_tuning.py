@@ -543,7 +543,8 @@ PROBE_STEPS = 4  # the default of ElmoLstmLayer._steps_probe
     ("costs", "expected"),
     [
         ({"onednn": 1.0, "bmm": 0.5}, "bmm"),
-        ({"onednn": 1.0, "bmm": 0.95}, "onednn"),  # bmm faster, but not by the margin
+        ({"onednn": 0.95, "bmm": 1.0}, "bmm"),  # oneDNN faster, but not by the margin: bmm needs no packed copy
+        ({"onednn": 1.0, "bmm": 1.0}, "bmm"),
         ({"onednn": 0.5, "bmm": 1.0}, "onednn"),
     ],
 )
@@ -582,6 +583,8 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
     found = _hidden_states(model, ids)  # chosen: no more measurements
     assert len(lstm_onednn_calls) == onednn_forward
     assert all(shape[0] == 1 for shape in lstm_onednn_calls)  # one direction at a time
+    # the packed copy (and its check on every call) is kept only where oneDNN runs
+    assert all((layer._packed_linears is not None) == (expected == "onednn") for layer in model.bilm.layers)
     model.set_lstm_inference(expected, threads=1)
     forced = _hidden_states(model, ids)
     assert _equal(first, forced) and _equal(found, forced)
