@@ -125,17 +125,23 @@ class _ThreadCountStats:
             self.current = self.current or count
             return
         best = min(self.candidates, key=known.__getitem__)
-        if best != self.current or count != self.current:  # a switch, or a trial that lost
+        trial = count != self.current
+        switch = known[best] < (1 - ThreadCountChooser.SWITCH_MARGIN) * known[self.current]
+        if switch:
             self.current = best
-            self.blocks_until_trial = ThreadCountChooser.trial_interval(known[self._next_trial()] / known[best])
+        if switch or trial:
+            slowdown = known[self._next_trial()] / known[self.current]
+            self.blocks_until_trial = ThreadCountChooser.trial_interval(slowdown)
 
 
 class ThreadCountChooser:
     """
     Chooses, online, how many threads run a kind of block of work (`key`): every block runs under one count and is
     timed; the count with the lowest smoothed seconds per step is used, and now and then another one (the one
-    measured longest ago) is tried once on a block. If the current count gets slower than another was measured
-    at (another process started), the chooser switches at once. Trials are spaced so that a losing one costs at
+    measured longest ago) is tried once on a block. If the current count gets clearly slower than another was
+    measured at (another process started), the chooser switches at once; "clearly": by more than `SWITCH_MARGIN`,
+    so that the noise of single blocks (calls of different lengths, other processes' bursts) does not send it back
+    and forth between counts that are about as fast. Trials are spaced so that a losing one costs at
     most about `TRIAL_BUDGET` of the time in between (`trial_interval`): a count twice as slow is tried every 34
     blocks, one ten times as slow every 300 (at most every `MAX_TRIAL_INTERVAL` blocks, so a count over 30x slower
     costs more than the budget; none measured on this machine was). Counts: `thread_counts(torch.get_num_threads())`,
@@ -143,6 +149,7 @@ class ThreadCountChooser:
     """
 
     SMOOTHING = 0.3
+    SWITCH_MARGIN = 0.1
     TRIAL_BUDGET = 0.03
     MIN_TRIAL_INTERVAL = 4
     MAX_TRIAL_INTERVAL = 1024
