@@ -37,9 +37,17 @@ def _memcmp():
     return memcmp
 
 
-@functools.cache
+_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (the process it belongs to, the pool)
+
+
 def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="weight-snapshot")
+    """The comparison threads of this process: a process forked after the pool started gets its own, since the
+    parent's threads do not exist in it (their pool would queue the work forever)."""
+    global _POOL
+    pool = _POOL
+    if pool is None or pool[0] != os.getpid():
+        pool = _POOL = (os.getpid(), ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="weight-snapshot"))
+    return pool[1]
 
 
 def _byte_ranges(total: int, parts: int) -> list[tuple[int, int]]:

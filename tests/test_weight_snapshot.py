@@ -1,5 +1,9 @@
 """`WeightSnapshot`: a change of any bit, anywhere, in any of its tensors is seen, by every comparison path."""
 
+import os
+import signal
+import time
+
 import pytest
 import torch
 
@@ -98,3 +102,22 @@ def test_ranges_cover_every_byte_once():
                 sum(length for _, length in ranges[:i]) for i in range(len(ranges))
             ]
             assert len(ranges) <= max(1, parts)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_forked_process_compares_with_threads_of_its_own(threads):
+    """After a fork the parent's comparison threads do not exist in the child: comparing there must not hang."""
+    weights = _weights()
+    snapshot = WeightSnapshot(weights)
+    assert snapshot.matches(weights)  # the parent's pool is started (with 2 or 3 threads)
+    child = os.fork()
+    if child == 0:  # the child: exit status 0 if the comparison came back right
+        os._exit(0 if snapshot.matches(weights) and not snapshot.matches(weights[::-1]) else 1)
+    deadline = time.monotonic() + 60
+    while (finished := os.waitpid(child, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            pytest.fail("the comparison in the forked process hung")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(finished[1]) == 0
