@@ -4,7 +4,9 @@ figure also as a fraction of this machine's own limits for the model's work.
 Builds random-weight checkpoints of the real 'small' (LSTM 1024/128, 1 highway) and 'original' (LSTM 4096/512,
 2 highways) shapes in the original HDF5 layout, converts them with `convert_checkpoint`, then runs every setting
 (model x path x batch size) in a fresh process (so peak RSS is per setting, weights loading included), with
-`--threads` threads, an untimed warm-up batch and the sentences in corpus order. Timed: tokenizer + forward with all
+`--threads` threads, two untimed warm-up passes over the setting's sentences (in its first calls of a size class the
+default path measures its step products and, on one call each, its thread counts; their tok/s are printed as
+`warm_up_tok_s`) and the sentences in corpus order. Timed: tokenizer + forward with all
 layers (`output_hidden_states=True`) under `torch.inference_mode()`, `--repeats` passes over the setting's sentences;
 the median pass is reported, with the range of the passes (the machine's memory bandwidth is shared, so single passes
 vary). Paths: `fast` (default model), `fast-int8` / `fast-bf16` (`model.compress_lstm_weights("int8" | "bf16")`:
@@ -78,6 +80,7 @@ SENTENCES = {
     | {"reference": {1: 32, 32: 128, 64: 128}},
 }
 COMPRESSED_PATHS = {"fast-int8": "int8", "fast-bf16": "bf16"}
+WARM_UP_PASSES = 2  # untimed passes over a setting's sentences before the timed ones
 
 
 def load_corpus(path: Path, count: int = 500) -> list[list[str]]:
@@ -163,11 +166,17 @@ def worker_speed(args: argparse.Namespace) -> dict:
         else:
             model(**encoded, output_hidden_states=True)
 
-    passes = []
+    passes, warm_up = [], []
     busy = busy_process() if args.busy else None
     try:
         with torch.inference_mode(), model.reference_implementation(enabled=args.path == "reference"):
-            run(load_corpus(args.conll)[-args.batch_size :])  # warm-up, untimed
+            # untimed: in its first calls of a size class the default path measures its step products and thread
+            # counts (each count on one call); steady-state speed is what the ceilings compare with
+            for _ in range(WARM_UP_PASSES):
+                start = time.perf_counter()
+                for batch in batches:
+                    run(batch)
+                warm_up.append(time.perf_counter() - start)
             for _ in range(args.repeats):
                 if args.path == "fast-cache":
                     model.enable_word_cache(100_000)  # a new, empty cache: filled by the timed batches only
@@ -185,6 +194,7 @@ def worker_speed(args: argparse.Namespace) -> dict:
         "seconds": round(seconds, 2),
         "tok_s": round(tokens / seconds, 1),
         "tok_s_range": [round(tokens / max(passes)), round(tokens / min(passes))],
+        "warm_up_tok_s": [round(tokens / seconds) for seconds in warm_up],
         "peak_rss_mib": round(_peak_rss_mib()),
         "rss_after_load_mib": round(rss_after_load),
     }
@@ -213,8 +223,10 @@ def worker_compare(args: argparse.Namespace) -> dict:
     kinds, words = list(models), sum(map(len, sentences))
     seconds = {kind: [] for kind in kinds}
     with torch.inference_mode():
-        for model in models.values():  # warm-up, untimed: derives the packed and compressed weights
-            model(**batches[0], output_hidden_states=True)
+        for _ in range(WARM_UP_PASSES):  # untimed: derives the packed and compressed weights, learns the choices
+            for batch in batches:
+                for model in models.values():
+                    model(**batch, output_hidden_states=True)
         for _ in range(args.repeats):
             totals = dict.fromkeys(kinds, 0.0)
             for index, batch in enumerate(batches):

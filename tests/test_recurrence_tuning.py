@@ -654,3 +654,17 @@ def test_the_callers_thread_count_is_restored(random_checkpoint, monkeypatch, tw
         with pytest.raises(RuntimeError, match="interrupted"):
             _hidden_states(model, ids)
     assert torch.get_num_threads() == 2
+
+
+def test_compressed_and_float32_calls_are_measured_apart(random_checkpoint, monkeypatch, two_threads, spied_chooser):
+    """Two models of the same shapes in one process, one with int8 weights (faster per word): their calls must not
+    share the chooser's measurements, or each would judge its counts by the other's times."""
+    monkeypatch.setattr(modeling, "same_results_at", lambda *args: True)
+    ids = _char_ids(SENTENCES)
+    float32, int8 = _model(random_checkpoint, seed=6), _model(random_checkpoint, seed=6)
+    int8.compress_lstm_weights("int8")
+    for model in (float32, int8):
+        _hidden_states(model, ids)
+    call_keys = {key for key, _ in spied_chooser.used if not _is_step_key(key)}
+    assert len(call_keys) == 2
+    assert {key[3] for key in call_keys} == {None, "int8"}
