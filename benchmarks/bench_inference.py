@@ -194,7 +194,7 @@ def worker_speed(args: argparse.Namespace) -> dict:
         "seconds": round(seconds, 2),
         "tok_s": round(tokens / seconds, 1),
         "tok_s_range": [round(tokens / max(passes)), round(tokens / min(passes))],
-        "warm_up_tok_s": [round(tokens / seconds) for seconds in warm_up],
+        "warm_up_tok_s": [round(tokens / elapsed) for elapsed in warm_up],
         "peak_rss_mib": round(_peak_rss_mib()),
         "rss_after_load_mib": round(rss_after_load),
     }

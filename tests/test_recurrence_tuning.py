@@ -4,6 +4,7 @@ across thread counts, and at model level: outputs that do not depend on the thre
 measurement, and the caller's thread count restored."""
 
 import contextlib
+import itertools
 import math
 from types import SimpleNamespace
 
@@ -216,14 +217,7 @@ def test_chooser_keeps_its_count_when_another_is_faster_by_less_than_the_margin(
 
 def _runs_of(counts: list[int], value: int) -> list[list[int]]:
     """The maximal runs of `value` in `counts`."""
-    runs, current = [], []
-    for count in counts:
-        if count == value:
-            current.append(count)
-        elif current:
-            runs.append(current)
-            current = []
-    return runs + ([current] if current else [])
+    return [list(run) for count, run in itertools.groupby(counts) if count == value]
 
 
 def test_chooser_follows_a_moderate_slowdown_within_a_few_blocks(monkeypatch):
