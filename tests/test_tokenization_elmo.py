@@ -12,6 +12,7 @@ import subprocess
 import sys
 import sysconfig
 
+import numpy as np
 import pytest
 import torch
 from tokenizers import AddedToken
@@ -249,6 +250,25 @@ def test_batch_of_raw_strings(tok):
 def test_numpy_tensors(tok):
     enc = tok([["a", "b"], ["c"]], is_split_into_words=True, padding=True, return_tensors="np")
     assert enc["input_ids"].shape == (2, 2, 50) and enc["attention_mask"].shape == (2, 2)
+
+
+@pytest.mark.parametrize("tensor_type", ["pt", "np"])
+def test_padded_input_ids_convert_to_int64_tensors(tok, tensor_type):
+    batch = [["The", "bank", "closed"], ["River", "bank"]]
+    expected = [[expected_row(w) for w in batch[0]], [expected_row("River"), expected_row("bank"), ZERO_ROW]]
+    kind = torch.Tensor if tensor_type == "pt" else np.ndarray
+    enc = tok(batch, is_split_into_words=True, padding=True, return_tensors=tensor_type)
+    assert isinstance(enc["input_ids"], kind) and enc["input_ids"].dtype in (torch.int64, np.int64)
+    assert enc["input_ids"].tolist() == expected
+    single = tok(batch[0], is_split_into_words=True, return_tensors=tensor_type)  # batch axis prepended
+    assert isinstance(single["input_ids"], kind) and single["input_ids"].tolist() == [expected[0]]
+    padded = tok.pad({"input_ids": [expected[0], expected[1][:2]]}, padding=True, return_tensors=tensor_type)
+    assert padded["input_ids"].tolist() == expected and padded["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+
+
+def test_non_integer_input_ids_are_not_truncated_to_integers():
+    enc = ElmoBatchEncoding({"input_ids": [[[1.5, 2.0]], [[3.0, 4.25]]]}, tensor_type="pt")
+    assert enc["input_ids"].dtype == torch.float32 and enc["input_ids"].tolist() == [[[1.5, 2.0]], [[3.0, 4.25]]]
 
 
 def test_padding_max_length_and_multiple_of(tok):
