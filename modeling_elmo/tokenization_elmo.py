@@ -72,9 +72,11 @@ class ElmoBatchEncoding(BatchEncoding):
         dense_input_ids = self._dense_input_ids(tensor_type, prepend_batch_axis)
         if dense_input_ids is not None:
             del self.data["input_ids"]  # converted here; the others (2-D and smaller) by `BatchEncoding`
-        super().convert_to_tensors(tensor_type=tensor_type, prepend_batch_axis=prepend_batch_axis)
-        if dense_input_ids is not None:
-            self.data["input_ids"] = dense_input_ids
+        try:
+            super().convert_to_tensors(tensor_type=tensor_type, prepend_batch_axis=prepend_batch_axis)
+        finally:
+            if dense_input_ids is not None:
+                self.data["input_ids"] = dense_input_ids
         for key, shape in shapes.items():
             self.data[key] = self.data[key].reshape(shape)
         return self
@@ -84,8 +86,8 @@ class ElmoBatchEncoding(BatchEncoding):
         `input_ids` given as nested lists of integers of one shape (padded), as an int64 PyTorch tensor or NumPy
         array of `tensor_type`; `None` for anything else (ragged lists, other values or tensor types), which
         `BatchEncoding.convert_to_tensors` converts or rejects. A padded batch holds `batch * words * characters`
-        ids (330,000 for 64 CoNLL sentences): NumPy reads them in 4 ms, where the generic conversion, which first
-        flattens them in Python to check for emptiness, took 40 ms.
+        ids (330,000 for 64 CoNLL sentences): NumPy reads them in 4 ms; the generic conversion flattens them in
+        Python first, and made the whole tokenizer call 50 ms instead of 8.
         """
         value = self.data.get("input_ids")
         if not (isinstance(value, list) and value and isinstance(value[0], (list, tuple))):

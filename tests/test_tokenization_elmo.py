@@ -271,6 +271,13 @@ def test_non_integer_input_ids_are_not_truncated_to_integers():
     assert enc["input_ids"].dtype == torch.float32 and enc["input_ids"].tolist() == [[[1.5, 2.0]], [[3.0, 4.25]]]
 
 
+def test_a_failed_conversion_keeps_the_input_ids():
+    enc = ElmoBatchEncoding({"input_ids": [[[1, 2]], [[3, 4]]], "attention_mask": [[1], [1, 1]]})
+    with pytest.raises(ValueError):
+        enc.convert_to_tensors("pt")  # the ragged attention mask
+    assert enc["input_ids"].tolist() == [[[1, 2]], [[3, 4]]]
+
+
 def test_padding_max_length_and_multiple_of(tok):
     batch = [["a"] * 5, ["b"] * 2]
     enc = tok(batch, is_split_into_words=True, padding="max_length", max_length=7, return_tensors="pt")
