@@ -57,16 +57,18 @@ def choose_step_products(key: Hashable, candidates: Callable[[], dict[str, Calla
     then `STEP_PRODUCTS_REPEATS` times interleaved, and a candidate's time is its best at its best count (the
     thread chooser then runs it at that count; on a busy machine the one-thread times decide, as they would in use).
     The first candidate is the preferred one: another is chosen only if it is clearly faster
-    (`STEP_PRODUCTS_MARGIN`).
+    (`STEP_PRODUCTS_MARGIN`). The same measurement also decides for the smaller thread settings whose counts it
+    timed (1 thread, where the thread chooser runs a call on one), so they are not measured again.
     """
     available = torch.get_num_threads()
     choice = _STEP_PRODUCTS_CHOICES.get((key, available))
     if choice is not None:
         return choice
     candidates = candidates()
-    best = dict.fromkeys(candidates, math.inf)
+    counts = thread_counts(available)
+    seconds = {count: dict.fromkeys(candidates, math.inf) for count in counts}  # best time per count and candidate
     with torch.inference_mode():
-        for count in thread_counts(available):
+        for count in counts:
             with num_threads(count):
                 for step in candidates.values():
                     step()
@@ -74,12 +76,19 @@ def choose_step_products(key: Hashable, candidates: Callable[[], dict[str, Calla
                     for name, step in candidates.items():
                         start = time.perf_counter()
                         step()
-                        best[name] = min(best[name], time.perf_counter() - start)
-    preferred = next(iter(candidates))
-    fastest = min(best, key=best.__getitem__)
-    choice = fastest if best[fastest] < STEP_PRODUCTS_MARGIN * best[preferred] else preferred
-    _STEP_PRODUCTS_CHOICES[key, available] = choice
-    return choice
+                        seconds[count][name] = min(seconds[count][name], time.perf_counter() - start)
+    for setting in counts:
+        if set(thread_counts(setting)) <= set(counts):
+            best = {name: min(seconds[count][name] for count in thread_counts(setting)) for name in candidates}
+            _STEP_PRODUCTS_CHOICES.setdefault((key, setting), _clearly_fastest(best))
+    return _STEP_PRODUCTS_CHOICES[key, available]
+
+
+def _clearly_fastest(seconds: dict[str, float]) -> str:
+    """The fastest of `seconds` (by name) if it beats the first by `STEP_PRODUCTS_MARGIN`, otherwise the first."""
+    preferred = next(iter(seconds))
+    fastest = min(seconds, key=seconds.__getitem__)
+    return fastest if seconds[fastest] < STEP_PRODUCTS_MARGIN * seconds[preferred] else preferred
 
 
 def thread_counts(available: int) -> tuple[int, ...]:

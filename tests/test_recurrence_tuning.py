@@ -384,7 +384,25 @@ def test_step_products_are_chosen_once_per_key(monkeypatch, two_threads):
     assert choose_step_products(("shape", 8), candidates.factory) == "bmm"  # cached: nothing runs again
     assert len(candidates.calls) == calls and candidates.factory_calls == 1
     assert choose_step_products(("shape", 16), candidates.factory) == "onednn"  # another key: measured
-    assert recurrence_tuning._STEP_PRODUCTS_CHOICES == {(("shape", 8), 2): "bmm", (("shape", 16), 2): "onednn"}
+    assert recurrence_tuning._STEP_PRODUCTS_CHOICES == {
+        (("shape", 8), 2): "bmm",
+        (("shape", 8), 1): "bmm",  # decided by the same measurement (see the next test)
+        (("shape", 16), 2): "onednn",
+        (("shape", 16), 1): "onednn",
+    }
+
+
+def test_a_measurement_at_two_threads_also_decides_for_one(monkeypatch, two_threads):
+    """The one-thread times of the 2-thread measurement decide for calls run on one thread: not measured again."""
+    candidates = _TimedCandidates(monkeypatch, {"onednn": [1.0], "bmm": [1.0]})
+    cost = {("onednn", 2): 0.4, ("onednn", 1): 1.0, ("bmm", 2): 0.5, ("bmm", 1): 0.5}
+    candidates._step = lambda name: (
+        lambda: setattr(candidates, "now", candidates.now + cost[name, torch.get_num_threads()])
+    )
+    assert choose_step_products("shape", candidates.factory) == "onednn"  # 0.4 at 2 threads
+    with num_threads(1):
+        assert choose_step_products("shape", candidates.factory) == "bmm"  # 0.5 vs 1.0 at 1 thread
+    assert candidates.factory_calls == 1
 
 
 # --- same_results_at --------------------------------------------------------------------------------------------
@@ -597,7 +615,8 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
     onednn_forward = len(model.bilm.layers) * 2 * (1 + 2 * num_steps) if expected == "onednn" else 0
     first = _hidden_states(model, ids)
     choices = recurrence_tuning._STEP_PRODUCTS_CHOICES
-    assert len(choices) == 1 and set(choices.values()) == {expected}  # both layers: one shape, one row count
+    # both layers: one shape, one row count (decided for every thread setting the measurement covers)
+    assert len({key for key, _ in choices}) == 1 and set(choices.values()) == {expected}
     # the measurement: per direction, the oneDNN candidate's recurrence over PROBE_STEPS steps (per step the
     # recurrent and projection products; the input-to-gate product is left out), untimed then repeated
     counts = len(recurrence_tuning.thread_counts(torch.get_num_threads()))  # timed at each
