@@ -55,6 +55,9 @@ class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
         if stride is not None:
             raise ValueError("ElmoTokenClassificationPipeline does not support `stride` (ELMo has no length limit).")
         if isinstance(aggregation_strategy, str):
+            if aggregation_strategy.upper() not in AggregationStrategy.__members__:
+                choices = ", ".join(repr(strategy.value) for strategy in AggregationStrategy)
+                raise ValueError(f"aggregation_strategy must be one of {choices}, got {aggregation_strategy!r}.")
             aggregation_strategy = AggregationStrategy[aggregation_strategy.upper()]
         # the stock check rejects word strategies for slow tokenizers; for whole-word tokens they are exact
         word_strategy = aggregation_strategy if aggregation_strategy in _WORD_STRATEGIES else None
@@ -65,11 +68,29 @@ class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
             postprocess["aggregation_strategy"] = word_strategy
         return preprocess, forward, postprocess
 
+    def __call__(self, inputs: Any, **kwargs: Any) -> list:
+        """As [`TokenClassificationPipeline.__call__`]; an input that is neither text nor a collection of texts is
+        refused by name (the stock message is "At least one input is required")."""
+        if isinstance(inputs, (bytes, bytearray, dict)) or not (
+            isinstance(inputs, str) or hasattr(inputs, "__iter__")
+        ):
+            raise ValueError(
+                f"{type(self).__name__} takes a string, a list of strings, a dataset or a generator, got "
+                f"{type(inputs).__name__}."
+            )
+        return super().__call__(inputs, **kwargs)
+
     def preprocess(self, sentence: str | list[str], **preprocess_params: Any):
         """One model input per sentence: raw text (split by the tokenizer) or a list of words."""
         if preprocess_params["is_split_into_words"]:
             if not isinstance(sentence, list):
                 raise ValueError("When `is_split_into_words=True`, `sentence` must be a list of words.")
+            for index, word in enumerate(sentence):  # a blank word would be an entity of no text
+                if not isinstance(word, str) or not word.strip():
+                    raise ValueError(
+                        f"When `is_split_into_words=True`, every word must be a string with a non-space character; "
+                        f"word {index} is {word!r}."
+                    )
             delimiter = preprocess_params["delimiter"]
             offsets, position = [], 0
             for word in sentence:

@@ -14,6 +14,9 @@ TRICKY = [
     "  Zürich's   café,\tnaïve —  日本語!  ",
     "Mr. O'Neil met  Dr. Smith...  in São Paulo (Brazil) at 3.5 p.m.\n\nThen left.",
     "emoji 👍🏽 and ﬁ ligatures",
+    # combining marks, right-to-left scripts, NUL and a zero-width space, a lone surrogate
+    "cafe\u0301 na\u0308ive שלום עולם مرحبا a\x00b\u200bc \ud800 \u0301",
+    "",
 ]
 
 
@@ -55,7 +58,8 @@ def test_offsets_index_the_raw_text(tmp_path, text, strategy):
     assert [(e["word"], e["start"], e["end"]) for e in entities] == words
     assert all(text[e["start"] : e["end"]] == e["word"] for e in entities)
     key = "entity" if strategy == "none" else "entity_group"
-    assert {e[key] for e in entities} == ({"B-PER"} if strategy == "none" else {"PER"})
+    expected = {"B-PER"} if strategy == "none" else {"PER"}
+    assert {e[key] for e in entities} == (expected if words else set())
 
 
 @pytest.mark.parametrize("use_crf", [False, True])
@@ -92,3 +96,25 @@ def test_model_object_and_stride(tmp_path):
     assert [(e["word"], e["start"]) for e in ner("Anna  Karenina")] == [("Anna", 0), ("Karenina", 6)]
     with pytest.raises(ValueError, match="does not support `stride`"):
         ner("Anna", stride=2)
+
+
+BAD_CALLS = {
+    "unknown-strategy": ("Anna", {"aggregation_strategy": "longest"}, "aggregation_strategy must be one of 'none'"),
+    "bytes": (b"Anna", {}, "takes a string, a list of strings, a dataset or a generator, got bytes"),
+    "number": (3, {}, "got int"),
+    "none": (None, {}, "got NoneType"),
+    "empty-word": (["Anna", "", "K"], {"is_split_into_words": True}, "word 1 is ''"),
+    "blank-word": (["Anna", " \t"], {"is_split_into_words": True}, "word 1 is ' \\t'"),
+    "word-not-a-string": ([["Anna", 3]], {"is_split_into_words": True}, "word 1 is 3"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CALLS.values(), ids=BAD_CALLS.keys())
+def test_bad_inputs_are_refused_by_name(tmp_path, case):
+    """Before: a KeyError 'LONGEST', "At least one input is required" for bytes or a number, a TypeError for a
+    non-string word, and an entity of no text for a blank word."""
+    inputs, kwargs, message = case
+    ner = elmo_pipeline("token-classification", tagger_folder(tmp_path, "B-PER"))
+    with pytest.raises(ValueError) as raised:
+        ner(inputs, **kwargs)
+    assert message in str(raised.value)

@@ -87,7 +87,7 @@ def test_tagging_raw_text_through_remote_code_only(remote_runs):
     none_strategy = results[STRATEGIES.index("none")]["outputs"]
     for text, entities in zip(TRICKY, none_strategy, strict=True):
         assert [(e["word"], e["start"], e["end"]) for e in entities] == ElmoTokenizer().split_words(text)
-        assert {e["entity"] for e in entities} == {"B-PER"}
+        assert {e["entity"] for e in entities} == ({"B-PER"} if text.strip() else set())
 
 
 def test_feature_extraction_through_remote_code_only(remote_runs):
@@ -99,7 +99,8 @@ def test_feature_extraction_through_remote_code_only(remote_runs):
     assert result["model_class"].endswith(".modeling_elmo.ElmoModel")  # the tagger's biLM, without its head
     expected = pipeline("feature-extraction", model=str(folder))(TRICKY)  # the package's classes, no flag needed
     for text, found, vectors in zip(TRICKY, result["outputs"], expected, strict=True):
-        assert torch.tensor(found).shape == (1, len(ElmoTokenizer().split_words(text)), 8)
+        words = len(ElmoTokenizer().split_words(text))
+        assert torch.tensor(found).shape == ((1, words, 8) if words else (1, 0))  # nested lists: [[]] for no words
         torch.testing.assert_close(torch.tensor(found), torch.tensor(vectors), rtol=0, atol=1e-6)
 
 

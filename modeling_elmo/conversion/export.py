@@ -9,7 +9,12 @@ model holding one under `elmo.` (`ElmoForPreTraining`, `ElmoForTokenClassificati
 - `lm_weights.hdf5`: float32 datasets named and shaped exactly as bilm-tf's `dump_weights` writes them (what
   `elmo-convert` and AllenNLP's `Elmo` read),
 - `softmax.hdf5` (datasets `W` (n_tokens_vocab, projection_dim) and `b` (n_tokens_vocab,)) and the folder's
-  `vocab.txt`, when the folder holds the LM softmax (`softmax.weight`, `softmax.bias`).
+  `vocab.txt`, when the folder holds the LM softmax (`softmax.weight`, `softmax.bias`); the vocabulary must be one
+  bilm-tf reads, of n_tokens_vocab tokens (`LmVocabulary`).
+
+Every weight of the biLM (`char_encoder.*`, `bilm.*`) must be one that `config.json` describes: a folder whose weights
+hold more layers, highways or filters than its config is refused rather than exported in part. Weights the original
+format has no place for (scalar mixes, a tagger's head) are left out.
 
 The LSTM `bias` is TensorFlow's `B` with `config.lstm_forget_bias` added at run time, where TensorFlow adds 1.0; the
 exported `B` is `bias + (lstm_forget_bias - 1)` on the forget gate, so folders saved before that field existed (their
@@ -37,6 +42,7 @@ from safetensors import SafetensorError, safe_open
 
 from ..configuration_elmo import ElmoConfig
 from ..hub.push import config_problems
+from ..pretraining.vocab import LmVocabulary, VocabularyError
 from .convert import (
     ConversionError,
     OutputKind,
@@ -83,6 +89,7 @@ class _SavedWeights:
     def __init__(self, folder: Path, stack: contextlib.ExitStack):
         self.folder = folder
         self.files: dict[str, Path] = {}  # weight name -> file
+        self.read: set[str] = set()  # the names `get` returned
         self._handles = {}
         single, index = folder / SAFETENSORS_FILE, folder / SAFETENSORS_INDEX
         if single.is_file():
@@ -144,7 +151,19 @@ class _SavedWeights:
                 f"{self.folder}: the weight '{name}' has {non_finite} non-finite value(s) (NaN, infinite, or too "
                 "large for float32); the original format cannot hold it."
             )
+        self.read.add(name)
         return tensor
+
+    def check_all_read(self, prefixes: tuple[str, ...]) -> None:
+        """Refuse a weight under one of `prefixes` that no `get` read: the config describes a smaller model than the
+        weights (fewer layers, highways or filters), and exporting would silently drop it."""
+        unread = sorted(name for name in self.files if name.startswith(prefixes) and name not in self.read)
+        if unread:
+            more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
+            raise ExportError(
+                f"{self.folder}: the weight '{unread[0]}'{more} is not part of the model its config.json describes; "
+                "the config and the weights disagree (a damaged save?)."
+            )
 
 
 def _read_config(folder: Path) -> ElmoConfig:
@@ -291,21 +310,19 @@ def _softmax(weights: _SavedWeights, config: ElmoConfig) -> dict[str, np.ndarray
 
 
 def _check_vocabulary(folder: Path, size: int) -> Path:
-    """The folder's `vocab.txt`, refused unless it has `size` lines (counted as bilm-tf reads it)."""
+    """The folder's `vocab.txt`, refused unless bilm-tf can read it as a vocabulary of `size` tokens (`<S>`, `</S>`,
+    `<UNK>` present, no duplicates or blank lines; see `LmVocabulary`)."""
     path = folder / VOCAB_FILE
     if not path.is_file():
         raise ExportError(
             f"{folder}: the model has a softmax of {size} words, but {VOCAB_FILE} (its vocabulary) is missing."
         )
     try:
-        with open(path, encoding="utf-8") as handle:
-            lines = sum(1 for _ in handle)
-    except UnicodeDecodeError as error:
-        raise ExportError(f"{path}: not UTF-8 text ({error.reason}).") from error
-    except OSError as error:
-        raise ExportError(f"{path}: cannot read it ({_reason(error)}).") from error
-    if lines != size:
-        raise ExportError(f"{path} has {lines} lines, but the softmax has {size} words (lm_vocab_size).")
+        vocabulary = LmVocabulary.from_file(path)
+    except VocabularyError as error:
+        raise ExportError(str(error)) from error
+    if len(vocabulary) != size:
+        raise ExportError(f"{path} has {len(vocabulary)} tokens, but the softmax has {size} words (lm_vocab_size).")
     return path
 
 
@@ -331,6 +348,7 @@ def export_model(
         weights = _SavedWeights(model_dir, stack)
         prefix = _body_prefix(weights)
         datasets = {**_char_cnn_datasets(weights, prefix, config), **_lstm_datasets(weights, prefix, config)}
+        weights.check_all_read((f"{prefix}char_encoder.", f"{prefix}bilm."))
         softmax = _softmax(weights, config)
     vocabulary = _check_vocabulary(model_dir, config.lm_vocab_size) if softmax is not None else None
     written = {OPTIONS_FILE: [], WEIGHTS_FILE: sorted(datasets)}

@@ -12,8 +12,11 @@ traces `torch.export`: `ElmoModel.forward` then takes its padded path (`padded_r
   as AllenNLP's `ElmoEmbedder.batch_to_embeddings` returns them: the token layer `[x; x]`, then `[forward;
   backward]` of every LSTM layer; zero at padding. (No scalar mixes: a consumer mixes the layers it wants.)
 
-Stateless only (a folder with `stateful: true` is refused). Before it is moved into place, the file is run with
-onnxruntime on a batch of another shape than the one traced (left and right padding, a one-word sentence) and
+Stateless only (a folder with `stateful: true` is refused), and every biLM weight must be in the folder, of the shape
+its config implies, and finite: a folder that would load with random or non-finite values is refused before the
+export, as are an `--opset` outside 18 to the installed onnx's highest, a negative or non-finite `--tolerance`, and an
+OUT that is one of MODEL_DIR's own files (other than a `.onnx` one). Before it is moved into place, the file is run
+with onnxruntime on a batch of another shape than the one traced (left and right padding, a one-word sentence) and
 compared with PyTorch's own path, all layers; the max abs difference is printed, and beyond `--tolerance` the export
 fails. The file is written beside OUT under a hidden temporary name and renamed into place only when verified; an
 existing OUT is refused unless `--overwrite`. Errors: one line `elmo-export-onnx: error: ...` on stderr, status 1.
@@ -24,6 +27,7 @@ import argparse
 import contextlib
 import importlib.util
 import logging
+import math
 import os
 import random
 import sys
@@ -43,6 +47,8 @@ INPUT_NAMES = ["input_ids", "attention_mask"]
 OUTPUT_NAMES = ["hidden_states"]
 ONNX_PACKAGES = ("onnx", "onnxscript", "onnxruntime")  # onnxscript: the dynamo exporter's ops
 DEFAULT_TOLERANCE = 1e-5
+MIN_OPSET = 18  # the dynamo exporter's lowest
+BILM_PREFIXES = ("char_encoder.", "bilm.")  # the weights of `ElmoModel` that the exported graph computes with
 # (words per row, left-padded?) of the batch traced, and of the different batch the exported file is checked on
 TRACE_ROWS = [(5, False), (3, False), (2, True)]
 CHECK_ROWS = [(9, False), (1, False), (6, True), (4, False), (1, True)]
@@ -91,24 +97,43 @@ def _require_onnx_packages() -> None:
 
 
 def load_model(model_dir: str | os.PathLike) -> nn.Module:
-    """The stateless `ElmoModel` of an ELMo folder, in eval mode (`OnnxExportError` otherwise)."""
+    """The stateless `ElmoModel` of an ELMo folder, in eval mode, every biLM weight read from the folder and finite
+    (`OnnxExportError` otherwise)."""
+    from safetensors import SafetensorError
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
     from .. import ElmoModel  # registers the ELMo Auto classes
 
     path = Path(model_dir)
-    progress_bars = hf_logging.is_progress_bar_enabled()
+    progress_bars, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
     hf_logging.disable_progress_bar()  # errors stay one line
+    hf_logging.set_verbosity_error()  # the load report: what matters in it is checked below
     try:
-        model = AutoModel.from_pretrained(path)
-    except (OSError, ValueError, KeyError) as error:
+        # mismatched shapes reported below, by name, rather than in Transformers' multi-line report
+        model, loading = AutoModel.from_pretrained(path, output_loading_info=True, ignore_mismatched_sizes=True)
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as error:
         raise OnnxExportError(f"cannot load {path}: {' '.join(str(error).split())}") from error
     finally:
+        hf_logging.set_verbosity(verbosity)
         if progress_bars:
             hf_logging.enable_progress_bar()
     if not isinstance(model, ElmoModel):
         raise OnnxExportError(f"{path} holds a {type(model).__name__}, not an ELMo model.")
+    # a tagger's head is unexpected and scalar mixes (not exported) may be missing; a biLM weight must be there
+    missing = sorted(
+        name
+        for name in {*loading["missing_keys"], *(name for name, *_ in loading["mismatched_keys"])}
+        if name.startswith(BILM_PREFIXES)
+    )
+    if missing:
+        raise OnnxExportError(
+            f"{path} lacks the weight '{missing[0]}' of its config.json's model (or holds another shape); exporting "
+            "would write random values in its place."
+        )
+    for name, parameter in model.named_parameters():
+        if name.startswith(BILM_PREFIXES) and not torch.isfinite(parameter).all():
+            raise OnnxExportError(f"{path}: the weight '{name}' has non-finite values (NaN or infinite).")
     if model.config.stateful:
         raise OnnxExportError(
             f'{path} is stateful (config.json has "stateful": true): LSTM states carried between calls cannot be '
@@ -177,16 +202,28 @@ def export_onnx(
     Export the `ElmoModel` of `model_dir` to the ONNX file `output`, verified with onnxruntime on another batch shape;
     returns the max abs difference from PyTorch over all layers. Raises `OnnxExportError`.
     """
-    output = Path(output)
+    output, model_dir = Path(output), Path(model_dir)
     if output.is_dir():
         raise OnnxExportError(f"{output} is a folder; give the path of the .onnx file to write.")
     if output.exists() and not overwrite:
         raise OnnxExportError(f"{output} exists; pass --overwrite to replace it.")
-    if opset is not None and opset < 18:
-        raise OnnxExportError(f"--opset must be at least 18 (the dynamo exporter's lowest), got {opset}.")
-    if not (Path(model_dir) / "config.json").is_file():
+    if output.exists() and output.suffix != ".onnx" and output.resolve().is_relative_to(model_dir.resolve()):
+        raise OnnxExportError(f"{output} is a file of the model folder {model_dir}; --overwrite would replace it.")
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise OnnxExportError(f"--tolerance must be a finite number >= 0, got {tolerance:g}.")
+    if not (model_dir / "config.json").is_file():
         raise OnnxExportError(f"{model_dir} is not a model folder: it has no config.json.")
     _require_onnx_packages()
+    import onnx
+
+    if opset is not None and not MIN_OPSET <= opset <= onnx.defs.onnx_opset_version():
+        raise OnnxExportError(
+            f"--opset must be from {MIN_OPSET} (the dynamo exporter's lowest) to {onnx.defs.onnx_opset_version()} "
+            f"(the installed onnx's highest), got {opset}."
+        )
+    blocking = next((path for path in output.parents if path.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise OnnxExportError(f"cannot write {output}: {blocking} is not a folder.")
     model = load_model(model_dir)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -237,7 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("model_dir", metavar="MODEL_DIR", help="an ELMo folder (config.json + weights)")
     parser.add_argument("output", metavar="OUT.onnx", help="the ONNX file to write")
-    parser.add_argument("--opset", type=int, default=None, help="ONNX opset (>= 18; default: the exporter's)")
+    parser.add_argument(
+        "--opset", type=int, default=None, help=f"ONNX opset (>= {MIN_OPSET}; default: the exporter's)"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT.onnx")
     parser.add_argument(
         "--tolerance",

@@ -395,6 +395,14 @@ def reshape(name: str, shape: tuple[int, ...]):
     return lambda folder: edit_weights(folder, lambda state: state.__setitem__(name, torch.zeros(shape)))
 
 
+def edit_config(**fields):
+    def edit(folder: Path) -> None:
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, **fields}))
+
+    return edit
+
+
 def write(file: str, text: str | None):
     return lambda folder: (folder / file).write_text(text) if text is not None else (folder / file).unlink()
 
@@ -417,7 +425,26 @@ BAD_FOLDERS = {
         reshape("elmo.bilm.layers.0.bias", (2, 8)),
         "'elmo.bilm.layers.0.bias' has shape (2, 8), but its config.json implies (2, 256)",
     ),
-    "vocabulary-too-short": (write("vocab.txt", "<S>\n</S>\n<UNK>\na\nb\nc\n"), "has 6 lines, but the softmax has 7"),
+    "vocabulary-too-short": (write("vocab.txt", "<S>\n</S>\n<UNK>\na\nb\nc\n"), "has 6 tokens, but the softmax has 7"),
+    # bilm-tf cannot read these vocabularies: it needs <S>, </S> and <UNK>, and skips its end marker !!!MAXTERMID
+    "vocabulary-without-markers": (write("vocab.txt", "a\nb\nc\nd\ne\nf\ng\n"), "has no <S>, </S>, <UNK>"),
+    "vocabulary-with-a-duplicate": (
+        write("vocab.txt", "<S>\n</S>\n<UNK>\na\nb\nc\na\n"),
+        "'a' is on line 4 and again on line 7",
+    ),
+    "vocabulary-with-the-end-marker": (
+        write("vocab.txt", "<S>\n</S>\n<UNK>\na\nb\nc\n!!!MAXTERMID\n"),
+        "has 6 tokens, but the softmax has 7",
+    ),
+    # the config describes a smaller model than the weights hold: exporting would drop weights
+    "more-layers-than-the-config": (
+        edit_config(num_hidden_layers=1),
+        "the weight 'elmo.bilm.layers.1.bias' (and 3 more) is not part of the model its config.json describes",
+    ),
+    "more-highways-than-the-config": (
+        edit_config(num_highway_layers=1),
+        "the weight 'elmo.char_encoder.highways.1.transform.bias' (and 3 more) is not part of the model",
+    ),
     "vocabulary-missing": (write("vocab.txt", None), "vocab.txt (its vocabulary) is missing"),
     "no-weights": (write("model.safetensors", None), "no model.safetensors (nor model.safetensors.index.json)"),
     "damaged-weights": (write("model.safetensors", "not safetensors"), "not a readable safetensors file"),

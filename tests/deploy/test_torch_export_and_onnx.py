@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from torch.export import Dim
 from transformers import AutoModel, AutoTokenizer
 
@@ -224,7 +225,34 @@ def test_onnx_cli_tiny_model(tmp_path, capsys):
     for seed, rows in enumerate(CHECKED):
         input_ids, attention_mask = make_batch(rows, chars, seed)
         batches.append({"input_ids": input_ids, "attention_mask": attention_mask})
-    check_onnx_file(output, model, batches)
+    check_onnx_file(output, model, batches + edge_batches(chars))
+
+
+def edge_batches(max_characters: int) -> list[dict[str, torch.Tensor]]:
+    """Batches at the edges: one word of one character, words longer than `max_characters` (cut as the tokenizer
+    cuts them), a row of padding only beside a full one, a batch of padding only, and no words at all."""
+
+    def encode(rows: list[list[str]]) -> dict[str, torch.Tensor]:
+        width = max(map(len, rows))
+        input_ids = torch.zeros(len(rows), width, max_characters, dtype=torch.long)
+        for row, words in enumerate(rows):
+            for column, word in enumerate(words):
+                input_ids[row, column] = torch.tensor(word_to_char_ids(word, max_characters))
+        return {"input_ids": input_ids, "attention_mask": (input_ids != 0).any(dim=-1).long()}
+
+    padding_row = encode([["a", "b", "c"], ["x"]])
+    padding_row["input_ids"][1], padding_row["attention_mask"][1] = 0, 0
+    only_padding = encode([["a", "b"]])
+    only_padding["input_ids"][:], only_padding["attention_mask"][:] = 0, 0
+    no_words = {"input_ids": torch.zeros(2, 0, max_characters, dtype=torch.long)}
+    no_words["attention_mask"] = torch.zeros(2, 0, dtype=torch.long)
+    return [
+        encode([["a"]]),
+        encode([["x" * (3 * max_characters), "é" * max_characters], ["a", "ß" * (max_characters - 2)]]),
+        padding_row,
+        only_padding,
+        no_words,
+    ]
 
 
 def test_onnx_cli_fixture_model(converted_fixture, tmp_path):
@@ -257,7 +285,6 @@ def test_onnx_cli_refusals(tmp_path, capsys):
         ((str(model_dir), str(existing)), "exists; pass --overwrite"),
         ((str(model_dir), str(tmp_path)), "is a folder"),
         ((str(tmp_path / "missing"), str(tmp_path / "new.onnx")), "has no config.json"),
-        ((str(model_dir), str(tmp_path / "new.onnx"), "--opset", "13"), "at least 18"),
     ]
     for argv, message in cases:
         status, err = run_cli(capsys, *argv)
@@ -265,6 +292,76 @@ def test_onnx_cli_refusals(tmp_path, capsys):
         assert err.startswith("elmo-export-onnx: error: ") and message in err and err.count("\n") == 1
     assert existing.read_bytes() == b"keep me"
     assert not (tmp_path / "new.onnx").exists()
+
+
+def highest_opset() -> int:
+    return pytest.importorskip("onnx").defs.onnx_opset_version()
+
+
+# (the arguments after MODEL_DIR, given the folder and tmp_path; a change to the folder; what the error says)
+BAD_RUNS = {
+    "opset-too-low": (lambda model, tmp: [tmp / "new.onnx", "--opset", "13"], None, "--opset must be from 18"),
+    "opset-too-high": (
+        lambda model, tmp: [tmp / "new.onnx", "--opset", str(highest_opset() + 1)],
+        None,
+        "(the installed onnx's highest), got",
+    ),
+    "tolerance-nan": (
+        lambda model, tmp: [tmp / "new.onnx", "--tolerance", "nan"],
+        None,
+        "--tolerance must be a finite number >= 0, got nan",
+    ),
+    "tolerance-negative": (
+        lambda model, tmp: [tmp / "new.onnx", "--tolerance", "-1"],
+        None,
+        "--tolerance must be a finite number >= 0, got -1",
+    ),
+    "a-file-in-the-way": (lambda model, tmp: [tmp / "a-file" / "x.onnx"], None, "a-file is not a folder"),
+    "the-model's-own-weights": (
+        lambda model, tmp: [model / "model.safetensors", "--overwrite"],
+        None,
+        "model.safetensors is a file of the model folder",
+    ),
+    "missing-weight": (
+        lambda model, tmp: [tmp / "new.onnx"],
+        lambda state: state.pop("bilm.layers.1.weight_hh"),
+        "lacks the weight 'bilm.layers.1.weight_hh'",
+    ),
+    "weight-of-another-shape": (
+        lambda model, tmp: [tmp / "new.onnx"],
+        lambda state: state.__setitem__("bilm.layers.0.bias", torch.zeros(2, 7)),
+        "lacks the weight 'bilm.layers.0.bias'",
+    ),
+    "nan-weight": (
+        lambda model, tmp: [tmp / "new.onnx"],
+        lambda state: state["char_encoder.projection.weight"].view(-1).__setitem__(3, float("nan")),
+        "the weight 'char_encoder.projection.weight' has non-finite values",
+    ),
+    "damaged-weights": (lambda model, tmp: [tmp / "new.onnx"], "damage", "cannot load"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_RUNS.values(), ids=BAD_RUNS.keys())
+def test_onnx_cli_refuses_bad_arguments_and_folders_before_exporting(tmp_path, capsys, case):
+    """Refused before the export (seconds, not a minute), one line, nothing written, the model folder untouched: a
+    missing weight would otherwise be exported as random values, a NaN one fail the check a minute later."""
+    require_onnx_extra()
+    arguments, damage, message = case
+    model_dir = tmp_path / "tiny"
+    tiny_model("clips-skip").save_pretrained(model_dir)
+    if damage == "damage":
+        (model_dir / "model.safetensors").write_bytes(b"not safetensors at all")
+    elif damage is not None:
+        state = load_file(model_dir / "model.safetensors")
+        damage(state)
+        save_file(state, model_dir / "model.safetensors", {"format": "pt"})
+    (tmp_path / "a-file").write_text("in the way")
+    before = {path.name: path.read_bytes() for path in model_dir.iterdir()}
+    status, err = run_cli(capsys, str(model_dir), *map(str, arguments(model_dir, tmp_path)))
+    assert status == 1
+    assert err.startswith("elmo-export-onnx: error: ") and message in err and err.count("\n") == 1, err
+    assert {path.name: path.read_bytes() for path in model_dir.iterdir()} == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file", "tiny"]
 
 
 def test_onnx_cli_refuses_a_stateful_folder(tmp_path, capsys):
