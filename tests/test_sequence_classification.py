@@ -1,10 +1,12 @@
 """ElmoForSequenceClassification: heads and pooling, padding invariance, loss and problem types, freezing, loading a
 base checkpoint, save/load, activation cache; text pairs (split, padding, cache, errors)."""
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
-from transformers import AutoModelForSequenceClassification
+from transformers import AutoModelForSequenceClassification, pipeline
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from modeling_elmo import ElmoConfig, ElmoForSequenceClassification, ElmoModel, ElmoTokenizer
@@ -14,6 +16,12 @@ from modeling_elmo.ner.activation_cache import ElmoActivationCache, sentence_key
 LABELS = ["negative", "neutral", "positive"]
 SENTENCES = [["A", "truly", "wonderful", "film", "."], ["Dull", "!"], ["Meh"]]
 SENTIMENTS = [2, 0, 1]
+# raw text pairs for pipeline(); the last one has an empty second text
+PIPELINE_INPUTS = [
+    {"text": "A man plays a guitar.", "text_pair": "Someone makes music."},
+    {"text": "It rains.", "text_pair": "The sun shines brightly, doesn't it?"},
+    {"text": "Yes", "text_pair": ""},
+]
 PAIRS = [
     (["A", "man", "plays", "a", "guitar", "."], ["Someone", "makes", "music", "."]),
     (["It", "rains"], ["The", "sun", "shines", "brightly"]),
@@ -331,3 +339,42 @@ def test_pairs_and_single_texts_are_not_mixed_up():
         tiny_model(classifier_sentence_pairs=True)(**{**inputs, "token_type_ids": inputs["token_type_ids"] * 2})
     with pytest.raises(ValueError, match=r"token_type_ids must have shape \(3, 10\)"):
         tiny_model(classifier_sentence_pairs=True)(**{**inputs, "token_type_ids": inputs["token_type_ids"][:, :4]})
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# pipeline("text-classification")
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def classifier_folder(tmp_path: Path, **overrides) -> Path:
+    """A saved tiny classifier (and tokenizer) whose predictions differ from one input to the next."""
+    model = tiny_model(seed=1, **overrides)
+    with torch.no_grad():
+        model.classifier.weight.mul_(50.0)
+    folder = tmp_path / ("pairs" if overrides.get("classifier_sentence_pairs") else "texts")
+    model.save_pretrained(folder)
+    ElmoTokenizer().save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_pipeline_gives_the_models_softmax_for_texts_and_pairs(tmp_path, pairs):
+    folder = classifier_folder(tmp_path, classifier_sentence_pairs=pairs)
+    inputs = PIPELINE_INPUTS if pairs else [example["text"] for example in PIPELINE_INPUTS]
+    model, tokenizer = ElmoForSequenceClassification.from_pretrained(folder), ElmoTokenizer()
+    runner = pipeline("text-classification", model=str(folder), top_k=None)
+    assert type(runner.model) is ElmoForSequenceClassification
+    for example, found in zip(inputs, runner(inputs), strict=True):
+        encoding = tokenizer(**example, return_tensors="pt") if pairs else tokenizer(example, return_tensors="pt")
+        with torch.no_grad():
+            probabilities = model(**encoding).logits[0].softmax(-1)
+        assert {result["label"]: pytest.approx(result["score"], abs=1e-6) for result in found} == {
+            LABELS[index]: probability for index, probability in enumerate(probabilities.tolist())
+        }
+    one_at_a_time = [runner([example])[0] for example in inputs]
+    batched = pipeline("text-classification", model=str(folder), top_k=None, batch_size=3)(inputs)  # padded
+    for alone_result, batch_result in zip(one_at_a_time, batched, strict=True):
+        assert [r["label"] for r in alone_result] == [r["label"] for r in batch_result]
+        assert [r["score"] for r in alone_result] == pytest.approx([r["score"] for r in batch_result], abs=1e-6)
+    top = [result["label"] for result in pipeline("text-classification", model=str(folder))(inputs)]
+    assert top == [found[0]["label"] for found in one_at_a_time] and len(set(top)) > 1
