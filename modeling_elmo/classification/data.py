@@ -66,12 +66,17 @@ def read_table(path: str | os.PathLike) -> Dataset:
         )
     if builder == "csv" and looks_like_json:
         raise DataError(f"{path}: looks like JSON (it starts with {start[:1].decode()!r}), yet named .csv.")
+    bars_were_on = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()  # a bad file must give one line, not progress bars first
     try:
         table = datasets.load_dataset(builder, data_files=str(path), split="train")
     except Exception as error:  # datasets wraps pyarrow / pandas parse errors in several types
         cause = error.__cause__ or error
         detail = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
         raise DataError(f"{path}: not a valid {path.suffix} file: {detail}") from None
+    finally:
+        if bars_were_on:
+            datasets.enable_progress_bars()
     if len(table) == 0:
         raise DataError(f"{path}: no records.")
     return table
