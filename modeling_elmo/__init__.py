@@ -5,6 +5,7 @@ from transformers import (
     AutoConfig,
     AutoModel,
     AutoModelForPreTraining,
+    AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
     AutoTokenizer,
 )
@@ -13,7 +14,9 @@ from .configuration_elmo import ElmoConfig
 from .modeling_elmo import (
     ElmoForPreTraining,
     ElmoForPreTrainingOutput,
+    ElmoForSequenceClassification,
     ElmoForTokenClassification,
+    ElmoHeadModel,
     ElmoModel,
     ElmoModelOutput,
     ElmoPreTrainedModel,
@@ -24,6 +27,7 @@ from .tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer
 AutoConfig.register(ElmoConfig.model_type, ElmoConfig)
 AutoModel.register(ElmoConfig, ElmoModel)
 AutoModelForTokenClassification.register(ElmoConfig, ElmoForTokenClassification)
+AutoModelForSequenceClassification.register(ElmoConfig, ElmoForSequenceClassification)
 AutoModelForPreTraining.register(ElmoConfig, ElmoForPreTraining)
 AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer)
 
@@ -32,6 +36,7 @@ AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer)
 ElmoConfig.register_for_auto_class()
 ElmoModel.register_for_auto_class("AutoModel")
 ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
+ElmoForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 ElmoForPreTraining.register_for_auto_class("AutoModelForPreTraining")
 ElmoTokenizer.register_for_auto_class("AutoTokenizer")
 
@@ -40,7 +45,9 @@ __all__ = [
     "ElmoConfig",
     "ElmoForPreTraining",
     "ElmoForPreTrainingOutput",
+    "ElmoForSequenceClassification",
     "ElmoForTokenClassification",
+    "ElmoHeadModel",
     "ElmoModel",
     "ElmoModelOutput",
     "ElmoPreTrainedModel",

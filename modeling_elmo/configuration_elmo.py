@@ -19,6 +19,7 @@ AUTO_MAP = {
     "AutoConfig": "configuration_elmo.ElmoConfig",
     "AutoModel": "modeling_elmo.ElmoModel",
     "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
+    "AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
     "AutoModelForPreTraining": "modeling_elmo.ElmoForPreTraining",
 }
 # The config fields that define the biLM's architecture: options.json and a model folder must agree on them to
@@ -125,6 +126,8 @@ FIELD_RULES: dict[str, Rule] = {
     "classifier_head": _one_of("linear", "bilstm"),
     "tagger_hidden_size": _POSITIVE_INT,
     "tagger_num_layers": _POSITIVE_INT,
+    "classifier_pooling": _one_of("mean", "max", "mean_max"),
+    "classifier_sentence_pairs": _BOOLEAN,
     "classifier_dropout": Rule("a number from 0 to 1", lambda value: _is_number(value) and 0 <= value <= 1),
     "use_crf": _BOOLEAN,
     "freeze_elmo": _BOOLEAN,
@@ -220,17 +223,28 @@ class ElmoConfig(PreTrainedConfig):
             Carry the LSTM states of each batch row over to the same row of the next call, like the original
             TensorFlow biLM. The default starts every call from zero states.
         classifier_head (`str`, defaults to `"linear"`):
-            Head of [`ElmoForTokenClassification`] over the scalar mix of all biLM layers: `"linear"` (one linear
-            layer) or `"bilstm"` (the paper's tagger: a bidirectional LSTM, then a linear layer).
+            Head of [`ElmoForTokenClassification`] and [`ElmoForSequenceClassification`] over the scalar mix of all
+            biLM layers: `"linear"` (one linear layer) or `"bilstm"` (the paper's tagger: a bidirectional LSTM over
+            the words, then a linear layer; for sentences the BiLSTM runs before the pooling).
         tagger_hidden_size (`int`, defaults to 200):
-            Hidden size per direction of the `"bilstm"` tagger.
+            Hidden size per direction of the `"bilstm"` head.
         tagger_num_layers (`int`, defaults to 1):
-            Layers of the `"bilstm"` tagger.
+            Layers of the `"bilstm"` head.
+        classifier_pooling (`str`, defaults to `"mean_max"`):
+            How [`ElmoForSequenceClassification`] turns the word vectors of a sentence into one vector: `"mean"`,
+            `"max"` (per feature, over the sentence's words) or `"mean_max"` (both, concatenated). A sentence without
+            words pools to zeros.
+        classifier_sentence_pairs (`bool`, defaults to `False`):
+            Make [`ElmoForSequenceClassification`] classify pairs of texts (entailment, paraphrase): each row holds
+            both texts, told apart by `token_type_ids` (as `tokenizer(texts, text_pairs)` gives them); each text runs
+            through the biLM as a sentence of its own, and the head reads `[u; v; |u - v|; u * v]` of their pooled
+            vectors `u`, `v`. The classifier's input width depends on it, so it is fixed when the model is built.
         classifier_dropout (`float`, defaults to 0.5):
-            Dropout on the mixed ELMo vectors and on the tagger output.
+            Dropout on the mixed ELMo vectors and on the BiLSTM output.
         use_crf (`bool`, defaults to `False`):
             Top the head with a linear-chain CRF: its negative log-likelihood is the loss and predictions are the
             Viterbi path (IOB2 transitions such as `O -> I-PER` are forbidden when the labels are `B-`/`I-`/`O`).
+            Token classification only: [`ElmoForSequenceClassification`] has no CRF and ignores it.
         freeze_elmo (`bool`, defaults to `True`):
             Keep the biLM fixed (run without gradients, in eval mode); only the scalar mix and the head train.
         scalar_mix_l2_coef (`float`, defaults to 0.0):
@@ -270,6 +284,8 @@ class ElmoConfig(PreTrainedConfig):
     classifier_head: str = "linear"
     tagger_hidden_size: int = 200
     tagger_num_layers: int = 1
+    classifier_pooling: str = "mean_max"
+    classifier_sentence_pairs: bool = False
     classifier_dropout: float | int = 0.5
     use_crf: bool = False
     freeze_elmo: bool = True

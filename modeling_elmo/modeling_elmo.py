@@ -10,7 +10,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import TokenClassifierOutput
+from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 from transformers.utils import ModelOutput
 from transformers.utils.generic import can_return_tuple
 
@@ -1235,22 +1235,18 @@ class ElmoBiLstmTagger(nn.Module):
         return restored * mask.unsqueeze(-1).to(restored.dtype)
 
 
-class ElmoForTokenClassification(ElmoPreTrainedModel):
+class ElmoHeadModel(ElmoPreTrainedModel):
     r"""
-    ELMo with a token-classification head (e.g. NER): a learned scalar mix of all biLM layers, dropout, then a linear
-    layer (`config.classifier_head="linear"`) or the paper's BiLSTM tagger (`"bilstm"`), optionally topped by a
-    linear-chain CRF (`config.use_crf`). One prediction per word.
+    What the task heads share: the biLM (`self.elmo`, an [`ElmoModel`] without its own mixes), a learned scalar mix of
+    all its layers, dropout and the optional BiLSTM over the words (`config.classifier_head="bilstm"`, the paper's
+    tagger). Each head adds its classifier on top of `encode_words`.
 
     With `config.freeze_elmo=True` (default, as in the paper) the biLM runs without gradients and stays in eval mode;
     only the mix and the head train. An activation cache (see `modeling_elmo.ner.activation_cache`) may then be
-    attached as `model.activation_cache` to skip the biLM for sentences already seen.
-
-    With a CRF, in eval mode `logits` are the emission scores with every tag off the Viterbi path lowered by 1e4: the
-    argmax of each position is the Viterbi path (what `Trainer.predict` and the pipeline use) and the softmax is
-    numerically one-hot. In training mode (no decoding) `logits` are the emission scores.
+    attached as `model.activation_cache`: `contextual_layers` takes the biLM layers of sentences already seen from it.
     """
 
-    # ElmoModel's own mixes are not built here: ignore them in base checkpoints and in taggers saved with them
+    # ElmoModel's own mixes are not built here: ignore them in base checkpoints and in heads saved with them
     _keys_to_ignore_on_load_unexpected = [r"^(elmo\.)?scalar_mixes\.", r"^softmax\."]  # and an LM's softmax
 
     def __init__(self, config: ElmoConfig):
@@ -1260,12 +1256,13 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
         self.scalar_mix = ElmoScalarMix(config)
         self.dropout = nn.Dropout(config.classifier_dropout)
         self.tagger = ElmoBiLstmTagger(config) if config.classifier_head == "bilstm" else None
-        features = 2 * config.tagger_hidden_size if self.tagger is not None else config.hidden_size
-        self.classifier = nn.Linear(features, config.num_labels)
-        self.crf = LinearChainCrf(config.num_labels, self._bio_constraints(config)) if config.use_crf else None
         self.activation_cache = None
         self.elmo.requires_grad_(not config.freeze_elmo)
-        self.post_init()
+
+    @property
+    def word_vector_size(self) -> int:
+        """Width of the word vectors `encode_words` returns."""
+        return 2 * self.config.tagger_hidden_size if self.tagger is not None else self.config.hidden_size
 
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
@@ -1275,16 +1272,7 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
         model.elmo.requires_grad_(not model.config.freeze_elmo)
         return loaded
 
-    @staticmethod
-    def _bio_constraints(config: ElmoConfig):
-        """IOB2 transition constraints when every label is `O`, `B-X` or `I-X` with a matching `B-X`; else None."""
-        labels = [config.id2label[index] for index in range(config.num_labels)]
-        is_bio = all(label == "O" or label[:2] in ("B-", "I-") for label in labels)
-        if not is_bio or any(label[:2] == "I-" and f"B-{label[2:]}" not in labels for label in labels):
-            return None
-        return bio_constraints(labels)
-
-    def train(self, mode: bool = True) -> "ElmoForTokenClassification":
+    def train(self, mode: bool = True) -> "ElmoHeadModel":
         """Set the training mode of the head; a frozen biLM stays in eval mode."""
         super().train(mode)
         if self.config.freeze_elmo:
@@ -1303,6 +1291,57 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
             output = self.elmo(input_ids, attention_mask=attention_mask, output_hidden_states=True, return_dict=True)
         return output.hidden_states
 
+    def contextual_layers(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """`elmo_layers`, through the activation cache when one is attached (every row is one sentence)."""
+        if self.activation_cache is not None:
+            return self.activation_cache.layers(self, input_ids, attention_mask)
+        return self.elmo_layers(input_ids, attention_mask)
+
+    def encode_words(self, layers: tuple[torch.Tensor, ...], mask: torch.Tensor) -> torch.Tensor:
+        """
+        The head's word vectors: the scalar mix of `layers` (each (batch, words, 2 * projection_dim)) with dropout,
+        then the BiLSTM and dropout again if there is one. `mask` (batch, words) -> (batch, words,
+        `word_vector_size`), zero at padding.
+        """
+        hidden = self.dropout(self.scalar_mix(layers, mask))
+        if self.tagger is not None:
+            hidden = self.dropout(self.tagger(hidden, mask))
+        return hidden
+
+    def scalar_mix_penalty(self) -> torch.Tensor | float:
+        """The L2 penalty on the scalar-mix weights (`config.scalar_mix_l2_coef`) in training mode, else 0."""
+        if not (self.config.scalar_mix_l2_coef and self.training):
+            return 0.0
+        return self.config.scalar_mix_l2_coef * self.scalar_mix.scalar_parameters.pow(2).sum()
+
+
+class ElmoForTokenClassification(ElmoHeadModel):
+    r"""
+    ELMo with a token-classification head (e.g. NER): a learned scalar mix of all biLM layers, dropout, then a linear
+    layer (`config.classifier_head="linear"`) or the paper's BiLSTM tagger (`"bilstm"`), optionally topped by a
+    linear-chain CRF (`config.use_crf`). One prediction per word. Freezing and the activation cache: see
+    [`ElmoHeadModel`].
+
+    With a CRF, in eval mode `logits` are the emission scores with every tag off the Viterbi path lowered by 1e4: the
+    argmax of each position is the Viterbi path (what `Trainer.predict` and the pipeline use) and the softmax is
+    numerically one-hot. In training mode (no decoding) `logits` are the emission scores.
+    """
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.classifier = nn.Linear(self.word_vector_size, config.num_labels)
+        self.crf = LinearChainCrf(config.num_labels, self._bio_constraints(config)) if config.use_crf else None
+        self.post_init()
+
+    @staticmethod
+    def _bio_constraints(config: ElmoConfig):
+        """IOB2 transition constraints when every label is `O`, `B-X` or `I-X` with a matching `B-X`; else None."""
+        labels = [config.id2label[index] for index in range(config.num_labels)]
+        is_bio = all(label == "O" or label[:2] in ("B-", "I-") for label in labels)
+        if not is_bio or any(label[:2] == "I-" and f"B-{label[2:]}" not in labels for label in labels):
+            return None
+        return bio_constraints(labels)
+
     def _loss(
         self,
         emissions: torch.Tensor,
@@ -1319,11 +1358,9 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
             nll = self.crf.neg_log_likelihood(emissions.float(), labels, mask)
             denominator = num_items_in_batch if num_items_in_batch is not None else labels.ne(-100).sum().clamp(min=1)
             loss = nll.sum() / denominator
-        if self.config.scalar_mix_l2_coef and self.training:
-            # once per optimizer step in total, however the Trainer splits it into accumulated batches
-            share = labels.ne(-100).sum() / num_items_in_batch if num_items_in_batch is not None else 1.0
-            loss = loss + share * self.config.scalar_mix_l2_coef * self.scalar_mix.scalar_parameters.pow(2).sum()
-        return loss
+        # the penalty once per optimizer step in total, however the Trainer splits it into accumulated batches
+        share = labels.ne(-100).sum() / num_items_in_batch if num_items_in_batch is not None else 1.0
+        return loss + share * self.scalar_mix_penalty()
 
     @can_return_tuple
     def forward(
@@ -1352,14 +1389,8 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
         if attention_mask is None:
             attention_mask = (input_ids != 0).any(dim=-1)
         mask = attention_mask.bool()
-        if self.activation_cache is not None:
-            layers = self.activation_cache.layers(self, input_ids, attention_mask)
-        else:
-            layers = self.elmo_layers(input_ids, attention_mask)
-        hidden = self.dropout(self.scalar_mix(layers, mask))
-        if self.tagger is not None:
-            hidden = self.dropout(self.tagger(hidden, mask))
-        logits = self.classifier(hidden)
+        layers = self.contextual_layers(input_ids, attention_mask)
+        logits = self.classifier(self.encode_words(layers, mask))
 
         loss = None
         if labels is not None:
@@ -1377,6 +1408,172 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
         return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=layers if output_hidden_states else None)
+
+
+class ElmoSentencePooler(nn.Module):
+    """One vector per sentence from its word vectors: `config.classifier_pooling` over the words of each row."""
+
+    def __init__(self, config: ElmoConfig, word_vector_size: int):
+        super().__init__()
+        self.pooling = config.classifier_pooling
+        self.output_size = word_vector_size * (2 if self.pooling == "mean_max" else 1)
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """`hidden` (batch, words, size), zero at padding; `mask` (batch, words) -> (batch, `output_size`). A row
+        without words pools to zeros."""
+        pooled = []
+        if self.pooling in ("mean", "mean_max"):
+            count = mask.sum(dim=1, keepdim=True).clamp(min=1).to(hidden.dtype)
+            pooled.append(hidden.sum(dim=1) / count)
+        if self.pooling in ("max", "mean_max"):
+            lowest = torch.finfo(hidden.dtype).min
+            maximum = hidden.masked_fill(~mask.unsqueeze(-1), lowest).amax(dim=1)
+            pooled.append(maximum.masked_fill(~mask.any(dim=1, keepdim=True), 0.0))
+        return torch.cat(pooled, dim=-1)
+
+
+class ElmoForSequenceClassification(ElmoHeadModel):
+    r"""
+    ELMo with a sentence-classification head (sentiment, topic, intent; entailment and paraphrase for text pairs): the
+    word vectors of [`ElmoHeadModel`] (scalar mix of all biLM layers, optional BiLSTM), pooled over each sentence's
+    words (`config.classifier_pooling`), then a linear layer. Loss and `config.problem_type` as in
+    `BertForSequenceClassification`: mean squared error for `num_labels == 1` (regression), cross-entropy for integer
+    labels, binary cross-entropy with logits for float labels (multi-label). Freezing and the activation cache: see
+    [`ElmoHeadModel`].
+
+    Text pairs (`config.classifier_sentence_pairs=True`): a row holds the words of both texts, `token_type_ids` 0 for
+    the first text's words and 1 for the second's (`tokenizer(texts, text_pairs)`). The model runs the two texts of
+    every row through the biLM as two separate sentences (a batch of `2 * batch_size` rows: each text gets its own
+    `<S>`/`</S>` and zero initial states, so no LSTM state flows from one into the other; with an activation cache
+    each text is an entry of its own), pools each into `u` and `v`, and classifies `[u; v; |u - v|; u * v]`. This is
+    how the sentence-pair encoders of InferSent and ESIM compare two sentences: the difference and the product give a
+    linear layer the agreement of the two texts feature by feature, which the concatenation alone leaves to it to
+    learn; and encoding the texts apart, as ELMo's biLM was trained (one sentence at a time), keeps each text's
+    vectors those it would have alone.
+    """
+
+    accepts_loss_kwargs = False  # the loss is a mean per batch, as BERT's: the Trainer scales it for accumulation
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.pooler = ElmoSentencePooler(config, self.word_vector_size)
+        features = self.pooler.output_size * (4 if config.classifier_sentence_pairs else 1)
+        self.classifier = nn.Linear(features, config.num_labels)
+        self.post_init()
+
+    def _sentence_masks(self, mask: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
+        """The word mask of every sentence the batch holds: `mask` (batch, words) for single texts, or for text pairs
+        the first texts' masks followed by the second texts' (2 * batch, words)."""
+        pairs = self.config.classifier_sentence_pairs
+        if token_type_ids is not None:
+            _check_indices("token_type_ids", token_type_ids, 2)
+            if token_type_ids.shape != mask.shape:
+                raise ValueError(
+                    f"token_type_ids must have shape {tuple(mask.shape)} (batch_size, num_words), got "
+                    f"{tuple(token_type_ids.shape)}."
+                )
+        if not pairs:
+            if token_type_ids is not None and (token_type_ids.bool() & mask).any():
+                raise ValueError(
+                    "token_type_ids mark words of a second text, but this model classifies single texts "
+                    "(config.classifier_sentence_pairs=False); build it with classifier_sentence_pairs=True to "
+                    "classify text pairs."
+                )
+            return mask
+        if token_type_ids is None:
+            raise ValueError(
+                "This model classifies text pairs (config.classifier_sentence_pairs=True): give token_type_ids (0 for "
+                "the first text's words, 1 for the second's), as tokenizer(texts, text_pairs) returns them."
+            )
+        second = token_type_ids.bool() & mask
+        return torch.cat([mask & ~second, second])
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
+                Character ids of every word from [`ElmoTokenizer`]; for text pairs, the words of both texts.
+            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*):
+                1 for words, 0 for padding. Derived from `input_ids` when absent.
+            token_type_ids (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
+                For text pairs: 0 for the first text's words, 1 for the second's (padding: any). Single texts need
+                none (or all zeros).
+            labels (`torch.Tensor`, *optional*):
+                `(batch_size,)` class indices in `[0, num_labels)` (single-label), `(batch_size, num_labels)` floats
+                (multi-label), or `(batch_size,)` floats for regression (`num_labels == 1`).
+            output_hidden_states (`bool`, *optional*):
+                Return the biLM layers as `hidden_states`, each `(batch_size, num_words, 2 * projection_dim)`; for
+                text pairs every word's vectors are those of its own text.
+
+        Returns:
+            [`SequenceClassifierOutput`] with `logits` of shape `(batch_size, num_labels)`.
+        """
+        if attention_mask is None:
+            attention_mask = (input_ids != 0).any(dim=-1)
+        if attention_mask.shape != input_ids.shape[:2]:
+            raise ValueError(
+                f"attention_mask must have shape {tuple(input_ids.shape[:2])}, got {tuple(attention_mask.shape)}."
+            )
+        masks = self._sentence_masks(attention_mask.bool(), token_type_ids)
+        sentence_ids = input_ids if masks.shape[0] == input_ids.shape[0] else torch.cat([input_ids, input_ids])
+        layers = self.contextual_layers(sentence_ids, masks)
+        pooled = self.pooler(self.encode_words(layers, masks), masks)
+        if self.config.classifier_sentence_pairs:
+            first, second = pooled.chunk(2)
+            pooled = torch.cat([first, second, (first - second).abs(), first * second], dim=-1)
+            layers = tuple(sum(layer.chunk(2)) for layer in layers)  # each text's words are zero in the other
+        logits = self.classifier(pooled)
+
+        loss = None
+        if labels is not None:
+            loss = self._loss(logits, labels.to(logits.device)) + self.scalar_mix_penalty()
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        return SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=layers if output_hidden_states else None
+        )
+
+    def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """`BertForSequenceClassification`'s loss, `config.problem_type` set from `num_labels` and the labels' dtype
+        when unset; the labels' shape and range are checked first."""
+        if self.config.problem_type is None:
+            if self.num_labels == 1:
+                self.config.problem_type = "regression"
+            elif labels.dtype in (torch.long, torch.int):
+                self.config.problem_type = "single_label_classification"
+            else:
+                self.config.problem_type = "multi_label_classification"
+        batch_size = logits.shape[0]
+        if self.config.problem_type == "regression":
+            if labels.numel() != batch_size * self.num_labels:
+                raise ValueError(
+                    f"labels must hold {self.num_labels} value(s) per example for regression, got shape "
+                    f"{tuple(labels.shape)} for {batch_size} examples."
+                )
+            if self.num_labels == 1:
+                return nn.functional.mse_loss(logits.squeeze(-1), labels.view(-1).to(logits.dtype))
+            return nn.functional.mse_loss(logits, labels.view_as(logits).to(logits.dtype))
+        if self.config.problem_type == "single_label_classification":
+            _check_indices("labels", labels, self.num_labels)
+            if labels.numel() != batch_size:
+                raise ValueError(f"labels must have shape ({batch_size},), got {tuple(labels.shape)}.")
+            return nn.functional.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
+        if labels.shape != logits.shape:
+            raise ValueError(
+                f"labels must have shape {tuple(logits.shape)} (batch_size, num_labels) for multi-label "
+                f"classification, got {tuple(labels.shape)}."
+            )
+        return nn.functional.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
 
 
 @dataclass
@@ -1641,4 +1838,6 @@ __all__ = [
     "ElmoForPreTraining",
     "ElmoForPreTrainingOutput",
     "ElmoForTokenClassification",
+    "ElmoForSequenceClassification",
+    "ElmoHeadModel",
 ]

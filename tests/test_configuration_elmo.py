@@ -33,6 +33,8 @@ BAD_VALUES = {
     "classifier_head": ["crf", None],
     "tagger_hidden_size": [0, 200.0],
     "tagger_num_layers": [0, True],
+    "classifier_pooling": ["sum", "MEAN", None, 1],
+    "classifier_sentence_pairs": ["true", 1, None],
     "classifier_dropout": [-0.1, 1.5, NAN, None],
     "use_crf": ["yes", 1],
     "freeze_elmo": ["false", None],

@@ -1,0 +1,242 @@
+"""ElmoForSequenceClassification: heads and pooling, padding invariance, loss and problem types, freezing, loading a
+base checkpoint, save/load, activation cache; text pairs (split, padding, cache, errors)."""
+
+import pytest
+import torch
+from torch import nn
+from transformers import AutoModelForSequenceClassification
+from transformers.modeling_outputs import SequenceClassifierOutput
+
+from modeling_elmo import ElmoConfig, ElmoForSequenceClassification, ElmoModel, ElmoTokenizer
+from modeling_elmo.configuration_elmo import ElmoConfigError
+from modeling_elmo.ner.activation_cache import ElmoActivationCache
+
+LABELS = ["negative", "neutral", "positive"]
+SENTENCES = [["A", "truly", "wonderful", "film", "."], ["Dull", "!"], ["Meh"]]
+SENTIMENTS = [2, 0, 1]
+PAIRS = [
+    (["A", "man", "plays", "a", "guitar", "."], ["Someone", "makes", "music", "."]),
+    (["It", "rains"], ["The", "sun", "shines", "brightly"]),
+    (["Yes"], ["No", "."]),
+]
+
+
+def tiny_config(**overrides) -> ElmoConfig:
+    values = {
+        "char_filters": [[1, 8], [2, 8], [3, 8]],
+        "char_embedding_dim": 4,
+        "num_highway_layers": 1,
+        "lstm_cell_size": 16,
+        "projection_dim": 8,
+        "tagger_hidden_size": 6,
+        "id2label": dict(enumerate(LABELS)),
+        "label2id": {label: index for index, label in enumerate(LABELS)},
+    }
+    return ElmoConfig(**{**values, **overrides})
+
+
+def tiny_model(seed: int = 0, **overrides) -> ElmoForSequenceClassification:
+    torch.manual_seed(seed)
+    model = ElmoForSequenceClassification(tiny_config(**overrides)).eval()
+    with torch.no_grad():  # a mix that is not uniform, so that every layer's weight matters
+        model.scalar_mix.scalar_parameters.copy_(torch.linspace(-1.0, 1.0, model.config.num_hidden_layers + 1))
+    return model
+
+
+def batch(padding_side: str = "right") -> dict[str, torch.Tensor]:
+    encoding = ElmoTokenizer(padding_side=padding_side)(
+        SENTENCES, is_split_into_words=True, padding=True, return_tensors="pt"
+    )
+    return {**encoding, "labels": torch.tensor(SENTIMENTS)}
+
+
+def pair_batch(padding_side: str = "right") -> dict[str, torch.Tensor]:
+    first, second = zip(*PAIRS, strict=True)
+    tokenizer = ElmoTokenizer(padding_side=padding_side)
+    return dict(tokenizer(list(first), list(second), is_split_into_words=True, padding=True, return_tensors="pt"))
+
+
+def alone(words: list[str]) -> dict[str, torch.Tensor]:
+    return dict(ElmoTokenizer()([words], is_split_into_words=True, return_tensors="pt"))
+
+
+def pooled_alone(model: ElmoForSequenceClassification, words: list[str]) -> torch.Tensor:
+    """The pooled vector of one sentence run on its own, without padding: (pooled_size,)."""
+    inputs = alone(words)
+    mask = inputs["attention_mask"].bool()
+    hidden = model.encode_words(model.elmo_layers(inputs["input_ids"], mask), mask)[0]
+    return {"mean": hidden.mean(dim=0), "max": hidden.amax(dim=0)}
+
+
+HEADS = [
+    {"classifier_head": "linear", "classifier_pooling": "mean"},
+    {"classifier_head": "linear", "classifier_pooling": "max"},
+    {"classifier_head": "linear", "classifier_pooling": "mean_max"},
+    {"classifier_head": "bilstm", "classifier_pooling": "mean_max", "tagger_num_layers": 2},
+]
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_padding_never_changes_a_sentences_logits(head):
+    model = tiny_model(**head)
+    for padding_side in ("right", "left"):
+        output = model(**batch(padding_side))
+        assert isinstance(output, SequenceClassifierOutput) and output.logits.shape == (3, len(LABELS))
+        for row, words in enumerate(SENTENCES):
+            torch.testing.assert_close(output.logits[row], model(**alone(words)).logits[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_pooling_is_the_mean_or_max_of_the_word_vectors(head):
+    model = tiny_model(**head)
+    inputs = batch("left")
+    mask = inputs["attention_mask"].bool()
+    pooled = model.pooler(model.encode_words(model.elmo_layers(inputs["input_ids"], mask), mask), mask)
+    for row, words in enumerate(SENTENCES):
+        parts = pooled_alone(model, words)
+        expected = torch.cat([parts[name] for name in head["classifier_pooling"].split("_")])
+        torch.testing.assert_close(pooled[row], expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(model(**inputs).logits, model.classifier(pooled))
+
+
+def test_a_sentence_without_words_pools_to_zeros():
+    model = tiny_model()
+    inputs = ElmoTokenizer()(["", "good"], padding=True, return_tensors="pt")
+    mask = inputs["attention_mask"].bool()
+    hidden = model.encode_words(model.elmo_layers(inputs["input_ids"], mask), mask)
+    assert torch.equal(model.pooler(hidden, mask)[0], torch.zeros(model.pooler.output_size))
+    torch.testing.assert_close(model(**inputs).logits[0], model.classifier.bias)
+
+
+def test_single_label_loss_is_cross_entropy():
+    model = tiny_model()
+    inputs = batch()
+    output = model(**inputs)
+    assert model.config.problem_type == "single_label_classification"
+    torch.testing.assert_close(output.loss, nn.functional.cross_entropy(output.logits, inputs["labels"]))
+
+
+def test_regression_loss_is_mean_squared_error():
+    model = tiny_model(num_labels=1, id2label=None, label2id=None)
+    inputs = {**batch(), "labels": torch.tensor([0.5, -1.0, 2.0])}
+    output = model(**inputs)
+    assert model.config.problem_type == "regression" and output.logits.shape == (3, 1)
+    torch.testing.assert_close(output.loss, nn.functional.mse_loss(output.logits[:, 0], inputs["labels"]))
+    one = {key: value[:1] for key, value in inputs.items()}  # a batch of one: logits (1, 1), labels (1,)
+    torch.testing.assert_close(model(**one).loss, (model(**one).logits[0, 0] - 0.5) ** 2)
+
+
+def test_multi_label_loss_is_binary_cross_entropy_with_logits():
+    model = tiny_model()
+    labels = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    output = model(**{**batch(), "labels": labels})
+    assert model.config.problem_type == "multi_label_classification"
+    expected = nn.functional.binary_cross_entropy_with_logits(output.logits, labels)
+    torch.testing.assert_close(output.loss, expected)
+
+
+def test_a_set_problem_type_is_kept():
+    model = tiny_model(problem_type="multi_label_classification")
+    labels = torch.tensor([[1, 0, 1], [0, 0, 0], [0, 1, 0]])  # integers, but the config says multi-label
+    output = model(**{**batch(), "labels": labels})
+    assert model.config.problem_type == "multi_label_classification"
+    torch.testing.assert_close(
+        output.loss, nn.functional.binary_cross_entropy_with_logits(output.logits, labels.float())
+    )
+
+
+@pytest.mark.parametrize(
+    ("labels", "error", "pattern"),
+    [
+        (torch.tensor([0, 3, 1]), ValueError, r"labels must be in \[0, 2\], found 3"),
+        (torch.tensor([0, -100, 1]), ValueError, r"labels must be in \[0, 2\], found -100"),
+        (torch.tensor([0, 1]), ValueError, r"labels must have shape \(3,\)"),
+        (torch.ones(3, 2), ValueError, r"labels must have shape \(3, 3\) \(batch_size, num_labels\)"),
+    ],
+)
+def test_bad_labels_are_named(labels, error, pattern):
+    with pytest.raises(error, match=pattern):
+        tiny_model()(**{**batch(), "labels": labels})
+
+
+def test_hidden_states_are_the_biLM_layers():
+    model = tiny_model()
+    inputs = batch()
+    output = model(**inputs, output_hidden_states=True)
+    reference = model.elmo(inputs["input_ids"], inputs["attention_mask"], output_hidden_states=True).hidden_states
+    assert len(output.hidden_states) == model.config.num_hidden_layers + 1
+    for layer, expected_layer in zip(output.hidden_states, reference, strict=True):
+        torch.testing.assert_close(layer, expected_layer)
+    assert model(**inputs).hidden_states is None
+    assert model(**inputs, return_dict=False)[0].shape == ()  # (loss, logits) as a tuple
+
+
+def test_frozen_biLM_gets_no_gradient_and_stays_in_eval_mode():
+    model = tiny_model(classifier_head="bilstm", classifier_dropout=0.0).train()
+    assert not model.elmo.training and model.tagger.training
+    model(**batch()).loss.backward()
+    assert all(p.grad is None and not p.requires_grad for p in model.elmo.parameters())
+    assert model.scalar_mix.scalar_parameters.grad is not None and model.classifier.weight.grad.abs().sum() > 0
+
+    unfrozen = tiny_model(freeze_elmo=False, num_output_representations=2, classifier_dropout=0.0).train()
+    assert unfrozen.elmo.training
+    unfrozen(**batch()).loss.backward()
+    assert [name for name, parameter in unfrozen.named_parameters() if parameter.grad is None] == []
+
+
+def test_scalar_mix_l2_penalty_is_added_in_training():
+    model = tiny_model(scalar_mix_l2_coef=0.5, classifier_dropout=0.0)
+    with torch.no_grad():
+        model.scalar_mix.scalar_parameters.copy_(torch.tensor([1.0, 2.0, -1.0]))
+    inputs = batch()
+    plain = model(**inputs).loss
+    model.train()
+    torch.testing.assert_close(model(**inputs).loss, plain + 0.5 * 6.0)
+
+
+def test_classifier_pooling_is_validated():
+    with pytest.raises(ElmoConfigError, match=r"classifier_pooling must be one of 'mean', 'max', 'mean_max'"):
+        tiny_config(classifier_pooling="sum")
+    with pytest.raises(ElmoConfigError, match="classifier_sentence_pairs must be a boolean"):
+        tiny_config(classifier_sentence_pairs=1)
+
+
+def test_from_base_checkpoint_inits_only_the_head(converted_fixture):
+    model, info = AutoModelForSequenceClassification.from_pretrained(
+        converted_fixture, num_labels=5, classifier_head="bilstm", output_loading_info=True
+    )
+    assert isinstance(model, ElmoForSequenceClassification)
+    assert not info["unexpected_keys"] and not info["mismatched_keys"]
+    assert {key.split(".")[0] for key in info["missing_keys"]} == {"scalar_mix", "tagger", "classifier"}
+    base = ElmoModel.from_pretrained(converted_fixture)
+    loaded = model.elmo.state_dict()
+    assert all(torch.equal(tensor, loaded[name]) for name, tensor in base.state_dict().items())
+    assert not any(p.requires_grad for p in model.elmo.parameters())
+
+
+@pytest.mark.parametrize("overrides", [{"classifier_head": "bilstm"}])
+def test_save_load_gives_same_predictions(tmp_path, overrides):
+    model = tiny_model(seed=3, **overrides)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path)
+    assert type(loaded) is ElmoForSequenceClassification and loaded.config.id2label == model.config.id2label
+    inputs = pair_batch() if overrides.get("classifier_sentence_pairs") else batch()
+    torch.testing.assert_close(loaded(**inputs).logits, model(**inputs).logits)
+
+
+def test_activation_cache_matches_the_biLM_and_skips_it():
+    model = tiny_model(classifier_head="bilstm")
+    inputs = batch()
+    expected = model(**inputs)
+    cache = ElmoActivationCache(model).attach()
+    first = model(**inputs)
+    calls = []
+    model.elmo.register_forward_hook(lambda *args: calls.append(1))
+    second = model(**inputs)
+    assert calls == [] and cache.hits == 3 and cache.misses == 3
+    for output in (first, second):
+        torch.testing.assert_close(output.logits, expected.logits, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(output.loss, expected.loss, atol=1e-5, rtol=1e-5)
