@@ -173,7 +173,7 @@ def read_task(files: dict[str, str], data: DataArguments, model_name_or_path: st
     return Task(tables, labels, names, problem, kinds.pop())
 
 
-def _load_model(model_args: ModelArguments, task: Task, trains: bool):
+def _load_model(model_args: ModelArguments, task: Task, trains: bool, pairs: bool):
     overrides = config_overrides(model_args, HEAD_FIELDS)
     if trains:
         names = task.label_names or ["score"]
@@ -182,8 +182,16 @@ def _load_model(model_args: ModelArguments, task: Task, trains: bool):
             id2label=dict(enumerate(names)),
             label2id={name: index for index, name in enumerate(names)},
             problem_type=task.problem_type,
+            classifier_sentence_pairs=pairs,
         )
-    return AutoModelForSequenceClassification.from_pretrained(model_args.model_name_or_path, **overrides)
+    model = AutoModelForSequenceClassification.from_pretrained(model_args.model_name_or_path, **overrides)
+    if model.config.classifier_sentence_pairs != pairs:
+        kind = "text pairs" if model.config.classifier_sentence_pairs else "single texts"
+        raise task_data.DataError(
+            f"{model_args.model_name_or_path} classifies {kind}, but --text_column_names gives "
+            f"{'two columns' if pairs else 'one column'}."
+        )
+    return model
 
 
 def encode(table: Dataset, labels: list | None, tokenizer, task: Task, data: DataArguments) -> Dataset:
@@ -218,7 +226,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         files = _files(data_args, training_args)
         check_output_folder(output_dir)
         task = read_task(files, data_args, model_args.model_name_or_path)
-        model = _load_model(model_args, task, "train" in files)
+        pairs = len(task_data.Columns.parse(data_args.text_column_names, data_args.label_column_name).texts) == 2
+        model = _load_model(model_args, task, "train" in files, pairs)
         tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
         cache = attach_activation_cache(model, data_args.elmo_cache, data_args.elmo_cache_dir)
     except (OSError, ValueError, SafetensorError) as error:  # DataError, ForeignFilesError, a bad model or option
@@ -242,6 +251,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
     if "train" in encoded:
         results["train"] = dict(trainer.train().metrics)
+        if cache is not None:  # sentences the biLM ran on (misses) and skipped (hits) while training
+            results["train"].update(train_cache_hits=cache.hits, train_cache_misses=cache.misses)
         trainer.save_model()
         trainer.save_state()
     if "validation" in encoded:
