@@ -42,20 +42,23 @@ def _is_batch_of_examples(ids: Any) -> bool:
 class ElmoBatchEncoding(BatchEncoding):
     """`BatchEncoding` for 3-D `input_ids` `(batch, words, characters)`.
 
-    Adds `word_ids()` / `sequence_ids()` (position `i` of an example is word `i`, padding is `None`) and keeps the
-    character axis of a tensor without words (shape `(batch, 0, characters)`).
+    Adds `word_ids()` / `sequence_ids()` (every position is one word, padding is `None`; in text pairs,
+    `token_type_ids` tell the texts apart and each text's words are numbered from 0) and keeps the character axis of
+    a tensor without words (shape `(batch, 0, characters)`). `n_sequences` is 2 for text pairs.
     """
 
-    def __init__(self, *args: Any, max_characters_per_token: int = 50, **kwargs: Any):
+    def __init__(self, *args: Any, max_characters_per_token: int = 50, n_sequences: int = 1, **kwargs: Any):
         self._max_characters_per_token = max_characters_per_token
-        super().__init__(*args, n_sequences=1, **kwargs)
+        super().__init__(*args, n_sequences=n_sequences, **kwargs)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**super().__getstate__(), "max_characters_per_token": self._max_characters_per_token}
+        state = super().__getstate__()
+        return {**state, "max_characters_per_token": self._max_characters_per_token, "n_sequences": self.n_sequences}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
-        self._max_characters_per_token, self._n_sequences = state.get("max_characters_per_token", 50), 1
+        self._max_characters_per_token = state.get("max_characters_per_token", 50)
+        self._n_sequences = state.get("n_sequences", 1)
 
     def convert_to_tensors(
         self, tensor_type: str | TensorType | None = None, prepend_batch_axis: bool = False
@@ -108,29 +111,42 @@ class ElmoBatchEncoding(BatchEncoding):
 
         return torch.from_numpy(array)
 
-    def _words_present(self, batch_index: int) -> list[bool]:
-        """Which positions of example `batch_index` hold a word (only that example is converted to Python)."""
-        key = "attention_mask" if "attention_mask" in self.data else "input_ids"
-        if key not in self.data:
-            raise ValueError("word_ids() needs `input_ids` or `attention_mask` in the encoding.")
+    def _example(self, key: str, batch_index: int) -> list:
+        """Example `batch_index` of `key` as Python lists (only that example is converted)."""
         value = self.data[key]
         if hasattr(value, "ndim"):  # tensor or array
-            batched = value.ndim == (2 if key == "attention_mask" else 3)
+            batched = value.ndim == (3 if key == "input_ids" else 2)
         else:
-            batched = _is_rows(value) if key == "attention_mask" else _is_batch_of_examples(value)
+            batched = _is_batch_of_examples(value) if key == "input_ids" else _is_rows(value)
         if not batched and batch_index != 0:
             raise IndexError(f"batch_index {batch_index} is out of range: this encoding holds a single example.")
-        example = to_py_obj(value[batch_index] if batched else value)
-        return [any(item) if key == "input_ids" else bool(item) for item in example]
-
-    def word_ids(self, batch_index: int = 0) -> list[int | None]:
-        """Word index of every position of example `batch_index`: `[0, 1, ..., n - 1]` plus `None` for padding."""
-        present = self._words_present(batch_index)
-        return [count - 1 if word else None for word, count in zip(present, accumulate(present), strict=True)]
+        return to_py_obj(value[batch_index] if batched else value)
 
     def sequence_ids(self, batch_index: int = 0) -> list[int | None]:
-        """`0` for every word of example `batch_index`, `None` for padding (there are no sequence pairs)."""
-        return [0 if present else None for present in self._words_present(batch_index)]
+        """Which text every position of example `batch_index` belongs to: `0`, in text pairs `1` for the second
+        text's words (read from `token_type_ids`), `None` for padding."""
+        key = "attention_mask" if "attention_mask" in self.data else "input_ids"
+        if key not in self.data:
+            raise ValueError("word_ids() and sequence_ids() need `input_ids` or `attention_mask` in the encoding.")
+        present = [any(item) if key == "input_ids" else bool(item) for item in self._example(key, batch_index)]
+        if "token_type_ids" in self.data:
+            types = self._example("token_type_ids", batch_index)
+            return [int(kind) if word else None for word, kind in zip(present, types, strict=True)]
+        return [0 if word else None for word in present]
+
+    def word_ids(self, batch_index: int = 0) -> list[int | None]:
+        """Word index of every position of example `batch_index` within its text: `[0, 1, ..., n - 1]` (for text
+        pairs, then `[0, 1, ..., m - 1]` for the second text), `None` for padding."""
+        sequences = self.sequence_ids(batch_index)
+        words_before = {sequence: 0 for sequence in set(sequences)}
+        word_ids = []
+        for sequence in sequences:
+            if sequence is None:
+                word_ids.append(None)
+                continue
+            word_ids.append(words_before[sequence])
+            words_before[sequence] += 1
+        return word_ids
 
 
 class ElmoTokenizer(PythonBackend):
@@ -143,7 +159,14 @@ class ElmoTokenizer(PythonBackend):
     gives `(words, max_characters_per_token)` lists, or a batch axis of 1 with `return_tensors`. A padded word is an
     all-zero row; `max_length`, padding and truncation count **words**; an empty sentence has zero words. Offsets
     index the raw string (`" ".join(words)` for pre-split input), `(0, 0)` for padding; the special-tokens mask is 1
-    for padding only; `length` counts words. Sequence pairs and overflowing tokens are not supported.
+    for padding only; `length` counts words. Overflowing tokens are not supported.
+
+    Text pairs, BERT-style: `tokenizer(texts, text_pairs)` gives one row per pair, the first text's words then the
+    second's (no separator: the model splits the row), and `token_type_ids` 0 for the first text's words and 1 for the
+    second's (0 for padding); [`ElmoForSequenceClassification`] runs the two texts as separate sentences. Offsets
+    index each word's own text, `word_ids()` count each text's words from 0, `sequence_ids()` say which text a word
+    is in. Truncation to `max_length` words in total: `"longest_first"` (`True`) drops words from the longer text,
+    one at a time, `"only_first"` / `"only_second"` from that text only (an error if that is not enough).
 
     Added tokens (`add_tokens`, `add_special_tokens`; e.g. entity markers `[E1]`) are kept whole as words in raw text
     (`single_word` is honoured; `split_special_tokens=True` splits them) and are saved with the tokenizer. Like every
@@ -171,7 +194,7 @@ class ElmoTokenizer(PythonBackend):
             )
         self.max_characters_per_token = max_characters_per_token
         kwargs.update(pad_token=pad_token, max_characters_per_token=max_characters_per_token)
-        super().__init__(token_type_ids_pattern="all_zeros", **kwargs)
+        super().__init__(token_type_ids_pattern="bert_style", **kwargs)
 
     # ---- vocabulary (character level) -------------------------------------------------------------------------------
 
@@ -249,45 +272,102 @@ class ElmoTokenizer(PythonBackend):
         truncation_strategy: TruncationStrategy,
         max_length: Any,
         return_overflowing_tokens: bool,
+        return_token_type_ids: bool | None,
     ) -> bool:
         """Check the input of `__call__`, naming what ELMo's words cannot take; return whether `text` is a batch."""
-        if text_pair is not None:
-            raise ValueError("ElmoTokenizer does not support sequence pairs (`text_pair`).")
         if return_overflowing_tokens:
             raise ValueError("ElmoTokenizer does not support `return_overflowing_tokens` (a token is a word).")
-        if truncation_strategy == TruncationStrategy.ONLY_SECOND:
-            raise ValueError("truncation='only_second' needs a sequence pair, which ElmoTokenizer does not support.")
+        if text_pair is None and truncation_strategy == TruncationStrategy.ONLY_SECOND:
+            raise ValueError("truncation='only_second' needs text pairs (`text_pair`).")
+        if text_pair is not None and return_token_type_ids is False:
+            raise ValueError(
+                "Text pairs need `token_type_ids` (they tell the two texts apart): do not pass "
+                "return_token_type_ids=False with `text_pair`."
+            )
         if max_length is not None and (type(max_length) is not int or max_length < 0):
             raise ValueError(f"`max_length` must be a number of words >= 0, got {max_length!r}.")
+        is_batched = self._validate_texts("text", text, is_split_into_words)
+        if text_pair is not None:
+            if self._validate_texts("text_pair", text_pair, is_split_into_words) != is_batched:
+                kind = "a batch" if is_batched else "one example"
+                raise ValueError(f"`text_pair` must be {kind}, as `text` is.")
+            if is_batched and len(text_pair) != len(text):
+                raise ValueError(f"`text` has {len(text)} examples but `text_pair` has {len(text_pair)}.")
+        return is_batched
+
+    @staticmethod
+    def _validate_texts(name: str, text: Any, is_split_into_words: bool) -> bool:
+        """Check one of `text` / `text_pair` (named `name`); return whether it is a batch."""
         if isinstance(text, str):
             return False
         if not isinstance(text, (list, tuple)):
             raise TypeError(
-                f"`text` must be a str, a list of str or a list of lists of str, got {type(text).__name__}."
+                f"`{name}` must be a str, a list of str or a list of lists of str, got {type(text).__name__}."
             )
         if is_split_into_words:
+            where = "" if name == "text" else f" of `{name}`"
             for index, words in enumerate(text if _is_rows(text) else [text]):
                 if not isinstance(words, (list, tuple)):
                     raise TypeError(
-                        f"is_split_into_words=True: example {index} must be a list of str, got {type(words).__name__}."
+                        f"is_split_into_words=True: example {index}{where} must be a list of str, got "
+                        f"{type(words).__name__}."
                     )
                 for position, word in enumerate(words):
                     if not isinstance(word, str):
                         raise TypeError(
-                            f"is_split_into_words=True: word {position} of example {index} must be a str, got "
-                            f"{type(word).__name__} ({word!r})."
+                            f"is_split_into_words=True: word {position} of example {index}{where} must be a str, "
+                            f"got {type(word).__name__} ({word!r})."
                         )
             return _is_rows(text)
         if not text:
             raise ValueError(
-                "`text` is an empty batch ([]); an empty sentence is '' (or [] with is_split_into_words)."
+                f"`{name}` is an empty batch ([]); an empty sentence is '' (or [] with is_split_into_words)."
             )
         for index, example in enumerate(text):
             if isinstance(example, (list, tuple)):
-                raise ValueError(f"`text[{index}]` is a list: pass is_split_into_words=True for pre-split words.")
+                raise ValueError(f"`{name}[{index}]` is a list: pass is_split_into_words=True for pre-split words.")
             if not isinstance(example, str):
-                raise TypeError(f"`text[{index}]` must be a str, got {type(example).__name__}.")
+                raise TypeError(f"`{name}[{index}]` must be a str, got {type(example).__name__}.")
         return True
+
+    def _words(self, example: Any, is_split_into_words: bool, split_special_tokens: bool) -> list[Word]:
+        """The words of one validated example with their offsets (into `" ".join(words)` for pre-split input)."""
+        if not is_split_into_words:
+            return self.split_words(example, split_special_tokens)
+        starts = accumulate((len(word) + 1 for word in example), initial=0)
+        return [(word, start, start + len(word)) for word, start in zip(example, starts, strict=False)]
+
+    def _drop_words(self, words: list[Word], count: int) -> list[Word]:
+        """`words` without `count` of them, taken from the end given by `truncation_side`."""
+        if count <= 0:
+            return words
+        return words[count:] if self.truncation_side == "left" else words[:-count]
+
+    def _truncate_pair(
+        self, index: int, first: list[Word], second: list[Word], max_length: int, strategy: TruncationStrategy
+    ) -> tuple[list[Word], list[Word]]:
+        """Bring pair `index` to at most `max_length` words in total, as `strategy` says (see the class docstring)."""
+        excess = len(first) + len(second) - max_length
+        if excess <= 0:
+            return first, second
+        if strategy == TruncationStrategy.LONGEST_FIRST:
+            kept_first, kept_second = len(first), len(second)
+            for _ in range(excess):  # one word at a time from the longer text (the second one on ties)
+                if kept_first > kept_second:
+                    kept_first -= 1
+                else:
+                    kept_second -= 1
+            return self._drop_words(first, len(first) - kept_first), self._drop_words(
+                second, len(second) - kept_second
+            )
+        name, words = ("first", first) if strategy == TruncationStrategy.ONLY_FIRST else ("second", second)
+        if len(words) < excess:
+            raise ValueError(
+                f"truncation='only_{name}' cannot bring pair {index} to max_length={max_length} words: its {name} "
+                f"text has {len(words)} words and {excess} would have to go; use truncation='longest_first'."
+            )
+        truncated = self._drop_words(words, excess)
+        return (truncated, second) if name == "first" else (first, truncated)
 
     def _encode_plus(
         self,
@@ -312,40 +392,58 @@ class ElmoTokenizer(PythonBackend):
         split_special_tokens: bool = False,
         **kwargs: Any,
     ) -> ElmoBatchEncoding:
-        """Encode one example or a batch (called by `__call__` and `encode`); `add_special_tokens` has no effect."""
+        """Encode one example or a batch, of single texts or text pairs (called by `__call__` and `encode`);
+        `add_special_tokens` has no effect."""
         truncation_strategy = TruncationStrategy(truncation_strategy)
         is_batched = self._validate(
-            text, text_pair, is_split_into_words, truncation_strategy, max_length, return_overflowing_tokens
+            text,
+            text_pair,
+            is_split_into_words,
+            truncation_strategy,
+            max_length,
+            return_overflowing_tokens,
+            return_token_type_ids,
         )
         if kwargs:
             logger.warning(f"Keyword arguments {kwargs} not recognized by ElmoTokenizer and ignored.")
-        examples = []
-        for example in text if is_batched else [text]:
-            if is_split_into_words:  # offsets index " ".join(words)
-                starts = accumulate((len(word) + 1 for word in example), initial=0)
-                examples.append(
-                    [(word, start, start + len(word)) for word, start in zip(example, starts, strict=False)]
-                )
-            else:
-                examples.append(self.split_words(example, split_special_tokens))
+        firsts = [
+            self._words(example, is_split_into_words, split_special_tokens)
+            for example in (text if is_batched else [text])
+        ]
+        seconds = [[] for _ in firsts]
+        if text_pair is not None:
+            pairs = text_pair if is_batched else [text_pair]
+            seconds = [self._words(example, is_split_into_words, split_special_tokens) for example in pairs]
         if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
-            truncated = sum(len(example) > max_length for example in examples)
-            examples = [self.truncate_sequences(ex, num_tokens_to_remove=len(ex) - max_length)[0] for ex in examples]
+            truncated = sum(
+                len(first) + len(second) > max_length for first, second in zip(firsts, seconds, strict=True)
+            )
+            if text_pair is None:
+                firsts = [self._drop_words(first, len(first) - max_length) for first in firsts]
+            else:
+                pairs = [
+                    self._truncate_pair(index, first, second, max_length, truncation_strategy)
+                    for index, (first, second) in enumerate(zip(firsts, seconds, strict=True))
+                ]
+                firsts, seconds = [first for first, _ in pairs], [second for _, second in pairs]
             if truncated and verbose and not self.deprecation_warnings.get("elmo-words-truncated", False):
                 logger.warning(
                     f"ElmoTokenizer: truncation dropped words from {truncated} example(s) longer than max_length="
                     f"{max_length} words (truncation_side={self.truncation_side!r}). This warning is shown once."
                 )
                 self.deprecation_warnings["elmo-words-truncated"] = True
+        examples = [first + second for first, second in zip(firsts, seconds, strict=True)]
         for example in examples:
             self._eventual_warn_about_too_long_sequence(example, max_length, verbose)
 
         batch: dict[str, list] = {"input_ids": [[self.word_to_char_ids(w) for w, _, _ in ex] for ex in examples]}
-        if return_token_type_ids:
-            batch["token_type_ids"] = [[0] * len(example) for example in examples]
+        if return_token_type_ids or (return_token_type_ids is None and text_pair is not None):
+            batch["token_type_ids"] = [
+                [0] * len(first) + [1] * len(second) for first, second in zip(firsts, seconds, strict=True)
+            ]
         if return_special_tokens_mask:
             batch["special_tokens_mask"] = [[0] * len(example) for example in examples]
-        if return_offsets_mapping:
+        if return_offsets_mapping:  # each word's offsets index its own text
             batch["offset_mapping"] = [[(start, end) for _, start, end in example] for example in examples]
         if return_length:
             batch["length"] = [len(example) for example in examples]
@@ -400,10 +498,14 @@ class ElmoTokenizer(PythonBackend):
         if padding_side not in (None, "left", "right"):
             raise ValueError(f"`padding_side` must be 'left' or 'right', got {padding_side!r}.")
         options = padding, max_length, pad_to_multiple_of, padding_side, return_attention_mask
+        is_pair = any(1 in types for types in data.get("token_type_ids", ()))  # a second text's words are marked
         padded = super().pad(data, *options, verbose=verbose)  # calls `_pad` per example
         data = {key: value[0] for key, value in padded.items()} if single else padded.data
         return ElmoBatchEncoding(
-            data, tensor_type=return_tensors, max_characters_per_token=self.max_characters_per_token
+            data,
+            tensor_type=return_tensors,
+            max_characters_per_token=self.max_characters_per_token,
+            n_sequences=2 if is_pair else 1,
         )
 
     def _pad(

@@ -12,9 +12,16 @@ from pathlib import Path
 import pytest
 import torch
 from test_ner_pipeline import LABELS, TRICKY, elmo_pipeline, tagger_folder
+from test_sequence_classification import PIPELINE_INPUTS, classifier_folder
 from transformers import pipeline
 
-from modeling_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel, ElmoTokenizer
+from modeling_elmo import (
+    ElmoConfig,
+    ElmoForSequenceClassification,
+    ElmoForTokenClassification,
+    ElmoModel,
+    ElmoTokenizer,
+)
 from modeling_elmo.hub.remote_code import CONFIG_AUTO_MAP, remote_code_problems
 from modeling_elmo.pipeline_elmo import CUSTOM_PIPELINES
 
@@ -103,7 +110,27 @@ def test_feature_extraction_through_remote_code_only(remote_runs):
         torch.testing.assert_close(torch.tensor(found), torch.tensor(vectors), rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("model_class", [ElmoModel, ElmoForTokenClassification])
+def test_text_pair_classification_through_remote_code_only(tmp_path):
+    folder = classifier_folder(tmp_path, classifier_sentence_pairs=True)
+    runs = [
+        {"task": "text-classification", "kwargs": {"top_k": None}, "inputs": PIPELINE_INPUTS},
+        {"task": "text-classification", "kwargs": {}, "inputs": PIPELINE_INPUTS[0]},
+    ]
+    for run, result in zip(runs, run_without_package(tmp_path, folder, runs), strict=True):
+        assert "error" not in result, result["error"]
+        assert result["class"] == "transformers.pipelines.text_classification.TextClassificationPipeline"
+        assert result["model_class"].startswith("transformers_modules.")
+        assert result["model_class"].endswith(".modeling_elmo.ElmoForSequenceClassification")
+        expected = pipeline("text-classification", model=str(folder), **run["kwargs"])(run["inputs"])
+        found = result["outputs"]
+        if isinstance(found, dict):  # one input, top label only
+            found, expected = [[found]], [[expected]]
+        for found_labels, expected_labels in zip(found, expected, strict=True):
+            assert [r["label"] for r in found_labels] == [r["label"] for r in expected_labels]
+            assert [r["score"] for r in found_labels] == pytest.approx([r["score"] for r in expected_labels], abs=1e-6)
+
+
+@pytest.mark.parametrize("model_class", [ElmoModel, ElmoForTokenClassification, ElmoForSequenceClassification])
 def test_every_saved_folder_declares_the_pipeline(tmp_path, model_class):
     # whatever class saved it, a folder answers to every Auto class and declares the pipeline, whose code it holds
     sizes = {"char_embedding_dim": 4, "num_highway_layers": 0, "lstm_cell_size": 8, "projection_dim": 4}

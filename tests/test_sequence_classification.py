@@ -1,19 +1,27 @@
 """ElmoForSequenceClassification: heads and pooling, padding invariance, loss and problem types, freezing, loading a
 base checkpoint, save/load, activation cache; text pairs (split, padding, cache, errors)."""
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
-from transformers import AutoModelForSequenceClassification
+from transformers import AutoModelForSequenceClassification, pipeline
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from modeling_elmo import ElmoConfig, ElmoForSequenceClassification, ElmoModel, ElmoTokenizer
 from modeling_elmo.configuration_elmo import ElmoConfigError
-from modeling_elmo.ner.activation_cache import ElmoActivationCache
+from modeling_elmo.ner.activation_cache import ElmoActivationCache, sentence_key
 
 LABELS = ["negative", "neutral", "positive"]
 SENTENCES = [["A", "truly", "wonderful", "film", "."], ["Dull", "!"], ["Meh"]]
 SENTIMENTS = [2, 0, 1]
+# raw text pairs for pipeline(); the last one has an empty second text
+PIPELINE_INPUTS = [
+    {"text": "A man plays a guitar.", "text_pair": "Someone makes music."},
+    {"text": "It rains.", "text_pair": "The sun shines brightly, doesn't it?"},
+    {"text": "Yes", "text_pair": ""},
+]
 PAIRS = [
     (["A", "man", "plays", "a", "guitar", "."], ["Someone", "makes", "music", "."]),
     (["It", "rains"], ["The", "sun", "shines", "brightly"]),
@@ -214,7 +222,7 @@ def test_from_base_checkpoint_inits_only_the_head(converted_fixture):
     assert not any(p.requires_grad for p in model.elmo.parameters())
 
 
-@pytest.mark.parametrize("overrides", [{"classifier_head": "bilstm"}])
+@pytest.mark.parametrize("overrides", [{"classifier_head": "bilstm"}, {"classifier_sentence_pairs": True}])
 def test_save_load_gives_same_predictions(tmp_path, overrides):
     model = tiny_model(seed=3, **overrides)
     with torch.no_grad():
@@ -240,3 +248,133 @@ def test_activation_cache_matches_the_biLM_and_skips_it():
     for output in (first, second):
         torch.testing.assert_close(output.logits, expected.logits, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(output.loss, expected.loss, atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Text pairs
+# ---------------------------------------------------------------------------------------------------------------------
+
+PAIR_HEADS = [
+    {"classifier_sentence_pairs": True, "classifier_pooling": "mean_max"},
+    {"classifier_sentence_pairs": True, "classifier_pooling": "max", "classifier_head": "bilstm"},
+]
+
+
+def classifier_inputs(model: ElmoForSequenceClassification, inputs: dict) -> torch.Tensor:
+    """What the linear classifier reads for `inputs`: (batch, features)."""
+    captured = []
+    handle = model.classifier.register_forward_hook(lambda module, args, output: captured.append(args[0]))
+    try:
+        model(**inputs)
+    finally:
+        handle.remove()
+    return captured[0]
+
+
+@pytest.mark.parametrize("head", PAIR_HEADS)
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_each_text_of_a_pair_is_encoded_as_its_own_sentence(head, padding_side):
+    model = tiny_model(**head)
+    features = classifier_inputs(model, pair_batch(padding_side))
+    size = model.pooler.output_size
+    assert features.shape == (len(PAIRS), 4 * size)
+    for row, (first, second) in enumerate(PAIRS):
+        u, v = (
+            torch.cat([pooled_alone(model, words)[name] for name in head["classifier_pooling"].split("_")])
+            for words in (first, second)
+        )
+        expected = torch.cat([u, v, (u - v).abs(), u * v])
+        torch.testing.assert_close(features[row], expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("head", PAIR_HEADS)
+def test_padding_never_changes_a_pairs_logits(head):
+    model = tiny_model(**head)
+    tokenizer = ElmoTokenizer()
+    for padding_side in ("right", "left"):
+        logits = model(**pair_batch(padding_side)).logits
+        for row, (first, second) in enumerate(PAIRS):
+            single = tokenizer([first], [second], is_split_into_words=True, return_tensors="pt")
+            torch.testing.assert_close(logits[row], model(**single).logits[0], atol=1e-5, rtol=1e-5)
+
+
+def test_a_pairs_hidden_states_are_each_texts_own_layers():
+    model = tiny_model(classifier_sentence_pairs=True)
+    inputs = pair_batch("left")
+    layers = model(**inputs, output_hidden_states=True).hidden_states
+    for row, (first, second) in enumerate(PAIRS):
+        positions = inputs["attention_mask"][row].bool()
+        kinds = inputs["token_type_ids"][row][positions]
+        for kind, words in ((0, first), (1, second)):
+            single = alone(words)
+            expected = model.elmo(**single, output_hidden_states=True).hidden_states
+            for layer, expected_layer in zip(layers, expected, strict=True):
+                torch.testing.assert_close(
+                    layer[row, positions][kinds == kind], expected_layer[0], atol=1e-5, rtol=1e-5
+                )
+        assert all(layer[row, ~positions].abs().sum() == 0 for layer in layers)
+
+
+def test_the_activation_cache_keeps_one_entry_per_text_of_a_pair():
+    model = tiny_model(classifier_sentence_pairs=True)
+    inputs = pair_batch()
+    expected = model(**inputs).logits
+    cache = ElmoActivationCache(model).attach()
+    model(**inputs)
+    texts = [words for pair in PAIRS for words in pair]
+    assert set(cache.entries) == {sentence_key(alone(words)["input_ids"][0]) for words in texts}
+    torch.testing.assert_close(model(**inputs).logits, expected, atol=1e-5, rtol=1e-5)
+    assert cache.misses == 6 and cache.hits == 6
+
+
+def test_pairs_and_single_texts_are_not_mixed_up():
+    with pytest.raises(ValueError, match="classifies text pairs .* give token_type_ids"):
+        tiny_model(classifier_sentence_pairs=True)(**batch())
+    with pytest.raises(ValueError, match="mark words of a second text, but this model classifies single texts"):
+        tiny_model()(**pair_batch())
+    single = {**batch(), "token_type_ids": torch.zeros(3, 5, dtype=torch.long)}  # all zeros: one text per row
+    torch.testing.assert_close(tiny_model()(**single).logits, tiny_model()(**batch()).logits)
+    inputs = pair_batch()
+    with pytest.raises(ValueError, match=r"token_type_ids must be in \[0, 1\], found 2"):
+        tiny_model(classifier_sentence_pairs=True)(**{**inputs, "token_type_ids": inputs["token_type_ids"] * 2})
+    with pytest.raises(ValueError, match=r"token_type_ids must have shape \(3, 10\)"):
+        tiny_model(classifier_sentence_pairs=True)(**{**inputs, "token_type_ids": inputs["token_type_ids"][:, :4]})
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# pipeline("text-classification")
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def classifier_folder(tmp_path: Path, **overrides) -> Path:
+    """A saved tiny classifier (and tokenizer) whose predictions differ from one input to the next."""
+    model = tiny_model(seed=1, **overrides)
+    with torch.no_grad():
+        model.classifier.weight.mul_(50.0)
+    folder = tmp_path / ("pairs" if overrides.get("classifier_sentence_pairs") else "texts")
+    model.save_pretrained(folder)
+    ElmoTokenizer().save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_pipeline_gives_the_models_softmax_for_texts_and_pairs(tmp_path, pairs):
+    folder = classifier_folder(tmp_path, classifier_sentence_pairs=pairs)
+    inputs = PIPELINE_INPUTS if pairs else [example["text"] for example in PIPELINE_INPUTS]
+    model, tokenizer = ElmoForSequenceClassification.from_pretrained(folder), ElmoTokenizer()
+    runner = pipeline("text-classification", model=str(folder), top_k=None)
+    assert type(runner.model) is ElmoForSequenceClassification
+    for example, found in zip(inputs, runner(inputs), strict=True):
+        encoding = tokenizer(**example, return_tensors="pt") if pairs else tokenizer(example, return_tensors="pt")
+        with torch.no_grad():
+            probabilities = model(**encoding).logits[0].softmax(-1)
+        assert {result["label"]: pytest.approx(result["score"], abs=1e-6) for result in found} == {
+            LABELS[index]: probability for index, probability in enumerate(probabilities.tolist())
+        }
+    one_at_a_time = [runner([example])[0] for example in inputs]
+    batched = pipeline("text-classification", model=str(folder), top_k=None, batch_size=3)(inputs)  # padded
+    for alone_result, batch_result in zip(one_at_a_time, batched, strict=True):
+        assert [r["label"] for r in alone_result] == [r["label"] for r in batch_result]
+        assert [r["score"] for r in alone_result] == pytest.approx([r["score"] for r in batch_result], abs=1e-6)
+    top = [result["label"] for result in pipeline("text-classification", model=str(folder))(inputs)]
+    assert top == [found[0]["label"] for found in one_at_a_time] and len(set(top)) > 1

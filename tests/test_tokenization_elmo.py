@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 from tokenizers import AddedToken
-from transformers import AutoTokenizer, DataCollatorForTokenClassification
+from transformers import AutoTokenizer, DataCollatorForTokenClassification, DataCollatorWithPadding
 
 from modeling_elmo.tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer
 
@@ -421,6 +421,91 @@ def test_data_collator_for_token_classification(tok):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# Text pairs
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def test_a_text_pair_is_one_row_with_token_type_ids(tok):
+    premise, hypothesis = "A man plays.", "Music, loud"
+    enc = tok(premise, hypothesis, return_offsets_mapping=True, return_special_tokens_mask=True)
+    words = ["A", "man", "plays", ".", "Music", ",", "loud"]
+    assert enc["input_ids"] == [expected_row(word) for word in words]
+    assert enc["token_type_ids"] == [0, 0, 0, 0, 1, 1, 1] and enc["attention_mask"] == [1] * 7
+    assert enc["special_tokens_mask"] == [0] * 7 and enc.n_sequences == 2
+    assert enc["offset_mapping"] == [(0, 1), (2, 5), (6, 11), (11, 12), (0, 5), (5, 6), (7, 11)]  # each its own text
+    texts = [premise] * 4 + [hypothesis] * 3
+    assert [text[start:end] for text, (start, end) in zip(texts, enc["offset_mapping"], strict=True)] == words
+    assert enc.word_ids() == [0, 1, 2, 3, 0, 1, 2] and enc.sequence_ids() == [0, 0, 0, 0, 1, 1, 1]
+    assert tok(premise)["input_ids"] == enc["input_ids"][:4] and "token_type_ids" not in tok(premise)
+
+
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_a_batch_of_pre_split_pairs_pads_every_key(padding_side):
+    tok = ElmoTokenizer(padding_side=padding_side)
+    enc = tok(
+        [["It", "rains"], ["Yes"]],
+        [["Sun"], ["No", "way", "!"]],
+        is_split_into_words=True,
+        padding=True,
+        return_offsets_mapping=True,
+        return_tensors="pt",
+    )
+    assert enc["input_ids"].shape == (2, 4, 50) and enc.n_sequences == 2
+    real = {"right": slice(0, 3), "left": slice(1, 4)}[padding_side]
+    assert enc["token_type_ids"][0, real].tolist() == [0, 0, 1] and enc["token_type_ids"][1].tolist() == [0, 1, 1, 1]
+    assert enc["attention_mask"][0, real].tolist() == [1, 1, 1] and enc["attention_mask"][0].sum() == 3
+    assert enc["offset_mapping"][1].tolist() == [[0, 3], [0, 2], [3, 6], [7, 8]]  # into " ".join(words)
+    padded_ids = [None, 0, 1, 0] if padding_side == "left" else [0, 1, 0, None]
+    assert enc.word_ids(0) == padded_ids and enc.word_ids(1) == [0, 0, 1, 2]
+    assert enc.sequence_ids(1) == [0, 1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "side", "expected"),
+    [
+        ("longest_first", "right", (["a", "b", "c"], ["v", "w"])),  # 4 + 3 words -> 3 + 2
+        ("longest_first", "left", (["b", "c", "d"], ["x", "y"])),
+        (True, "right", (["a", "b", "c"], ["v", "w"])),
+        ("only_first", "right", (["a", "b"], ["v", "w", "x", "y"])),
+        ("only_second", "left", (["a", "b", "c", "d"], ["y"])),
+    ],
+)
+def test_pair_truncation_strategies(strategy, side, expected):
+    tok = ElmoTokenizer(truncation_side=side)
+    first, second = ["a", "b", "c", "d"], ["v", "w", "x", "y"]
+    max_length = sum(map(len, expected))
+    enc = tok(first, second, is_split_into_words=True, truncation=strategy, max_length=max_length)
+    types = enc["token_type_ids"]
+    kept = [
+        [word for word, kind in zip(tok.decode(enc["input_ids"]).split(), types, strict=True) if kind == k]
+        for k in (0, 1)
+    ]
+    assert tuple(kept) == expected
+
+
+def test_pair_truncation_that_cannot_fit_is_an_error(tok):
+    with pytest.raises(ValueError, match=r"truncation='only_first' cannot bring pair 1 to max_length=2 words"):
+        tok(["a", "b c"], ["d", "e f g"], truncation="only_first", max_length=2)
+
+
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_data_collator_with_padding_pads_pair_batches(padding_side):
+    tok = ElmoTokenizer(padding_side=padding_side)
+    pairs = [("A man plays .", "Music"), ("Rain", "The sun shines"), ("Yes", "")]
+    features = [{**tok(first, second), "label": label} for label, (first, second) in enumerate(pairs)]
+    batch = DataCollatorWithPadding(tok)(features)
+    assert batch["input_ids"].shape == (3, 5, 50) and batch["labels"].tolist() == [0, 1, 2]
+    for row, (first, second) in enumerate(pairs):
+        alone = tok(first, second)
+        keep = batch["attention_mask"][row].bool()
+        assert batch["input_ids"][row, keep].tolist() == alone["input_ids"]
+        assert batch["token_type_ids"][row, keep].tolist() == alone["token_type_ids"]
+        assert batch["token_type_ids"][row, ~keep].tolist() == [0] * int((~keep).sum())
+        assert batch["input_ids"][row, ~keep].abs().sum() == 0
+    assert batch["attention_mask"][2].sum() == 1 and batch.sequence_ids(2).count(1) == 0
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # Decoding
 # ---------------------------------------------------------------------------------------------------------------------
 
@@ -606,8 +691,16 @@ def test_other_bad_inputs(tok):
         tok(["a", 5])
     with pytest.raises(TypeError, match="got int"):
         tok(42)
-    with pytest.raises(ValueError, match="text_pair"):
-        tok("a", "b")
+    with pytest.raises(ValueError, match="`text_pair` must be one example, as `text` is"):
+        tok("a", ["b", "c"])
+    with pytest.raises(ValueError, match="`text` has 2 examples but `text_pair` has 1"):
+        tok(["a", "b"], ["c"])
+    with pytest.raises(TypeError, match=r"word 0 of example 1 of `text_pair` must be a str, got int"):
+        tok([["a"], ["b"]], [["c"], [1]], is_split_into_words=True)
+    with pytest.raises(ValueError, match="Text pairs need `token_type_ids`"):
+        tok("a", "b", return_token_type_ids=False)
+    with pytest.raises(ValueError, match="truncation='only_second' needs text pairs"):
+        tok("a b", truncation="only_second", max_length=1)
     with pytest.raises(ValueError, match="return_overflowing_tokens"):
         tok("a b", return_overflowing_tokens=True)
     with pytest.raises(ValueError, match="padding_side"):
