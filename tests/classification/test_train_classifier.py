@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForSequenceClassification
+from transformers import AutoModelForSequenceClassification, pipeline
 
 from modeling_elmo.classification import train as run_classifier
 from modeling_elmo.classification.output_folder import MARKER
@@ -109,3 +109,63 @@ def test_a_finished_run_folder_can_be_reused_and_evaluation_only_uses_the_model_
     )
     assert results["test"]["test_accuracy"] == 1.0
     assert json.loads((output / "test_results.json").read_text())["test_accuracy"] == 1.0
+
+
+def test_sentence_pairs_from_two_csv_columns(converted_fixture, tmp_path):
+    """Label = polarity of the second text; the first text is noise. The pair model learns it, and the pipeline on
+    {"text", "text_pair"} agrees with the predictions file."""
+    rows = [
+        (first["text"], second["text"], second["label"])
+        for first, second in zip(
+            _sentences(NEGATIVE, "neg") + _sentences(POSITIVE, "pos"),
+            _sentences(POSITIVE, "pos") + _sentences(NEGATIVE, "neg"),
+            strict=True,
+        )
+    ]
+    train = tmp_path / "train.csv"
+    train.write_text("premise,hypothesis,label\n" + "".join(f"{a},{b},{c}\n" for a, b, c in rows), encoding="utf-8")
+    output = tmp_path / "out"
+    results = run_classifier.main(
+        [
+            *_common(converted_fixture, output),
+            f"--train_file={train}",
+            f"--validation_file={train}",
+            f"--test_file={train}",
+            "--text_column_names=premise,hypothesis",
+            "--do_train",
+            "--do_eval",
+            "--do_predict",
+            "--num_train_epochs=10",
+        ]
+    )
+    assert results["eval"]["eval_accuracy"] >= 0.9
+    assert json.loads((output / "test_results.json").read_text())["test_accuracy"] == results["test"]["test_accuracy"]
+    assert AutoModelForSequenceClassification.from_pretrained(output).config.classifier_sentence_pairs
+    predicted = (output / "predict_results.txt").read_text().splitlines()[1:3]
+    classifier = pipeline("text-classification", model=str(output))
+    for (premise, hypothesis, _), line in zip(rows[:2], predicted, strict=True):
+        assert classifier({"text": premise, "text_pair": hypothesis})["label"] == line.split("\t")[1]
+    assert "Text columns: premise, hypothesis." in (output / "README.md").read_text()
+
+
+def test_float_labels_train_a_regression_on_word_lists(converted_fixture, tmp_path):
+    records = [{"words": record["text"].split(), "score": 4.5} for record in _sentences(POSITIVE, "")]
+    records += [{"words": record["text"].split(), "score": 0.5} for record in _sentences(NEGATIVE, "")]
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    output = tmp_path / "out"
+    results = run_classifier.main(
+        [
+            *_common(converted_fixture, output),
+            f"--train_file={train}",
+            f"--validation_file={train}",
+            "--text_column_names=words",
+            "--label_column_name=score",
+            "--do_train",
+            "--do_eval",
+            "--num_train_epochs=10",
+        ]
+    )
+    config = AutoModelForSequenceClassification.from_pretrained(output).config
+    assert config.num_labels == 1 and config.problem_type == "regression"
+    assert results["eval"]["eval_mse"] < 2.0  # half the MSE of always predicting the mean (4.0)
