@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 BASE_TEMPLATE = "elmo_base.md"
 NER_TEMPLATE = "elmo_ner.md"
+CLASSIFIER_TEMPLATE = "elmo_classifier.md"
+CLASSIFIER_METRICS = ("accuracy", "f1", "macro_f1", "mse", "mae")
 PRETRAINED_TEMPLATE = "elmo_pretrained.md"
 UNKNOWN_CORPUS = "unknown (not one of the official presets)"
 LOCAL_FOLDER = "path/to/this/folder"
@@ -123,10 +125,12 @@ def learned_scalar_mixes(model: ElmoPreTrainedModel) -> list[dict[str, object]]:
     return mixes
 
 
-def _eval_results(scores: Mapping[str, float], split: str, dataset: str, dataset_name: str) -> list[EvalResult]:
+def _eval_results(
+    scores: Mapping[str, float], split: str, dataset: str, dataset_name: str, task_type: str = "token-classification"
+) -> list[EvalResult]:
     return [
         EvalResult(
-            task_type="token-classification",
+            task_type=task_type,
             dataset_type=dataset,
             dataset_name=dataset_name,
             dataset_split=split,
@@ -196,6 +200,77 @@ def render_ner_model_card(
     )
 
 
+def render_classifier_model_card(
+    model: ElmoPreTrainedModel,
+    *,
+    base_model: str,
+    scores: Mapping[str, Mapping[str, float]],
+    data_files: Mapping[str, str],
+    text_columns: tuple[str, ...],
+    training: Mapping[str, object],
+    repo_id: str | None = None,
+) -> str:
+    """Card of a trained ELMo sentence(-pair) classifier (`ElmoForSequenceClassification`).
+
+    `scores`: split -> the Trainer's metrics with their split prefix (`{"eval": {"eval_accuracy": ..}}`); only the
+    score metrics (accuracy, f1, macro_f1, mse, mae) are shown. `data_files`: split -> the file trained or scored
+    on; `text_columns`: one column, or two for a pair; `training`: what the run did (epochs, steps, ...). The learned
+    scalar-mix weights are read from `model`.
+    """
+    mixes = learned_scalar_mixes(model)
+    if not mixes:
+        raise ModelCardError(f"{type(model).__name__} has no scalar mix; is it an ElmoForSequenceClassification?")
+    config = model.config
+    shown = {
+        split: {
+            metric: float(values[f"{split}_{metric}"])
+            for metric in CLASSIFIER_METRICS
+            if f"{split}_{metric}" in values
+        }
+        for split, values in scores.items()
+    }
+    base_model_on_hub = _is_repo_id(base_model)
+    names = {"eval": "validation", "test": "test"}
+    card_data = ModelCardData(
+        language="en",
+        license=ORIGINAL_LICENSE,
+        library_name="transformers",
+        pipeline_tag="text-classification",
+        tags=["elmo", "text-classification"],
+        base_model=base_model if base_model_on_hub else None,
+        model_name=repo_id or "elmo-classifier",
+        eval_results=[
+            result
+            for split, values in shown.items()
+            for result in _eval_results(values, names.get(split, split), "custom", "custom", "text-classification")
+        ]
+        or None,
+    )
+    regression = config.num_labels == 1
+    return render_card(
+        CLASSIFIER_TEMPLATE,
+        card_data,
+        repo_id=repo_id or LOCAL_FOLDER,
+        base_model=base_model,
+        base_model_on_hub=base_model_on_hub,
+        regression=regression,
+        labels=[] if regression else [config.id2label[index] for index in range(config.num_labels)],
+        pair=len(text_columns) == 2,
+        text_columns=list(text_columns),
+        data_files=dict(data_files),
+        classifier_head=config.classifier_head,
+        pooling={"mean": "mean", "max": "max", "mean_max": "mean and max (concatenated)"}[config.classifier_pooling],
+        freeze_elmo=config.freeze_elmo,
+        scores={names.get(split, split): values for split, values in shown.items() if values},
+        metrics=[metric for metric in CLASSIFIER_METRICS if any(metric in values for values in shown.values())],
+        scalar_mixes=mixes,
+        layer_names=["char-CNN token embedding"]
+        + [f"biLSTM layer {k}" for k in range(1, config.num_hidden_layers + 1)],
+        training=dict(training),
+        **architecture_fields(config),
+    )
+
+
 def render_pretrained_model_card(
     config: ElmoConfig,
     *,
@@ -241,6 +316,7 @@ __all__ = [
     "learned_scalar_mixes",
     "render_base_model_card",
     "render_card",
+    "render_classifier_model_card",
     "render_ner_model_card",
     "render_pretrained_model_card",
 ]

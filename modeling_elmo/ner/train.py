@@ -13,7 +13,6 @@ Every `TrainingArguments` flag is accepted (`--push_to_hub`, `--hub_model_id`, .
 import json
 import logging
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,15 +24,13 @@ from transformers import (
     AutoTokenizer,
     DataCollatorForTokenClassification,
     HfArgumentParser,
-    Trainer,
-    TrainerCallback,
     TrainingArguments,
     set_seed,
 )
 
 from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
 from ..hub.model_card import render_ner_model_card
-from .activation_cache import ElmoActivationCache
+from ..training_cli import ElmoCardTrainer, TimeBudgetCallback, attach_activation_cache, config_overrides
 from .conll import encode_for_elmo, load_conll
 from .metrics import build_compute_metrics, decode_tags
 
@@ -72,24 +69,6 @@ class DataArguments:
     )
 
 
-class TimeBudgetCallback(TrainerCallback):
-    """Stops training after a wall-clock budget, checked after every step."""
-
-    def __init__(self, minutes: float):
-        self.seconds = minutes * 60
-        self.start = time.monotonic()
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.start = time.monotonic()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if time.monotonic() - self.start > self.seconds:
-            control.should_training_stop = True
-            control.should_evaluate = True
-            control.should_save = True
-        return control
-
-
 def _data_files(data: DataArguments) -> dict[str, str]:
     files = {"train": data.train_file, "validation": data.validation_file, "test": data.test_file}
     if data.data_dir:
@@ -102,9 +81,9 @@ def _data_files(data: DataArguments) -> dict[str, str]:
 
 
 def _load_model(model_args: ModelArguments, label_names: list[str] | None):
-    overrides = {
-        name: value
-        for name in (
+    overrides = config_overrides(
+        model_args,
+        (
             "classifier_head",
             "use_crf",
             "freeze_elmo",
@@ -112,9 +91,8 @@ def _load_model(model_args: ModelArguments, label_names: list[str] | None):
             "classifier_dropout",
             "scalar_mix_l2_coef",
             "scalar_mix_layer_norm",
-        )
-        if (value := getattr(model_args, name)) is not None
-    }
+        ),
+    )
     if label_names is not None:
         overrides.update(
             num_labels=len(label_names),
@@ -137,11 +115,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         raw = load_conll(files, label_names=label_names)
         model = _load_model(model_args, raw[next(iter(raw))].features["ner_tags"].feature.names)
         tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
-        cache = None
-        if data_args.elmo_cache or data_args.elmo_cache_dir:
-            cache = ElmoActivationCache(model, data_args.elmo_cache_dir).attach()
-            if cache.directory is not None:  # checked now: it is written after training
-                cache.directory.mkdir(parents=True, exist_ok=True)
+        cache = attach_activation_cache(model, data_args.elmo_cache, data_args.elmo_cache_dir)
     except (OSError, ValueError, SafetensorError) as error:  # missing/unreadable data, model or cache; a bad option
         sys.exit(f"elmo-train-ner: error: {str(error).splitlines()[0] if str(error) else repr(error)}")
 
@@ -152,7 +126,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
             dataset = dataset.select(range(min(limits[split], len(dataset))))
         encoded[split] = encode_for_elmo(dataset, tokenizer, max_length=data_args.max_length)
 
-    trainer = ElmoNerTrainer(
+    trainer = ElmoCardTrainer(
         model=model,
         args=training_args,
         train_dataset=encoded.get("train"),
@@ -207,15 +181,6 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     if training_args.push_to_hub:
         trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="token-classification")
     return results
-
-
-class ElmoNerTrainer(Trainer):
-    """`Trainer` whose `push_to_hub` keeps the ELMo NER card written by `main` (scores, learned scalar-mix
-    weights) instead of replacing it with the generic auto-generated one."""
-
-    def create_model_card(self, **kwargs) -> None:
-        if not (Path(self.args.output_dir) / "README.md").is_file():
-            super().create_model_card(**kwargs)
 
 
 def _entity_scores(metrics: dict[str, float], prefix: str) -> dict[str, float]:

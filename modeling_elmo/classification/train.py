@@ -1,0 +1,321 @@
+"""`elmo-train-classifier`: sentence or sentence-pair classification (or regression) with ELMo and the `Trainer`,
+the way Transformers' `run_classification.py` works.
+
+    elmo-train-classifier --model_name_or_path elmo-small --train_file train.jsonl --validation_file dev.jsonl \
+        --test_file test.jsonl --text_column_names sentence --label_column_name label --output_dir out \
+        --do_train --do_eval --do_predict --elmo_cache --num_train_epochs 5 --learning_rate 2e-3 \
+        --eval_strategy epoch --save_strategy epoch --load_best_model_at_end --metric_for_best_model accuracy
+    elmo-train-classifier prepare-sst --data_dir ../shared/data/sst --output_dir sst2 --binary
+
+Labels come from the training file (strings or integers, sorted: numbers numerically, else as strings) into
+`id2label` / `label2id`; a float label column (or `--regression`) makes a regression (`num_labels == 1`). Writes the
+model and tokenizer, `eval_results.json`, `test_results.json` (when the test file has labels), `predict_results.txt`
+(label names) and a model card to `--output_dir`. Every `TrainingArguments` flag is accepted. Bad input: one line,
+exit 2, nothing written.
+"""
+
+import logging
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from datasets import Dataset
+from safetensors import SafetensorError
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    HfArgumentParser,
+    TrainingArguments,
+    set_seed,
+)
+
+from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
+from ..hub.model_card import render_classifier_model_card
+from ..training_cli import ElmoCardTrainer, TimeBudgetCallback, attach_activation_cache, config_overrides
+from . import data as task_data
+from .metrics import build_compute_metrics
+from .output_folder import (
+    check_output_folder,
+    claim_output_folder,
+    seal_output_folder,
+    write_json,
+    write_text,
+)
+
+PROG = "elmo-train-classifier"
+HEAD_FIELDS = (
+    "classifier_head",
+    "classifier_pooling",
+    "freeze_elmo",
+    "tagger_hidden_size",
+    "tagger_num_layers",
+    "classifier_dropout",
+    "scalar_mix_l2_coef",
+    "scalar_mix_layer_norm",
+)
+logger = logging.getLogger(PROG)
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str = field(metadata={"help": "an ELMo folder (elmo-convert / elmo-pretrain) or a classifier"})
+    classifier_head: str | None = field(default=None, metadata={"help": "'linear' or 'bilstm' (an encoder first)"})
+    classifier_pooling: str | None = field(default=None, metadata={"help": "'mean', 'max' or 'mean_max'"})
+    freeze_elmo: bool | None = field(default=None, metadata={"help": "keep the biLM fixed (the config default: True)"})
+    tagger_hidden_size: int | None = field(default=None, metadata={"help": "BiLSTM encoder size per direction"})
+    tagger_num_layers: int | None = field(default=None, metadata={"help": "BiLSTM encoder layers"})
+    classifier_dropout: float | None = field(default=None, metadata={"help": "dropout of the head"})
+    scalar_mix_l2_coef: float | None = field(default=None, metadata={"help": "L2 penalty on the scalar-mix weights"})
+    scalar_mix_layer_norm: bool | None = field(
+        default=None, metadata={"help": "layer-normalise biLM layers in the mix"}
+    )
+
+
+@dataclass
+class DataArguments:
+    train_file: str | None = field(default=None, metadata={"help": ".csv, .json or .jsonl (needed by --do_train)"})
+    validation_file: str | None = field(default=None, metadata={"help": "needed by --do_eval"})
+    test_file: str | None = field(default=None, metadata={"help": "needed by --do_predict; labels optional"})
+    text_column_names: str = field(
+        default="sentence", metadata={"help": "one text column, or two separated by a comma (a sentence pair)"}
+    )
+    label_column_name: str = field(default="label", metadata={"help": "the label column"})
+    regression: bool | None = field(
+        default=None, metadata={"help": "numeric targets (default: when the label column holds floats)"}
+    )
+    max_seq_length: int | None = field(default=None, metadata={"help": "truncate each text to this many words"})
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = None
+    max_predict_samples: int | None = None
+    elmo_cache: bool = field(default=False, metadata={"help": "cache frozen-biLM activations per sentence"})
+    elmo_cache_dir: str | None = field(default=None, metadata={"help": "persist the activation cache here"})
+    time_budget_minutes: float | None = field(
+        default=None, metadata={"help": "stop training (then evaluate) once this much training time has passed"}
+    )
+
+
+@dataclass
+class Task:
+    """What the data says: the checked tables per split, the label mapping and the kind of problem."""
+
+    tables: dict[str, Dataset]
+    labels: dict[str, list[int] | list[float]]  # per split; a test file may have none
+    label_names: list[str] | None  # None for a regression
+    problem_type: str
+    words_given: bool  # the text columns hold lists of words
+
+
+def _files(data: DataArguments, training: TrainingArguments) -> dict[str, str]:
+    wanted = {"train": training.do_train, "validation": training.do_eval, "test": training.do_predict}
+    given = {"train": data.train_file, "validation": data.validation_file, "test": data.test_file}
+    flags = {"train": "--train_file", "validation": "--validation_file", "test": "--test_file"}
+    actions = {"train": "--do_train", "validation": "--do_eval", "test": "--do_predict"}
+    if not any(wanted.values()):
+        raise task_data.DataError("Nothing to do: give --do_train, --do_eval and/or --do_predict.")
+    for split, needed in wanted.items():
+        if needed and not given[split]:
+            raise task_data.DataError(f"{actions[split]} needs {flags[split]}.")
+    return {split: given[split] for split, needed in wanted.items() if needed}
+
+
+def _fine_tuned_labels(model_name_or_path: str) -> tuple[str, list[str] | None]:
+    """(problem type, label names) of an already fine-tuned classifier, for evaluation without a train file."""
+    config = AutoConfig.from_pretrained(model_name_or_path)
+    if not any(name.endswith("ForSequenceClassification") for name in config.architectures or []):
+        raise task_data.DataError(
+            f"Without --do_train, --model_name_or_path must be a fine-tuned classifier; {model_name_or_path} is not."
+        )
+    if config.num_labels == 1:
+        return task_data.REGRESSION, None
+    return task_data.SINGLE_LABEL, [config.id2label[index] for index in range(config.num_labels)]
+
+
+def read_task(files: dict[str, str], data: DataArguments, model_name_or_path: str) -> Task:
+    """Read and check every file: columns, texts, labels (those of validation/test must occur in training)."""
+    columns = task_data.Columns.parse(data.text_column_names, data.label_column_name)
+    limits = {"train": data.max_train_samples, "validation": data.max_eval_samples, "test": data.max_predict_samples}
+    tables, kinds = {}, set()
+    for split, path in files.items():
+        table = task_data.read_table(path)
+        if limits[split] is not None:
+            table = table.select(range(min(limits[split], len(table))))
+        has_labels = split != "test" or columns.label in table.column_names
+        task_data.check_columns(table, path, [*columns.texts, *([columns.label] if has_labels else [])])
+        kinds.add(task_data.text_input_kind(table, path, columns.texts))
+        task_data.check_texts(table, path, columns.texts)
+        tables[split] = table
+    if len(kinds) > 1:
+        raise task_data.DataError("Some files give raw strings and others lists of words; use one kind throughout.")
+
+    if "train" in tables:
+        problem = task_data.problem_type(tables["train"], files["train"], columns.label, data.regression)
+        names = (
+            None
+            if problem == task_data.REGRESSION
+            else task_data.class_names(tables["train"], files["train"], columns.label)
+        )
+    else:
+        problem, names = _fine_tuned_labels(model_name_or_path)
+    labels = {}
+    for split, table in tables.items():
+        if columns.label not in table.column_names:
+            continue
+        if names is None:
+            labels[split] = task_data.regression_targets(table, files[split], columns.label)
+        else:
+            label2id = {name: index for index, name in enumerate(names)}
+            labels[split] = task_data.label_ids(table, files[split], columns.label, label2id)
+    if names is not None and len(names) < 2 and "train" in tables:
+        raise task_data.DataError(f"{files['train']}: only one label ({names[0]!r}); a classifier needs two or more.")
+    return Task(tables, labels, names, problem, kinds.pop())
+
+
+def _load_model(model_args: ModelArguments, task: Task, trains: bool, pairs: bool):
+    overrides = config_overrides(model_args, HEAD_FIELDS)
+    if trains:
+        names = task.label_names or ["score"]
+        overrides.update(
+            num_labels=len(names),
+            id2label=dict(enumerate(names)),
+            label2id={name: index for index, name in enumerate(names)},
+            problem_type=task.problem_type,
+            classifier_sentence_pairs=pairs,
+        )
+    model = AutoModelForSequenceClassification.from_pretrained(model_args.model_name_or_path, **overrides)
+    if model.config.classifier_sentence_pairs != pairs:
+        kind = "text pairs" if model.config.classifier_sentence_pairs else "single texts"
+        raise task_data.DataError(
+            f"{model_args.model_name_or_path} classifies {kind}, but --text_column_names gives "
+            f"{'two columns' if pairs else 'one column'}."
+        )
+    return model
+
+
+def encode(table: Dataset, labels: list | None, tokenizer, task: Task, data: DataArguments) -> Dataset:
+    """Tokenize the text column(s) (a pair: two texts per record) and attach `labels`."""
+    text_columns = task_data.Columns.parse(data.text_column_names, data.label_column_name).texts
+    truncation = {"truncation": True, "max_length": data.max_seq_length} if data.max_seq_length else {}
+
+    def encode_batch(batch: dict, indices: list[int]) -> dict:
+        encoding = tokenizer(
+            *(batch[name] for name in text_columns), is_split_into_words=task.words_given, **truncation
+        )
+        if labels is not None:
+            encoding["labels"] = [labels[index] for index in indices]
+        return dict(encoding)
+
+    return table.map(encode_batch, batched=True, with_indices=True, remove_columns=table.column_names)
+
+
+def _fail(message: str) -> None:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments), prog=PROG)
+    model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    output_dir = Path(training_args.output_dir)
+
+    set_seed(training_args.seed)  # the head is initialised before the Trainer exists
+    try:
+        files = _files(data_args, training_args)
+        check_output_folder(output_dir)
+        task = read_task(files, data_args, model_args.model_name_or_path)
+        pairs = len(task_data.Columns.parse(data_args.text_column_names, data_args.label_column_name).texts) == 2
+        model = _load_model(model_args, task, "train" in files, pairs)
+        tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
+        cache = attach_activation_cache(model, data_args.elmo_cache, data_args.elmo_cache_dir)
+    except (OSError, ValueError, SafetensorError) as error:  # DataError, ForeignFilesError, a bad model or option
+        _fail(str(error).splitlines()[0] if str(error) else repr(error))
+    claim_output_folder(output_dir)
+
+    encoded = {
+        split: encode(table, task.labels.get(split), tokenizer, task, data_args)
+        for split, table in task.tables.items()
+    }
+    trainer = ElmoCardTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=encoded.get("train"),
+        eval_dataset=encoded.get("validation"),
+        processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        compute_metrics=build_compute_metrics(model.config.num_labels),
+        callbacks=[TimeBudgetCallback(data_args.time_budget_minutes)] if data_args.time_budget_minutes else None,
+    )
+    results: dict[str, dict[str, float]] = {}
+    if "train" in encoded:
+        results["train"] = dict(trainer.train().metrics)
+        if cache is not None:  # sentences the biLM ran on (misses) and skipped (hits) while training
+            results["train"].update(train_cache_hits=cache.hits, train_cache_misses=cache.misses)
+        trainer.save_model()
+        trainer.save_state()
+    if "validation" in encoded:
+        results["eval"] = trainer.evaluate(encoded["validation"], metric_key_prefix="eval")
+    if "test" in encoded:
+        prediction = trainer.predict(encoded["test"], metric_key_prefix="test")
+        if "test" in task.labels:
+            results["test"] = prediction.metrics
+        if trainer.is_world_process_zero():
+            write_text(output_dir / "predict_results.txt", format_predictions(prediction.predictions, model.config))
+    if trainer.is_world_process_zero():
+        for name, metrics in results.items():
+            write_json(output_dir / f"{name}_results.json", metrics)
+        if "train" in results:
+            card = render_classifier_model_card(
+                trainer.model,
+                base_model=model_args.model_name_or_path,
+                scores={split: results[split] for split in ("eval", "test") if split in results},
+                data_files=files,
+                text_columns=task_data.Columns.parse(data_args.text_column_names, data_args.label_column_name).texts,
+                repo_id=training_args.hub_model_id,
+                training={
+                    "epochs": round(trainer.state.epoch or 0.0, 2),
+                    "steps": trainer.state.global_step,
+                    "learning rate": training_args.learning_rate,
+                    "batch size": training_args.per_device_train_batch_size,
+                },
+            )
+            write_text(output_dir / "README.md", card)
+    if cache is not None:  # after the results: they are written even if the cache cannot be
+        logger.info("activation cache: %d hits, %d misses", cache.hits, cache.misses)
+        if cache.directory is not None:
+            cache.save()
+    if trainer.is_world_process_zero():
+        seal_output_folder(output_dir)
+    if training_args.push_to_hub:
+        trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="text-classification")
+    return results
+
+
+def format_predictions(logits: np.ndarray | tuple, config) -> str:
+    """`predict_results.txt` as `run_classification.py` writes it: `index<TAB>prediction`, with label names (or the
+    predicted value of a regression)."""
+    logits = np.asarray(logits[0] if isinstance(logits, tuple) else logits)
+    if config.num_labels == 1:
+        predictions = [f"{value:.6g}" for value in logits.reshape(-1)]
+    else:
+        predictions = [config.id2label[int(index)] for index in logits.argmax(axis=-1)]
+    return "index\tprediction\n" + "".join(f"{index}\t{label}\n" for index, label in enumerate(predictions))
+
+
+def cli() -> int:
+    """The `elmo-train-classifier` command (`elmo-train-classifier prepare-sst ...` runs the SST reader)."""
+    arguments = sys.argv[1:]
+    if arguments[:1] == ["prepare-sst"]:
+        from .sst import main as prepare_sst
+
+        return prepare_sst(arguments[1:])
+    main(arguments)
+    return 0
+
+
+__all__ = ["DataArguments", "ModelArguments", "encode", "format_predictions", "main", "read_task"]
+
+if __name__ == "__main__":
+    sys.exit(cli())

@@ -1,0 +1,55 @@
+"""Pieces shared by the fine-tuning commands (`elmo-train-ner`, `elmo-train-classifier`): the wall-clock budget,
+the activation-cache wiring, and a `Trainer` that keeps the ELMo model card the command wrote."""
+
+import time
+from pathlib import Path
+
+from transformers import Trainer, TrainerCallback
+
+from .ner.activation_cache import ElmoActivationCache
+
+
+class TimeBudgetCallback(TrainerCallback):
+    """Stops training after a wall-clock budget, checked after every step."""
+
+    def __init__(self, minutes: float):
+        self.seconds = minutes * 60
+        self.start = time.monotonic()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if time.monotonic() - self.start > self.seconds:
+            control.should_training_stop = True
+            control.should_evaluate = True
+            control.should_save = True
+        return control
+
+
+def config_overrides(arguments: object, names: tuple[str, ...]) -> dict[str, object]:
+    """The `ElmoConfig` fields among `names` that were given on the command line (not None) in `arguments`."""
+    return {name: value for name in names if (value := getattr(arguments, name)) is not None}
+
+
+def attach_activation_cache(model, enabled: bool, directory: str | None) -> ElmoActivationCache | None:
+    """An activation cache attached to `model` when `enabled` or a `directory` is given (the directory is created
+    now, so that a bad path fails before training); else None. Raises `ValueError` for an unfrozen biLM."""
+    if not (enabled or directory):
+        return None
+    cache = ElmoActivationCache(model, directory).attach()
+    if cache.directory is not None:
+        cache.directory.mkdir(parents=True, exist_ok=True)
+    return cache
+
+
+class ElmoCardTrainer(Trainer):
+    """`Trainer` whose `push_to_hub` keeps the ELMo card written by the command (scores, learned scalar-mix
+    weights) instead of replacing it with the generic auto-generated one."""
+
+    def create_model_card(self, **kwargs) -> None:
+        if not (Path(self.args.output_dir) / "README.md").is_file():
+            super().create_model_card(**kwargs)
+
+
+__all__ = ["ElmoCardTrainer", "TimeBudgetCallback", "attach_activation_cache", "config_overrides"]

@@ -1,0 +1,171 @@
+"""elmo-train-classifier end to end on tiny files with the fixture biLM: training learns a separable task, the
+outputs (results, predictions with label names, card, reloadable model) are written, the activation cache skips the
+biLM after the first epoch."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForSequenceClassification, pipeline
+
+from modeling_elmo.classification import train as run_classifier
+from modeling_elmo.classification.output_folder import MARKER
+
+POSITIVE = ["good", "great", "fine", "superb", "lovely", "wonderful"]
+NEGATIVE = ["bad", "awful", "poor", "dreadful", "boring", "terrible"]
+
+
+def _sentences(words: list[str], label: str) -> list[dict]:
+    """Every two-word text of distinct `words` (15 for six words): the two classes share no word."""
+    return [{"text": f"{a} {b}", "label": label} for i, a in enumerate(words) for b in words[i + 1 :]]
+
+
+def _common(model: Path, output: Path) -> list[str]:
+    return [
+        f"--model_name_or_path={model}",
+        f"--output_dir={output}",
+        "--classifier_dropout=0.0",
+        "--classifier_pooling=mean",
+        "--learning_rate=0.1",
+        "--per_device_train_batch_size=6",
+        "--report_to=none",
+        "--use_cpu=True",
+        "--seed=0",
+    ]
+
+
+@pytest.fixture(scope="module")
+def single_text_run(converted_fixture, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("classifier")
+    records = _sentences(POSITIVE, "pos") + _sentences(NEGATIVE, "neg")
+    train = folder / "train.jsonl"
+    train.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    test = folder / "test.csv"  # another format for the test file, and no labels: predictions only
+    test.write_text("text\ngreat lovely fine\nawful boring\n", encoding="utf-8")
+    output = folder / "out"
+    results = run_classifier.main(
+        [
+            *_common(converted_fixture, output),
+            f"--train_file={train}",
+            f"--validation_file={train}",
+            f"--test_file={test}",
+            "--text_column_names=text",
+            "--do_train",
+            "--do_eval",
+            "--do_predict",
+            "--elmo_cache=True",
+            "--num_train_epochs=10",
+            "--eval_strategy=epoch",
+            "--save_strategy=epoch",
+            "--save_total_limit=1",
+            "--load_best_model_at_end=True",
+            "--metric_for_best_model=accuracy",
+            "--logging_steps=5",
+        ]
+    )
+    return output, results
+
+
+def test_learns_and_keeps_the_best_checkpoint(single_text_run):
+    output, results = single_text_run
+    history = json.loads((output / "trainer_state.json").read_text())["log_history"]
+    losses = [entry["loss"] for entry in history if "loss" in entry]
+    accuracies = [entry["eval_accuracy"] for entry in history if "eval_accuracy" in entry]
+    assert len(accuracies) == 10 and losses[-1] < 0.5 * losses[0]
+    assert results["eval"]["eval_accuracy"] == pytest.approx(max(accuracies))
+    assert max(accuracies) >= 0.9 > accuracies[0]
+    assert json.loads((output / "eval_results.json").read_text())["eval_f1"] == results["eval"]["eval_f1"]
+    assert not (output / "test_results.json").exists()  # the test file has no labels
+
+
+def test_cache_skips_the_bilm_after_the_first_epoch(single_text_run):
+    _, results = single_text_run
+    sentences = 30
+    assert results["train"]["train_cache_misses"] == sentences  # the first epoch only
+    assert results["train"]["train_cache_hits"] >= 9 * sentences  # later epochs (and evaluations) hit
+
+
+def test_predictions_card_and_reload(single_text_run):
+    output, results = single_text_run
+    assert (output / "predict_results.txt").read_text() == "index\tprediction\n0\tpos\n1\tneg\n"
+    card = (output / "README.md").read_text()
+    assert "pipeline_tag: text-classification" in card and f"{results['eval']['eval_accuracy']:.4f}" in card
+    assert "`" + str(output.parent / "train.jsonl") + "`" in card
+    model = AutoModelForSequenceClassification.from_pretrained(output)
+    weights = torch.softmax(model.scalar_mix.scalar_parameters.detach(), dim=0)
+    assert "| `scalar_mix` | " + " | ".join(f"{float(weight):.4f}" for weight in weights) in card
+    assert model.config.id2label == {0: "neg", 1: "pos"} and model.config.problem_type == "single_label_classification"
+    owned = json.loads((output / MARKER).read_text())
+    assert owned["complete"] and "README.md" in owned["files"]
+
+
+def test_a_finished_run_folder_can_be_reused_and_evaluation_only_uses_the_model_labels(single_text_run, tmp_path):
+    output, _ = single_text_run
+    test = tmp_path / "test.jsonl"
+    test.write_text('{"text": "superb lovely", "label": "pos"}\n', encoding="utf-8")
+    results = run_classifier.main(
+        [*_common(output, output), f"--test_file={test}", "--text_column_names=text", "--do_predict"]
+    )
+    assert results["test"]["test_accuracy"] == 1.0
+    assert json.loads((output / "test_results.json").read_text())["test_accuracy"] == 1.0
+
+
+def test_sentence_pairs_from_two_csv_columns(converted_fixture, tmp_path):
+    """Label = polarity of the second text; the first text is noise. The pair model learns it, and the pipeline on
+    {"text", "text_pair"} agrees with the predictions file."""
+    rows = [
+        (first["text"], second["text"], second["label"])
+        for first, second in zip(
+            _sentences(NEGATIVE, "neg") + _sentences(POSITIVE, "pos"),
+            _sentences(POSITIVE, "pos") + _sentences(NEGATIVE, "neg"),
+            strict=True,
+        )
+    ]
+    train = tmp_path / "train.csv"
+    train.write_text("premise,hypothesis,label\n" + "".join(f"{a},{b},{c}\n" for a, b, c in rows), encoding="utf-8")
+    output = tmp_path / "out"
+    results = run_classifier.main(
+        [
+            *_common(converted_fixture, output),
+            f"--train_file={train}",
+            f"--validation_file={train}",
+            f"--test_file={train}",
+            "--text_column_names=premise,hypothesis",
+            "--do_train",
+            "--do_eval",
+            "--do_predict",
+            "--num_train_epochs=10",
+        ]
+    )
+    assert results["eval"]["eval_accuracy"] >= 0.9
+    assert json.loads((output / "test_results.json").read_text())["test_accuracy"] == results["test"]["test_accuracy"]
+    assert AutoModelForSequenceClassification.from_pretrained(output).config.classifier_sentence_pairs
+    predicted = (output / "predict_results.txt").read_text().splitlines()[1:3]
+    classifier = pipeline("text-classification", model=str(output))
+    for (premise, hypothesis, _), line in zip(rows[:2], predicted, strict=True):
+        assert classifier({"text": premise, "text_pair": hypothesis})["label"] == line.split("\t")[1]
+    assert "Text columns: premise, hypothesis." in (output / "README.md").read_text()
+
+
+def test_float_labels_train_a_regression_on_word_lists(converted_fixture, tmp_path):
+    records = [{"words": record["text"].split(), "score": 4.5} for record in _sentences(POSITIVE, "")]
+    records += [{"words": record["text"].split(), "score": 0.5} for record in _sentences(NEGATIVE, "")]
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    output = tmp_path / "out"
+    results = run_classifier.main(
+        [
+            *_common(converted_fixture, output),
+            f"--train_file={train}",
+            f"--validation_file={train}",
+            "--text_column_names=words",
+            "--label_column_name=score",
+            "--do_train",
+            "--do_eval",
+            "--num_train_epochs=10",
+        ]
+    )
+    config = AutoModelForSequenceClassification.from_pretrained(output).config
+    assert config.num_labels == 1 and config.problem_type == "regression"
+    assert results["eval"]["eval_mse"] < 2.0  # half the MSE of always predicting the mean (4.0)
