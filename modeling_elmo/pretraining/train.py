@@ -24,6 +24,7 @@ from pathlib import Path
 
 import h5py
 import torch
+from safetensors import SafetensorError
 from torch.utils.data import DataLoader
 from transformers import (
     HfArgumentParser,
@@ -178,17 +179,43 @@ def _load_softmax(model: ElmoForPreTraining, path: str) -> None:
         raise PretrainingError(f"{path}: not a readable HDF5 file ({error}).") from None
 
 
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def load_elmo_config(source: str | Path, what: str) -> ElmoConfig:
+    """The `ElmoConfig` saved in `source` (a folder or Hub id), refusing a missing one or another model type."""
+    try:
+        config_dict, _ = ElmoConfig.get_config_dict(source)
+    except OSError as error:
+        raise PretrainingError(f"{what} {source}: no ELMo model there ({_first_line(error)}).") from None
+    model_type = config_dict.get("model_type")
+    if model_type != ElmoConfig.model_type:
+        raise PretrainingError(f"{what} {source} holds a {model_type!r} model, not an ELMo biLM ('elmo').")
+    return ElmoConfig.from_pretrained(source)
+
+
 def build_model(
-    args: PretrainingArguments, options: PretrainingOptions, vocab: LmVocabulary, lm_overrides: dict
+    args: PretrainingArguments,
+    options: PretrainingOptions,
+    vocab: LmVocabulary,
+    lm_overrides: dict,
+    evaluation_only: bool = False,
 ) -> tuple[ElmoForPreTraining, bool]:
-    """The model to train and whether its softmax starts fresh on a pretrained biLM."""
+    """The model to train (or, `evaluation_only`, to evaluate: it must have a trained softmax) and whether its
+    softmax starts fresh on a pretrained biLM."""
     if args.model_name_or_path is None:
         config = ElmoConfig(**{**options.config.to_dict(), **lm_overrides})
         return ElmoForPreTraining(config), False
     source = args.model_name_or_path
-    config = ElmoConfig.from_pretrained(source)
+    config = load_elmo_config(source, "--model_name_or_path")
     _check_architecture(options, config, source, args.options)
     has_softmax = "ElmoForPreTraining" in (config.architectures or [])
+    if evaluation_only and not has_softmax and not args.softmax_file:
+        raise PretrainingError(
+            f"--do_train False: {source} has no softmax (an ElmoModel) to compute a perplexity with; give an "
+            "ElmoForPreTraining folder or its bilm-tf softmax with --softmax_file."
+        )
     if has_softmax:
         saved = Path(source) / VOCAB_FILE
         if not saved.is_file():
@@ -199,7 +226,12 @@ def build_model(
                 "would mean other words. Use its vocab.txt, or start from its biLM only (export it with "
                 "AutoModel.from_pretrained(...).save_pretrained(...))."
             )
-    model = ElmoForPreTraining.from_pretrained(source, **lm_overrides)
+    try:
+        model = ElmoForPreTraining.from_pretrained(source, **lm_overrides)
+    except (OSError, ValueError, RuntimeError, SafetensorError) as error:
+        raise PretrainingError(
+            f"--model_name_or_path {source}: cannot load its weights ({_first_line(error)})."
+        ) from None
     if args.softmax_file:
         _load_softmax(model, args.softmax_file)
     return model, not has_softmax and not args.softmax_file
@@ -286,7 +318,7 @@ def _check_checkpoint(
 ) -> None:
     """Refuse a checkpoint of another run: another architecture, vocabulary or batch size (its carried LSTM states
     have one row per batch row). Warn when it holds no carried states (the run then continues from zero states)."""
-    config = ElmoConfig.from_pretrained(checkpoint)
+    config = load_elmo_config(checkpoint, "--resume_from_checkpoint")
     _check_architecture(options, config, f"the checkpoint {checkpoint}", args.options)
     saved = checkpoint / VOCAB_FILE
     if (saved.is_file() and LmVocabulary.from_file(saved) != vocab) or config.lm_vocab_size != len(vocab):
@@ -396,12 +428,7 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
         "lm_num_negative_samples": None if args.full_softmax or not options.sample_softmax else negatives,
     }
     set_seed(training_args.seed)
-    model, fresh_softmax = build_model(args, options, vocab, lm_overrides)
-    if not training and fresh_softmax:
-        raise PretrainingError(
-            f"--do_train False: {args.model_name_or_path} has no softmax (an ElmoModel) to compute a perplexity "
-            "with; give an ElmoForPreTraining folder or its bilm-tf softmax with --softmax_file."
-        )
+    model, fresh_softmax = build_model(args, options, vocab, lm_overrides, evaluation_only=not training)
     batch_size = training_args.per_device_train_batch_size
     world_size = training_args.world_size
     if checkpoint is not None:
