@@ -64,8 +64,9 @@ def save_model(corpus: dict, folder: Path, with_softmax: bool, **config_changes)
         (["--model_name_or_path", "{dir}/nothing", "--max_steps", "1"], "--model_name_or_path {dir}/nothing: no ELMo"),
         (["--model_name_or_path", "{dir}/bert", "--max_steps", "1"], "holds a 'bert' model, not an ELMo biLM"),
         (["--model_name_or_path", "{dir}/no_weights", "--max_steps", "1"], "no_weights: cannot load its weights"),
-        (["--do_eval", "--eval_files", "{dir}/empty.txt", "--max_steps", "1"], "the corpus is empty"),
-        (["--do_eval", "--eval_files", "{dir}/bad.txt", "--max_steps", "1"], "bad.txt: line 2 is not valid UTF-8"),
+        (["--do_train", "--do_eval", "--eval_files", "{dir}/empty.txt", "--max_steps", "1"], "the corpus is empty"),
+        (["--do_train", "--do_eval", "--eval_files", "{dir}/bad.txt", "--max_steps", "1"],
+         "bad.txt: line 2 is not valid UTF-8"),
     ],
 )  # fmt: skip
 def test_values_that_would_train_nothing_or_garbage_are_refused(corpus, tmp_path, capsys, flags, expected):
