@@ -21,6 +21,27 @@ AUTO_MAP = {
     "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
     "AutoModelForPreTraining": "modeling_elmo.ElmoForPreTraining",
 }
+# The config fields that define the biLM's architecture: options.json and a model folder must agree on them to
+# continue pretraining one from the other.
+BILM_ARCHITECTURE_FIELDS = (
+    "char_vocab_size",
+    "max_characters_per_token",
+    "char_embedding_dim",
+    "char_filters",
+    "num_highway_layers",
+    "char_activation",
+    "lstm_cell_size",
+    "projection_dim",
+    "num_hidden_layers",
+    "cell_clip",
+    "proj_clip",
+    "use_skip_connections",
+)
+# The config fields that, with the weights, decide what the biLM computes: every cache or fingerprint of biLM outputs
+# keys on exactly these (the heads' and the language model's fields do not change the biLM's layers).
+# `lstm_forget_bias` is not architecture (a folder saved with the forget bias folded into the LSTM bias computes the
+# same function with 0.0) but changes the outputs of the same weights.
+BILM_FIELDS = (*BILM_ARCHITECTURE_FIELDS, "lstm_forget_bias", "stateful")
 # Upper bound of `max_characters_per_token` (every word is padded to that many character ids; the originals use 50).
 MAX_CHARACTERS_PER_TOKEN = 1024
 
@@ -417,4 +438,4 @@ class ElmoConfig(PreTrainedConfig):
         return (self.word_embedding_dim or 0) + self.num_char_filters
 
 
-__all__ = ["ElmoConfig", "ElmoConfigError"]
+__all__ = ["BILM_ARCHITECTURE_FIELDS", "BILM_FIELDS", "ElmoConfig", "ElmoConfigError"]
