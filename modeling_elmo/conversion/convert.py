@@ -423,10 +423,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.source_format == "elmoformanylangs":
-        if not args.model_dir or args.options or args.weights or args.preset:
-            parser.error("--from elmoformanylangs takes --model-dir (and no --options, --weights or --preset)")
-    elif args.model_dir:
-        parser.error("--model-dir: only used with --from elmoformanylangs")
+        if not args.model_dir or args.options or args.weights or args.preset or args.cache_dir:
+            parser.error(
+                "--from elmoformanylangs takes --model-dir (and no --options, --weights, --preset or --cache-dir)"
+            )
     elif args.preset:
         preset = PRESETS[args.preset]
         args.options = args.options or preset.options_url
