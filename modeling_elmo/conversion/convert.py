@@ -34,6 +34,7 @@ from ..hub.model_card import ModelCardError, render_base_model_card
 from ..hub.push import HubError, check_push_target, config_problems, model_repo_problems, push_folder
 from ..modeling_elmo import ElmoModel
 from ..tokenization_elmo import ElmoTokenizer
+from .efml import EfmlFormatError
 from .original_checkpoint import OriginalCheckpointError, load_original_checkpoint
 from .presets import PRESETS
 
@@ -52,6 +53,7 @@ VERIFICATION_SENTENCES = [
     ["A"],
 ]
 VERIFICATION_TOLERANCE = 1e-5
+SOURCE_FORMATS = ("original", "elmoformanylangs")  # `--from`
 
 
 class ConversionError(RuntimeError):
@@ -328,13 +330,30 @@ def convert_checkpoint(
             "weights": {"location": weights, "sha256": sha256_of(weights_path)},
         },
     )
+    verify_against = (lambda folder: max_difference_to_original(folder, model)) if verify else None
+    write_model_folder(model, tokenizer, result, verify_against, preset=preset, repo_id=repo_id)
+    return result
 
+
+def write_model_folder(
+    model: ElmoModel,
+    tokenizer: ElmoTokenizer,
+    result: ConversionResult,
+    verify_against: Callable[[Path], float] | None = None,
+    *,
+    preset: str | None = None,
+    repo_id: str | None = None,
+) -> None:
+    """Write `model`, `tokenizer`, the card and the remote code to `result.output_dir`, all or nothing (see the module
+    docstring; the output was checked with `_check_output`). `verify_against(folder)` gives the max abs difference of
+    the written folder to the source, which must be within `VERIFICATION_TOLERANCE`; it is kept in `result`."""
+    output_dir, config = result.output_dir, result.config
     try:
         with _work_folder(output_dir) as folder:
             model.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
-            if verify:
-                result.max_abs_difference = max_difference_to_original(folder, model)
+            if verify_against is not None:
+                result.max_abs_difference = verify_against(folder)
                 if not result.max_abs_difference <= VERIFICATION_TOLERANCE:  # NaN fails too
                     raise ConversionError(
                         f"Verification failed: the converted model differs from the original weights by "
@@ -359,7 +378,6 @@ def convert_checkpoint(
     except (OSError, SafetensorError) as error:
         kept = "; the existing folder is unchanged" if output_dir.exists() else ""
         raise ConversionError(f"Could not write {output_dir}: {_reason(error)}{kept}.") from error
-    return result
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -367,6 +385,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="elmo-convert",
         description="Convert an original ELMo checkpoint (options JSON + HDF5 weights) to a Transformers folder.",
     )
+    parser.add_argument(
+        "--from",
+        dest="source_format",
+        choices=SOURCE_FORMATS,
+        default="original",
+        help="format of the source: 'original' (bilm-tf/AllenNLP options JSON + HDF5, default) or "
+        "'elmoformanylangs' (an ELMoForManyLangs model folder, --model-dir)",
+    )
+    parser.add_argument("--model-dir", help="the source model folder (--from elmoformanylangs)")
     source = parser.add_argument_group("source (give --preset, or both --options and --weights)")
     source.add_argument("--options", help="options JSON: local path or http(s) URL")
     source.add_argument("--weights", help="HDF5 weights: local path or http(s) URL")
@@ -395,11 +422,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.preset:
+    if args.source_format == "elmoformanylangs":
+        if not args.model_dir or args.options or args.weights or args.preset or args.cache_dir:
+            parser.error(
+                "--from elmoformanylangs takes --model-dir (and no --options, --weights, --preset or --cache-dir)"
+            )
+    elif args.preset:
         preset = PRESETS[args.preset]
         args.options = args.options or preset.options_url
         args.weights = args.weights or preset.weights_url
-    if not (args.options and args.weights):
+    if args.source_format == "original" and not (args.options and args.weights):
         parser.error("give --preset, or both --options and --weights")
     publishing = {"--private": args.private, "--revision": args.revision, "--commit-message": args.commit_message}
     given = [flag for flag, value in {**publishing, "--token": args.token}.items() if value]
@@ -407,16 +439,23 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{', '.join(given)}: only used with --push-to-hub")
     try:
         token = check_push_target(args.push_to_hub, args.token) if args.push_to_hub else None
-        result = convert_checkpoint(
-            args.options,
-            args.weights,
-            args.output,
-            overwrite=args.overwrite,
-            verify=args.verify,
-            cache_dir=args.cache_dir,
-            preset=args.preset,
-            repo_id=args.push_to_hub,
-        )
+        if args.source_format == "elmoformanylangs":
+            from .efml_convert import convert_efml
+
+            result = convert_efml(
+                args.model_dir, args.output, overwrite=args.overwrite, verify=args.verify, repo_id=args.push_to_hub
+            )
+        else:
+            result = convert_checkpoint(
+                args.options,
+                args.weights,
+                args.output,
+                overwrite=args.overwrite,
+                verify=args.verify,
+                cache_dir=args.cache_dir,
+                preset=args.preset,
+                repo_id=args.push_to_hub,
+            )
         print(f"Wrote {result.output_dir}")
         if result.max_abs_difference is not None:
             print(f"Verification: max abs difference to the original weights = {result.max_abs_difference:.3g}")
@@ -430,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
                 commit_message=args.commit_message,
             )
             print(f"Pushed to {args.push_to_hub}: {commit_url}")
-    except (ConversionError, OriginalCheckpointError, HubError, ModelCardError) as error:
+    except (ConversionError, OriginalCheckpointError, EfmlFormatError, HubError, ModelCardError) as error:
         print(f"elmo-convert: error: {error}", file=sys.stderr)
         return 1
     return 0
