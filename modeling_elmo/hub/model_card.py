@@ -202,11 +202,14 @@ def render_pretrained_model_card(
     options: Mapping[str, object],
     corpus_files: list[str],
     corpus_positions: int | None,
+    train_steps: int,
     train_positions: int,
     metrics: Mapping[str, float],
     repo_id: str | None = None,
 ) -> str:
-    """Card of a biLM trained with `elmo-pretrain`: architecture, bilm-tf training options, corpus, perplexities."""
+    """Card of a biLM trained with `elmo-pretrain`: architecture, bilm-tf training options, corpus, perplexities.
+    `train_steps` and `train_positions` are what training did (the Trainer's optimizer steps and the input positions
+    they saw), not what was planned."""
     card_data = ModelCardData(
         library_name="transformers",
         pipeline_tag="feature-extraction",
@@ -220,6 +223,7 @@ def render_pretrained_model_card(
         options_json=json.dumps(dict(options), indent=2),
         corpus_files=shown_files,
         corpus_positions=corpus_positions,
+        train_steps=train_steps,
         train_positions=train_positions,
         vocab_size=config.lm_vocab_size,
         metrics={name: metrics[name] for name in sorted(metrics) if "perplexity" in name or name.endswith("loss")},

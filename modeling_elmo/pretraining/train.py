@@ -2,6 +2,8 @@
 
     elmo-pretrain --options options.json --vocab_file vocab.txt --train_files 'corpus/*.txt' --output_dir my-elmo \\
         [--do_eval --eval_files 'heldout/*.txt'] [--model_name_or_path elmo-original] [any TrainingArguments flag]
+    elmo-pretrain --do_train False --do_eval --options options.json --vocab_file vocab.txt \\
+        --model_name_or_path my-elmo --eval_files 'heldout/*.txt' --output_dir my-elmo-eval
     elmo-pretrain build-vocab --train_files 'corpus/*.txt' --output vocab.txt [--min_count N | --max_size N]
 
 `options.json` is bilm-tf's training options file; its `batch_size` (per process), `n_epochs` and `all_clip_norm_val`
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import h5py
 import torch
+from safetensors import SafetensorError
 from torch.utils.data import DataLoader
 from transformers import (
     HfArgumentParser,
@@ -30,16 +33,18 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..configuration_elmo import ElmoConfig, ElmoConfigError
 from ..hub.model_card import render_pretrained_model_card
 from ..modeling_elmo import ElmoForPreTraining
 from ..tokenization_elmo import ElmoTokenizer
 from . import build_vocab
+from .checkpoints import TRAINER_STATE_NAME, CheckpointError, resolve_checkpoint, saved_state
 from .corpus import CorpusError, count_positions, resolve_corpus_files
 from .evaluation import evaluate_perplexity
 from .options import PretrainingOptions, PretrainingOptionsError, read_pretraining_options
+from .output_folder import OutputFolderError, check_output_dir
 from .streams import LmStreamDataset
 from .vocab import LmVocabulary, VocabularyError
 
@@ -47,6 +52,7 @@ logger = logging.getLogger("elmo-pretrain")
 PROG = "elmo-pretrain"
 VOCAB_FILE = "vocab.txt"
 DEFAULT_LEARNING_RATE = 1e-3
+EVALUATION_ONLY = "evaluation only: no training (--do_train False)"
 # architecture fields that options.json and a --model_name_or_path folder must agree on
 ARCHITECTURE_FIELDS = (
     "char_embedding_dim",
@@ -73,8 +79,12 @@ class PretrainingArguments:
 
     options: str = field(metadata={"help": "bilm-tf's training options JSON (char_cnn, lstm, batch_size, ...)."})
     vocab_file: str = field(metadata={"help": "Vocabulary, one token per line: <S>, </S>, <UNK>, then by frequency."})
-    train_files: list[str] = field(
-        metadata={"help": "Training shards (globs, '**' included; quote them): one tokenized sentence per line."}
+    train_files: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Training shards (globs, '**' included; quote them): one tokenized sentence per line. Required "
+            "unless --do_train False."
+        },
     )
     eval_files: list[str] | None = field(
         default=None, metadata={"help": "Held-out shards for the sentence-level perplexity (--do_eval, eval_steps)."}
@@ -135,6 +145,8 @@ def parse_arguments(argv: list[str]) -> tuple[PretrainingArguments, TrainingArgu
     args, training_args = parser.parse_args_into_dataclasses(defaults + argv)
     if not _given(argv, "--output_dir"):
         parser.error("--output_dir is required: the folder the trained model is written to.")
+    if not _given(argv, "--do_train"):
+        training_args.do_train = True  # a pretraining command trains; `--do_train False` asks for evaluation only
     return args, training_args, options
 
 
@@ -167,17 +179,43 @@ def _load_softmax(model: ElmoForPreTraining, path: str) -> None:
         raise PretrainingError(f"{path}: not a readable HDF5 file ({error}).") from None
 
 
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def load_elmo_config(source: str | Path, what: str) -> ElmoConfig:
+    """The `ElmoConfig` saved in `source` (a folder or Hub id), refusing a missing one or another model type."""
+    try:
+        config_dict, _ = ElmoConfig.get_config_dict(source)
+    except OSError as error:
+        raise PretrainingError(f"{what} {source}: no ELMo model there ({_first_line(error)}).") from None
+    model_type = config_dict.get("model_type")
+    if model_type != ElmoConfig.model_type:
+        raise PretrainingError(f"{what} {source} holds a {model_type!r} model, not an ELMo biLM ('elmo').")
+    return ElmoConfig.from_pretrained(source)
+
+
 def build_model(
-    args: PretrainingArguments, options: PretrainingOptions, vocab: LmVocabulary, lm_overrides: dict
+    args: PretrainingArguments,
+    options: PretrainingOptions,
+    vocab: LmVocabulary,
+    lm_overrides: dict,
+    evaluation_only: bool = False,
 ) -> tuple[ElmoForPreTraining, bool]:
-    """The model to train and whether its softmax starts fresh on a pretrained biLM."""
+    """The model to train (or, `evaluation_only`, to evaluate: it must have a trained softmax) and whether its
+    softmax starts fresh on a pretrained biLM."""
     if args.model_name_or_path is None:
         config = ElmoConfig(**{**options.config.to_dict(), **lm_overrides})
         return ElmoForPreTraining(config), False
     source = args.model_name_or_path
-    config = ElmoConfig.from_pretrained(source)
+    config = load_elmo_config(source, "--model_name_or_path")
     _check_architecture(options, config, source, args.options)
     has_softmax = "ElmoForPreTraining" in (config.architectures or [])
+    if evaluation_only and not has_softmax and not args.softmax_file:
+        raise PretrainingError(
+            f"--do_train False: {source} has no softmax (an ElmoModel) to compute a perplexity with; give an "
+            "ElmoForPreTraining folder or its bilm-tf softmax with --softmax_file."
+        )
     if has_softmax:
         saved = Path(source) / VOCAB_FILE
         if not saved.is_file():
@@ -188,7 +226,12 @@ def build_model(
                 "would mean other words. Use its vocab.txt, or start from its biLM only (export it with "
                 "AutoModel.from_pretrained(...).save_pretrained(...))."
             )
-    model = ElmoForPreTraining.from_pretrained(source, **lm_overrides)
+    try:
+        model = ElmoForPreTraining.from_pretrained(source, **lm_overrides)
+    except (OSError, ValueError, RuntimeError, SafetensorError) as error:
+        raise PretrainingError(
+            f"--model_name_or_path {source}: cannot load its weights ({_first_line(error)})."
+        ) from None
     if args.softmax_file:
         _load_softmax(model, args.softmax_file)
     return model, not has_softmax and not args.softmax_file
@@ -257,17 +300,42 @@ class ElmoPretrainingTrainer(Trainer):
             states = torch.load(self._stream_states_file(checkpoint), map_location=self.args.device, weights_only=True)
             self.accelerator.unwrap_model(self.model).stream_states = states
 
+    def _save_checkpoint(self, model, trial) -> None:
+        """Save `checkpoint-N`, first removing the `trainer_state.json` of an older save under that name: a save
+        killed midway then leaves a folder that reads as incomplete (see `checkpoints.py`)."""
+        run_dir = Path(self._get_output_dir(trial=trial))
+        (run_dir / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}" / TRAINER_STATE_NAME).unlink(missing_ok=True)
+        super()._save_checkpoint(model, trial)
+
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         super()._save(output_dir, state_dict)
         if self.args.should_save:
             self.vocab.save(Path(output_dir or self.args.output_dir) / VOCAB_FILE)
 
 
-def _check_resume_vocabulary(checkpoint: str, vocab: LmVocabulary, vocab_file: str) -> None:
-    saved = Path(checkpoint) / VOCAB_FILE
-    if saved.is_file() and LmVocabulary.from_file(saved) != vocab:
+def _check_checkpoint(
+    checkpoint: Path, options: PretrainingOptions, vocab: LmVocabulary, args: PretrainingArguments, batch_size: int
+) -> None:
+    """Refuse a checkpoint of another run: another architecture, vocabulary or batch size (its carried LSTM states
+    have one row per batch row). Warn when it holds no carried states (the run then continues from zero states)."""
+    config = load_elmo_config(checkpoint, "--resume_from_checkpoint")
+    _check_architecture(options, config, f"the checkpoint {checkpoint}", args.options)
+    saved = checkpoint / VOCAB_FILE
+    if (saved.is_file() and LmVocabulary.from_file(saved) != vocab) or config.lm_vocab_size != len(vocab):
         raise PretrainingError(
-            f"Cannot resume from {checkpoint}: it was trained with another vocabulary ({saved}) than {vocab_file}."
+            f"Cannot resume from {checkpoint}: it was trained with another vocabulary ({saved}) than "
+            f"{args.vocab_file}."
+        )
+    saved_batch_size = saved_state(checkpoint).get("train_batch_size")
+    if saved_batch_size is not None and saved_batch_size != batch_size:
+        raise PretrainingError(
+            f"Cannot resume from {checkpoint}: it was trained with {saved_batch_size} rows per batch, this run has "
+            f"{batch_size} (--per_device_train_batch_size); the carried LSTM states have one row per batch row."
+        )
+    if not list(checkpoint.glob("stream_states_*.pt")):
+        logger.warning(
+            f"{checkpoint} holds no stream_states_*.pt: the LSTM states restart from zero, so the resumed run is not "
+            "the exact continuation of the saved one."
         )
 
 
@@ -285,15 +353,71 @@ def check_arguments(args: PretrainingArguments) -> None:
         raise PretrainingError(f"--dropout must be in [0, 1), got {args.dropout}.")
 
 
+def check_training_arguments(training_args: TrainingArguments) -> None:
+    """Refuse `TrainingArguments` values the Trainer accepts but that would train nothing, or garbage, silently."""
+    for flag, value in (
+        ("--per_device_train_batch_size", training_args.per_device_train_batch_size),
+        ("--gradient_accumulation_steps", training_args.gradient_accumulation_steps),
+    ):
+        if value < 1:
+            raise PretrainingError(f"{flag} must be an integer >= 1, got {value}.")
+    if training_args.max_steps <= 0 and not (
+        math.isfinite(training_args.num_train_epochs) and training_args.num_train_epochs > 0
+    ):
+        raise PretrainingError(f"--num_train_epochs must be a positive number, got {training_args.num_train_epochs}.")
+    if not (math.isfinite(training_args.learning_rate) and training_args.learning_rate > 0):
+        raise PretrainingError(f"--learning_rate must be a positive number, got {training_args.learning_rate}.")
+    if not training_args.max_grad_norm >= 0:  # also refuses NaN, which the Trainer takes as "no clipping"
+        raise PretrainingError(f"--max_grad_norm must be >= 0 (0: no clipping), got {training_args.max_grad_norm}.")
+
+
+def check_run_mode(args: PretrainingArguments, training_args: TrainingArguments) -> None:
+    """A training run needs `--train_files`; an evaluation-only run (`--do_train False`) needs a saved model with its
+    softmax and something to evaluate."""
+    if training_args.do_train:
+        if not args.train_files:
+            raise PretrainingError("--train_files is required to train (or pass --do_train False to evaluate only).")
+        return
+    if not training_args.do_eval:
+        raise PretrainingError("--do_train False: nothing to do; add --do_eval --eval_files to evaluate a model.")
+    if args.model_name_or_path is None:
+        raise PretrainingError("--do_train False evaluates a saved model: give it with --model_name_or_path.")
+    if training_args.resume_from_checkpoint:
+        raise PretrainingError("--resume_from_checkpoint continues training; it cannot go with --do_train False.")
+
+
+def _trained_positions(state_steps: int, training_args: TrainingArguments, unroll_steps: int) -> int:
+    """Input positions the optimizer steps done saw: steps x batch x unroll x accumulation x processes."""
+    per_step = training_args.per_device_train_batch_size * unroll_steps * training_args.gradient_accumulation_steps
+    return state_steps * per_step * training_args.world_size
+
+
+def _check_finite(model: ElmoForPreTraining, step: int) -> None:
+    if not all(torch.isfinite(parameter).all() for parameter in model.parameters()):
+        raise PretrainingError(
+            f"Training diverged: the weights hold NaN or infinite values after step {step}; the model was not saved "
+            "(lower --learning_rate or --max_grad_norm)."
+        )
+
+
 def run(args: PretrainingArguments, training_args: TrainingArguments, options: PretrainingOptions) -> dict:
-    """Train (and evaluate); returns the final metrics."""
+    """Train (unless `--do_train False`) and evaluate; returns the final metrics."""
+    training = training_args.do_train
+    if not training:
+        logger.info(EVALUATION_ONLY)
     check_arguments(args)
+    check_training_arguments(training_args)
+    check_run_mode(args, training_args)
+    checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
+    check_output_dir(training_args.output_dir, checkpoint)
     vocab = LmVocabulary.from_file(args.vocab_file)
     vocab.check_size(options.n_tokens_vocab, args.options)
-    train_files = resolve_corpus_files(args.train_files, "--train_files")
+    train_files = resolve_corpus_files(args.train_files, "--train_files") if training else None
     eval_files = resolve_corpus_files(args.eval_files, "--eval_files") if args.eval_files else None
     if (training_args.do_eval or training_args.eval_strategy != "no") and not eval_files:
         raise PretrainingError("--do_eval and --eval_strategy need --eval_files.")
+    if eval_files:
+        count_positions(eval_files, progress=False)  # refuses an empty or undecodable held-out set before training
     if training_args.dataloader_num_workers:
         logger.warning("The stream batches are read in order by one process: --dataloader_num_workers is ignored.")
     unroll_steps = args.unroll_steps if args.unroll_steps is not None else options.unroll_steps
@@ -304,27 +428,31 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
         "lm_num_negative_samples": None if args.full_softmax or not options.sample_softmax else negatives,
     }
     set_seed(training_args.seed)
-    model, fresh_softmax = build_model(args, options, vocab, lm_overrides)
+    model, fresh_softmax = build_model(args, options, vocab, lm_overrides, evaluation_only=not training)
     batch_size = training_args.per_device_train_batch_size
     world_size = training_args.world_size
+    if checkpoint is not None:
+        _check_checkpoint(checkpoint, options, vocab, args, training_args.train_batch_size)
     positions = options.n_train_tokens  # the corpus size, as bilm-tf counts it; counted only when needed
-    if training_args.max_steps <= 0:
-        positions = positions or count_positions(train_files, progress=training_args.should_log)
-        per_step = batch_size * unroll_steps * world_size * training_args.gradient_accumulation_steps
-        training_args.max_steps = max(1, math.ceil(training_args.num_train_epochs * positions / per_step))
-        logger.info(
-            f"{positions:,} positions x {training_args.num_train_epochs} epochs: {training_args.max_steps:,} steps"
+    dataset = None
+    if training:
+        if training_args.max_steps <= 0:
+            positions = positions or count_positions(train_files, progress=training_args.should_log)
+            per_step = batch_size * unroll_steps * world_size * training_args.gradient_accumulation_steps
+            training_args.max_steps = max(1, math.ceil(training_args.num_train_epochs * positions / per_step))
+            logger.info(
+                f"{positions:,} positions x {training_args.num_train_epochs} epochs: {training_args.max_steps:,} steps"
+            )
+        dataset = LmStreamDataset(
+            train_files,
+            vocab,
+            batch_size=batch_size,
+            unroll_steps=unroll_steps,
+            max_characters_per_token=model.config.max_characters_per_token,
+            rank=training_args.process_index,
+            world_size=world_size,
+            seed=training_args.seed,
         )
-    dataset = LmStreamDataset(
-        train_files,
-        vocab,
-        batch_size=batch_size,
-        unroll_steps=unroll_steps,
-        max_characters_per_token=model.config.max_characters_per_token,
-        rank=training_args.process_index,
-        world_size=world_size,
-        seed=training_args.seed,
-    )
     warmup = args.softmax_warmup_steps
     if warmup is None:
         warmup = min(1000, training_args.max_steps // 10) if fresh_softmax else 0
@@ -333,21 +461,15 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
         args=training_args,
         train_dataset=dataset,
         processing_class=ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token),
-        callbacks=[SoftmaxWarmupCallback(model, warmup)] if warmup else None,
+        callbacks=[SoftmaxWarmupCallback(model, warmup)] if warmup and training else None,
         vocab=vocab,
         eval_files=eval_files,
         eval_batch_sentences=args.eval_batch_sentences,
     )
     metrics: dict = {}
-    if training_args.do_train:
-        checkpoint = training_args.resume_from_checkpoint
-        if checkpoint == "last":
-            checkpoint = get_last_checkpoint(training_args.output_dir)
-            if checkpoint is None:
-                raise PretrainingError(f"--resume_from_checkpoint last: no checkpoint in {training_args.output_dir}.")
-        if checkpoint:
-            _check_resume_vocabulary(checkpoint, vocab, args.vocab_file)
-        result = trainer.train(resume_from_checkpoint=checkpoint)
+    if training:
+        result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        _check_finite(trainer.accelerator.unwrap_model(trainer.model), trainer.state.global_step)
         trainer.save_model()
         trainer.save_state()  # trainer_state.json: the loss and perplexity curves
         metrics.update(result.metrics)
@@ -356,13 +478,14 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
         evaluation = trainer.evaluate()
         trainer.save_metrics("eval", evaluation)
         metrics.update(evaluation)
-    if training_args.should_save:
+    if training and training_args.should_save:
         card = render_pretrained_model_card(
             trainer.accelerator.unwrap_model(trainer.model).config,
             options=options.to_dict(),
             corpus_files=[str(path) for path in train_files],
             corpus_positions=positions,
-            train_positions=training_args.max_steps * batch_size * unroll_steps * world_size,
+            train_steps=trainer.state.global_step,
+            train_positions=_trained_positions(trainer.state.global_step, training_args, unroll_steps),
             metrics=metrics,
         )
         (Path(training_args.output_dir) / "README.md").write_text(card, encoding="utf-8")
@@ -383,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
         VocabularyError,
         CorpusError,
         ElmoConfigError,
+        CheckpointError,
+        OutputFolderError,
     ) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
