@@ -1,0 +1,363 @@
+"""Every command block of README.md and docs/*.md does what its text says.
+
+A ```bash block is preceded by `<!-- doc-test: ID -->` (it runs) or `<!-- doc-test: skip (reason) -->` (it cannot
+run offline: URLs, the Hub). Each runnable ID has one entry in DOC_COMMANDS: `prepare` writes the tiny inputs the
+block's text names into a sandbox laid out like a reader's checkout (the work folder, `../shared` beside it), the
+block's text runs there through bash exactly as written, and `check` verifies the effect the text promises (a folder
+that loads, a perplexity below chance, a file with the stated shape), not only the exit status. Blocks that repeat
+one command in several pages share its ID and run once. To document a new command: mark its block, then add its ID
+here with a `prepare` and a `check`.
+"""
+
+import itertools
+import json
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from conftest import REPO_ROOT, require_shared
+from doc_commands import RUNNABLE_LANGUAGES, Block, all_blocks, make_sandbox, run_bash
+from transformers import AutoModel, AutoModelForPreTraining, AutoModelForTokenClassification, AutoTokenizer, pipeline
+
+from modeling_elmo import ElmoForPreTraining, ElmoForTokenClassification, ElmoModel
+
+ORIGINAL_TOLERANCE = 2e-6  # float32 outputs against the original TensorFlow code's (the project's standard)
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """Where a block runs and what its `prepare` may copy from."""
+
+    work: Path  # the folder the block runs in (the repository's examples/, conversion/, benchmarks/ linked in)
+    shared: Path  # `../shared` seen from `work`: fixtures/ linked to the real ones; data/ for tiny data sets
+    fixture_dir: Path  # the real reference fixtures (read only)
+    converted_fixture: Path  # the fixture biLM converted once per session (copy it; never write into it)
+
+
+@dataclass(frozen=True)
+class DocCommand:
+    """A runnable block's inputs and its promised effect."""
+
+    prepare: Callable[[Sandbox], None]
+    check: Callable[[Sandbox, str], None]  # (sandbox, the command's stdout + stderr); asserts the effect
+    follows: str | None = None  # run in the sandbox left by this ID's block, right after it (its outputs as inputs)
+    runnable_part: Callable[[str], str] = lambda text: text  # the part of the text that can run offline
+
+
+# --- inputs -------------------------------------------------------------------------------------------------------
+
+
+def nothing(sandbox: Sandbox) -> None:
+    """The block needs only what every sandbox has."""
+
+
+def copy_converted_fixture(sandbox: Sandbox, name: str = "elmo-fixture") -> None:
+    shutil.copytree(sandbox.converted_fixture, sandbox.work / name)
+
+
+def fixture_sentences(fixture_dir: Path) -> list[list[str]]:
+    """The first sentence of each of the fixture's three lists: the original's batch 0, which starts from zero
+    states, so a stateless model reproduces its outputs."""
+    groups = json.loads((fixture_dir / "sentences.json").read_text())
+    return [group[0].split() for group in groups]
+
+
+def write_sentences(sandbox: Sandbox) -> None:
+    copy_converted_fixture(sandbox)
+    text = "\n".join(" ".join(words) for words in fixture_sentences(sandbox.fixture_dir))
+    (sandbox.work / "sentences.txt").write_text(text + "\n", encoding="utf-8")
+
+
+def write_tiny_conll(sandbox: Sandbox, sentences_per_split: int = 12) -> None:
+    """`elmo-original` (the fixture biLM stands in for the 'original' model) and the first sentences of each
+    CoNLL-2003 split under `../shared/data/conll2003`."""
+    copy_converted_fixture(sandbox, "elmo-original")
+    conll = require_shared("data/conll2003")
+    target = sandbox.shared / "data" / "conll2003"
+    target.mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        sentences = conll.joinpath(f"{split}.txt").read_text(encoding="utf-8").strip().split("\n\n")
+        target.joinpath(f"{split}.txt").write_text("\n\n".join(sentences[:sentences_per_split]) + "\n")
+
+
+def write_tiny_corpus(sandbox: Sandbox) -> None:
+    """Two training shards and a held-out shard of a toy grammar: few words, some far more frequent than others, so
+    that a few hundred steps of a tiny biLM get clearly below chance."""
+    subjects, verbs, objects = (
+        ["the cat", "the dog", "a bird"],
+        ["sat on", "looked at"],
+        ["the mat", "the dog", "a tree"],
+    )
+    sentences = [f"{s} {v} {o} ." for s, v, o in itertools.product(subjects, verbs, objects)]
+    for folder, shards in (("corpus", [sentences * 4, sentences * 4]), ("heldout", [sentences[::3]])):
+        (sandbox.work / folder).mkdir()
+        for index, shard in enumerate(shards):
+            (sandbox.work / folder / f"part-{index}.txt").write_text("\n".join(shard) + "\n", encoding="utf-8")
+
+
+def write_training_options(sandbox: Sandbox) -> None:
+    """bilm-tf's training options file with tiny dimensions (its own test options are the model), sized to the
+    vocabulary the previous block built."""
+    vocab_size = len((sandbox.work / "vocab.txt").read_text(encoding="utf-8").splitlines())
+    options = {
+        "bidirectional": True,
+        "char_cnn": {
+            "activation": "relu",
+            "embedding": {"dim": 4},
+            "filters": [[1, 8], [2, 8], [3, 16]],
+            "max_characters_per_token": 16,
+            "n_characters": 261,
+            "n_highway": 1,
+        },
+        "dropout": 0.0,
+        "lstm": {
+            "cell_clip": 3,
+            "dim": 32,
+            "n_layers": 2,
+            "proj_clip": 3,
+            "projection_dim": 16,
+            "use_skip_connections": True,
+        },
+        "all_clip_norm_val": 10.0,
+        "n_epochs": 10,
+        "batch_size": 4,
+        "n_tokens_vocab": vocab_size,
+        "unroll_steps": 10,
+        "n_negative_samples_batch": 8,
+    }
+    (sandbox.work / "options.json").write_text(json.dumps(options, indent=2))
+
+
+# --- effects ------------------------------------------------------------------------------------------------------
+
+
+def assert_reproduces_original(model_dir: Path, fixture_dir: Path) -> None:
+    """The folder loads with the Auto classes and its top layer equals the original TensorFlow outputs."""
+    tokenizer, model = AutoTokenizer.from_pretrained(model_dir), AutoModel.from_pretrained(model_dir)
+    assert isinstance(model, ElmoModel)
+    sentences = fixture_sentences(fixture_dir)
+    batch = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        top = model(**batch).last_hidden_state.numpy()
+    for k, words in enumerate(sentences):
+        with h5py.File(fixture_dir / f"lm_embeddings_{k}.hdf5", "r") as handle:
+            expected = np.concatenate(list(handle["0"][...]), axis=-1)
+        assert np.abs(top[k, : len(words)] - expected).max() <= ORIGINAL_TOLERANCE  # NaN fails
+
+
+def after_install(text: str) -> str:
+    """The quick start from its first command after `pip install` on: the virtual environment and the install need
+    the network and are this test's own environment; CI's .ci/run performs that install from the project's files."""
+    commands = text.strip().split(" && ")
+    installs = [index for index, command in enumerate(commands) if command.startswith("pip install")]
+    assert installs, "the quick start no longer installs the project"
+    return " && ".join(commands[installs[-1] + 1 :]) + "\n"
+
+
+def check_quickstart(sandbox: Sandbox, output: str) -> None:
+    assert_reproduces_original(sandbox.work / "elmo-fixture", sandbox.fixture_dir)
+    assert "words: ['The', 'bank', 'closed', 'its', 'doors', '.']" in output
+    for layer in range(3):
+        assert f"layer {layer}: shape (1, 6, 32)" in output
+
+
+def check_convert_fixture(sandbox: Sandbox, output: str) -> None:
+    assert_reproduces_original(sandbox.work / "elmo-fixture", sandbox.fixture_dir)
+    assert "Verification: max abs difference" in output
+
+
+def same_datasets(first: Path, second: Path) -> bool:
+    """Whether two HDF5 files hold the same dataset names, dtypes and values, bit for bit."""
+    with h5py.File(first, "r") as a, h5py.File(second, "r") as b:
+        names_a, names_b = [], []
+        a.visititems(lambda name, item: names_a.append(name) if isinstance(item, h5py.Dataset) else None)
+        b.visititems(lambda name, item: names_b.append(name) if isinstance(item, h5py.Dataset) else None)
+        return sorted(names_a) == sorted(names_b) and all(
+            a[name].dtype == b[name].dtype and np.array_equal(a[name][...], b[name][...]) for name in names_a
+        )
+
+
+def check_export_fixture(sandbox: Sandbox, output: str) -> None:
+    exported = sandbox.work / "elmo-fixture-original"
+    assert same_datasets(exported / "lm_weights.hdf5", sandbox.fixture_dir / "lm_weights.hdf5")
+    options = json.loads((exported / "options.json").read_text())
+    original = json.loads((sandbox.fixture_dir / "options.json").read_text())
+    assert options["lstm"] == original["lstm"] and options["char_cnn"]["filters"] == original["char_cnn"]["filters"]
+
+
+def check_embed_fixture(sandbox: Sandbox, output: str) -> None:
+    sentences = fixture_sentences(sandbox.fixture_dir)
+    with h5py.File(sandbox.work / "sentences.hdf5", "r") as handle:
+        index = json.loads(handle["sentence_to_index"][0])
+        assert index == {" ".join(words): str(line) for line, words in enumerate(sentences)}
+        for k, words in enumerate(sentences):
+            layers = handle[str(k)][...]
+            assert layers.shape == (3, len(words), 32) and layers.dtype == np.float32
+            with h5py.File(sandbox.fixture_dir / f"lm_embeddings_{k}.hdf5", "r") as reference:
+                expected = np.concatenate(list(reference["0"][...]), axis=-1)
+            assert np.abs(layers[2] - expected).max() <= ORIGINAL_TOLERANCE
+
+
+def check_onnx_fixture(sandbox: Sandbox, output: str) -> None:
+    import onnxruntime
+
+    model_dir = sandbox.work / "elmo-fixture"
+    tokenizer, model = AutoTokenizer.from_pretrained(model_dir), AutoModel.from_pretrained(model_dir)
+    sentences = [["The", "bank", "closed", "its", "doors", "."], ["River", "bank"]]
+    batch = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    session = onnxruntime.InferenceSession(str(sandbox.work / "elmo-fixture.onnx"))
+    feeds = {name: batch[name].numpy().astype(np.int64) for name in ("input_ids", "attention_mask")}
+    (hidden_states,) = session.run(["hidden_states"], feeds)
+    with torch.inference_mode():
+        expected = torch.stack(model(**batch, output_hidden_states=True).hidden_states, dim=1).numpy()
+    assert hidden_states.shape == expected.shape == (2, 3, 6, 32)
+    assert np.abs(hidden_states - expected).max() <= 1e-5
+
+
+def check_ner(sandbox: Sandbox, output: str) -> None:
+    out = sandbox.work / "ner-out"
+    model = AutoModelForTokenClassification.from_pretrained(out)
+    assert isinstance(model, ElmoForTokenClassification)
+    assert model.config.classifier_head == "bilstm" and model.config.use_crf
+    for split in ("dev", "test"):
+        results = json.loads((out / f"{split}_results.json").read_text())
+        assert 0.0 <= results[f"{split}_f1"] <= 1.0, results
+    assert "micro avg" in (out / "test_report.txt").read_text()
+    state = json.loads((out / "trainer_state.json").read_text())
+    evaluations = [entry for entry in state["log_history"] if "eval_loss" in entry]
+    assert len(evaluations) == 10 and evaluations[-1]["eval_loss"] < evaluations[0]["eval_loss"]  # it trained
+    assert state["best_model_checkpoint"] is not None
+    assert "f1" in (out / "README.md").read_text().lower()
+    tagger = pipeline("token-classification", model=str(out), aggregation_strategy="simple", trust_remote_code=True)
+    entities = tagger("EU rejects German call to boycott British lamb .")
+    assert isinstance(entities, list)
+
+
+def check_pretrain_vocab(sandbox: Sandbox, output: str) -> None:
+    counts = Counter(word for path in (sandbox.work / "corpus").glob("*.txt") for word in path.read_text().split())
+    vocab = (sandbox.work / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert vocab[:3] == ["<S>", "</S>", "<UNK>"] and sorted(vocab[3:]) == sorted(counts)
+    assert [counts[word] for word in vocab[3:]] == sorted(counts.values(), reverse=True)
+    assert f"n_tokens_vocab to {len(vocab)}" in output
+
+
+def check_pretrain(sandbox: Sandbox, output: str) -> None:
+    out = sandbox.work / "my-elmo"
+    vocab_size = len((sandbox.work / "vocab.txt").read_text().splitlines())
+    assert isinstance(AutoModel.from_pretrained(out), ElmoModel)
+    assert isinstance(AutoModelForPreTraining.from_pretrained(out), ElmoForPreTraining)
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] > 0
+    results = json.loads((out / "eval_results.json").read_text())
+    # An untrained biLM is at chance (about the vocabulary size); a few hundred steps get clearly below it.
+    assert results["eval_perplexity"] < 0.7 * vocab_size, results
+    assert (out / "vocab.txt").read_text() == (sandbox.work / "vocab.txt").read_text()
+
+
+def check_pretrain_export(sandbox: Sandbox, output: str) -> None:
+    exported = sandbox.work / "my-elmo-original"
+    trained = AutoModelForPreTraining.from_pretrained(sandbox.work / "my-elmo")
+    with h5py.File(exported / "softmax.hdf5", "r") as handle:
+        assert np.array_equal(handle["W"][...], trained.softmax.weight.detach().numpy())
+        assert np.array_equal(handle["b"][...], trained.softmax.bias.detach().numpy())
+    assert (exported / "vocab.txt").read_text() == (sandbox.work / "vocab.txt").read_text()
+    options = json.loads((exported / "options.json").read_text())
+    assert options["lstm"]["projection_dim"] == 16 and options["n_tokens_vocab"] == trained.config.lm_vocab_size
+    with h5py.File(exported / "lm_weights.hdf5", "r") as handle:
+        assert "char_embed" in handle
+
+
+DOC_COMMANDS: dict[str, DocCommand] = {
+    "quickstart": DocCommand(nothing, check_quickstart, runnable_part=after_install),
+    "convert-fixture": DocCommand(nothing, check_convert_fixture),
+    "export-fixture": DocCommand(copy_converted_fixture, check_export_fixture),
+    "embed-fixture": DocCommand(write_sentences, check_embed_fixture),
+    "onnx-fixture": DocCommand(copy_converted_fixture, check_onnx_fixture),
+    "ner": DocCommand(write_tiny_conll, check_ner),
+    "pretrain-vocab": DocCommand(write_tiny_corpus, check_pretrain_vocab),
+    "pretrain": DocCommand(write_training_options, check_pretrain, follows="pretrain-vocab"),
+    "pretrain-export": DocCommand(nothing, check_pretrain_export, follows="pretrain"),
+}
+
+
+# --- the tests ----------------------------------------------------------------------------------------------------
+
+BLOCKS = all_blocks(REPO_ROOT)
+
+
+def blocks_by_id() -> dict[str, list[Block]]:
+    found: dict[str, list[Block]] = {}
+    for block in BLOCKS:
+        if block.doc_id is not None:
+            found.setdefault(block.doc_id, []).append(block)
+    return found
+
+
+def chains() -> list[list[str]]:
+    """The runnable IDs grouped by sandbox: each ID without `follows`, then the IDs that follow it, in order."""
+
+    def followers(name: str) -> list[str]:
+        direct = [other for other, command in DOC_COMMANDS.items() if command.follows == name]
+        return [name, *itertools.chain.from_iterable(followers(other) for other in direct)]
+
+    return [followers(name) for name, command in DOC_COMMANDS.items() if command.follows is None]
+
+
+def test_every_command_block_is_marked():
+    problems = []
+    for block in BLOCKS:
+        if not block.language:
+            problems.append(f"{block.where}: a fenced block without an info string (use ```text for synopses)")
+        elif block.language in RUNNABLE_LANGUAGES and block.marker is None:
+            problems.append(
+                f"{block.where}: a ```{block.language} block without `<!-- doc-test: ID -->` or "
+                "`<!-- doc-test: skip (reason) -->` before it"
+            )
+        elif block.marker is not None and block.language not in RUNNABLE_LANGUAGES:
+            problems.append(f"{block.where}: a doc-test marker before a ```{block.language} block (only bash runs)")
+        elif block.marker is not None and block.marker.startswith("skip") and block.skip_reason is None:
+            problems.append(f"{block.where}: `{block.marker}`: a skip needs its reason, `skip (reason)`")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_runnable_id_is_registered_and_every_registered_id_documented():
+    found = blocks_by_id()
+    problems = [
+        f"{blocks[0].where}: doc-test ID {name!r} has no entry in DOC_COMMANDS (tests/test_documented_commands.py)"
+        for name, blocks in found.items()
+        if name not in DOC_COMMANDS
+    ]
+    problems += [
+        f"DOC_COMMANDS[{name!r}]: no block of README.md or docs/ has this ID"
+        for name in DOC_COMMANDS
+        if name not in found
+    ]
+    problems += [
+        f"{blocks[0].where} and {other.where}: blocks with ID {name!r} differ (one ID, one command)"
+        for name, blocks in found.items()
+        for other in blocks[1:]
+        if other.text != blocks[0].text
+    ]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("chain", chains(), ids=lambda chain: "+".join(chain))
+def test_documented_command_does_what_it_says(chain, tmp_path, fixture_dir, converted_fixture):
+    found = blocks_by_id()
+    missing = [name for name in chain if name not in found]
+    assert not missing, f"no block has the ID(s) {missing}"
+    work = make_sandbox(tmp_path, REPO_ROOT, fixture_dir.parent.parent)
+    sandbox = Sandbox(work, tmp_path / "shared", fixture_dir, converted_fixture)
+    for name in chain:
+        command, block = DOC_COMMANDS[name], found[name][0]
+        command.prepare(sandbox)
+        result = run_bash(command.runnable_part(block.text), work)
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, f"{block.where} ({name}) exited {result.returncode}:\n{output[-3000:]}"
+        command.check(sandbox, output)
