@@ -44,6 +44,8 @@ OTHER_FIELDS = {
     "tagger_hidden_size",
     "tagger_num_layers",
     "classifier_dropout",
+    "classifier_pooling",
+    "classifier_sentence_pairs",
     "use_crf",
     "freeze_elmo",
     "scalar_mix_l2_coef",
@@ -100,7 +102,7 @@ def test_head_fields_keep_the_fingerprint(field):
     model = tiny_tagger()
     fingerprint = bilm_fingerprint(model)
     rule = FIELD_RULES[field]
-    for candidate in (True, False, 0.25, 2, 7, "bilstm", "batch"):
+    for candidate in (True, False, 0.25, 2, 7, "bilstm", "batch", "max"):
         if candidate != getattr(model.config, field) and rule.problem(candidate, nullable=rule.nullable) is None:
             setattr(model.config, field, candidate)
             break
