@@ -306,8 +306,9 @@ class ElmoPretrainingTrainer(Trainer):
     def _save_checkpoint(self, model, trial) -> None:
         """Save `checkpoint-N`, first removing the `trainer_state.json` of an older save under that name: a save
         killed midway then leaves a folder that reads as incomplete (see `checkpoints.py`)."""
-        run_dir = Path(self._get_output_dir(trial=trial))
-        (run_dir / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}" / TRAINER_STATE_NAME).unlink(missing_ok=True)
+        if self.args.should_save:  # the process that writes trainer_state.json, before it writes it
+            checkpoint = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            (checkpoint / TRAINER_STATE_NAME).unlink(missing_ok=True)
         super()._save_checkpoint(model, trial)
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
