@@ -332,7 +332,7 @@ BAD_RUNS = {
     "weight-of-another-shape": (
         lambda model, tmp: [tmp / "new.onnx"],
         lambda state: state.__setitem__("bilm.layers.0.bias", torch.zeros(2, 7)),
-        "lacks the weight 'bilm.layers.0.bias'",
+        "the weight 'bilm.layers.0.bias' has shape (2, 7), but its config.json implies (2, 64)",
     ),
     "nan-weight": (
         lambda model, tmp: [tmp / "new.onnx"],
