@@ -20,6 +20,8 @@ from modeling_elmo.compressed_linear import (
     int8_activation_dtype,
     quantize_int8,
 )
+from modeling_elmo.conversion.export import export_model
+from modeling_elmo.conversion.original_checkpoint import load_original_checkpoint
 from modeling_elmo.modeling_elmo import ElmoLstmLayer
 
 WORDS = "the bank closed its doors . river boats go by Zürich naïve café ! a , of".split()
@@ -377,3 +379,32 @@ def test_autocast_and_float64_run_uncompressed(random_checkpoint):
     uncompressed.compress_lstm_weights(None)
     expected = _layers(uncompressed.double(), ids)
     assert _max_difference(_layers(model.double(), ids), expected) == 0
+
+
+def test_switching_compressions_gives_what_a_fresh_compression_does(random_checkpoint):
+    """int8 -> bf16 -> int8 on one model: the same outputs as int8 on a copy that was never compressed otherwise."""
+    model = _model(random_checkpoint, seed=24)
+    ids = _char_ids(_sentences(seed=25, count=3, max_words=9))
+    fresh = copy.deepcopy(model)
+    fresh.compress_lstm_weights("int8")
+    for compression in ("int8", "bf16", "int8", "int8"):
+        model.compress_lstm_weights(compression)
+        _layers(model, ids)
+    assert _max_difference(_layers(model, ids), _layers(fresh, ids)) == 0
+
+
+def test_a_compressed_model_exports_its_float32_weights(random_checkpoint, tmp_path):
+    """Saved after compressed calls, then `elmo-export`: the original format holds the float32 parameters, bit for
+    bit (the compressed copies exist only at run time)."""
+    model = _model(random_checkpoint, seed=26)
+    model.compress_lstm_weights("int8")
+    _layers(model, _char_ids(_sentences(seed=27, count=2, max_words=6)))
+    model.save_pretrained(tmp_path / "saved")
+    export_model(tmp_path / "saved", tmp_path / "original")
+    _, state = load_original_checkpoint(
+        tmp_path / "original" / "options.json", tmp_path / "original" / "lm_weights.hdf5"
+    )
+    expected = model.state_dict()
+    expected["char_encoder.char_embeddings.weight"][0] = 0.0  # the padding row, which the original format lacks
+    for name, tensor in state.items():
+        assert torch.equal(tensor, expected[name]), name

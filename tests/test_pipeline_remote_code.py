@@ -161,3 +161,24 @@ def test_declared_pipeline_must_ship_its_code(tmp_path):
         "config.json: custom_pipelines['summarization']['impl'] = 'summarize.Summarizer', but summarize.py is "
         "missing or unreadable",
     ]
+
+
+def test_damaged_declarations_and_code_files_are_named(tmp_path):
+    """Before: a `custom_pipelines` list passed as complete, and a `.py` entry that is a folder raised
+    IsADirectoryError out of the check."""
+    folder = tagger_folder(tmp_path, "O")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "custom_pipelines": ["token-classification"]}))
+    (folder / "notes.py").mkdir()
+    (folder / "latin1.py").write_bytes(b"# caf\xe9\n")
+    assert remote_code_problems(folder) == [
+        "latin1.py: not a readable Python file ('utf-8' codec can't decode byte 0xe9 in position 5: invalid "
+        "continuation byte)",
+        "notes.py: not a readable Python file (Is a directory)",
+        "config.json: custom_pipelines must map each task to its pipeline, got ['token-classification']",
+    ]
+    config["custom_pipelines"] = {"ner": {"impl": 5, "pt": ["AutoModelForTokenClassification"]}}
+    (folder / "config.json").write_text(json.dumps(config))
+    assert "config.json: custom_pipelines['ner']['impl'] must be a 'module.Class' string, got 5" in (
+        remote_code_problems(folder)
+    )

@@ -88,41 +88,40 @@ class _SavedWeights:
 
     def __init__(self, folder: Path, stack: contextlib.ExitStack):
         self.folder = folder
-        self.files: dict[str, Path] = {}  # weight name -> file
         self.read: set[str] = set()  # the names `get` returned
         self._handles = {}
         single, index = folder / SAFETENSORS_FILE, folder / SAFETENSORS_INDEX
-        if single.is_file():
-            shards = [single]
-        elif index.is_file():
-            shards = self._shards(index)
-        else:
+        if not single.is_file() and not index.is_file():
             raise ExportError(
                 f"{folder}: no {SAFETENSORS_FILE} (nor {SAFETENSORS_INDEX}); give a folder saved with save_pretrained."
             )
-        for shard in shards:
+        weight_map = self._weight_map(index) if not single.is_file() else None
+        for shard in sorted(set(weight_map.values())) if weight_map is not None else [single]:
             try:
                 handle = stack.enter_context(safe_open(shard, framework="pt"))
             except (OSError, SafetensorError) as error:
                 raise ExportError(f"{shard}: not a readable safetensors file ({_reason(error)}).") from error
             self._handles[shard] = handle
-            for name in handle.keys():
-                self.files.setdefault(name, shard)
+        # as `from_pretrained` reads them: each weight from the shard the index names (another may hold it too)
+        held = {shard: set(handle.keys()) for shard, handle in self._handles.items()}
+        self.files: dict[str, Path] = weight_map if weight_map is not None else dict.fromkeys(held[single], single)
+        for name, shard in self.files.items():
+            if name not in held[shard]:
+                raise ExportError(f"{index}: the weight '{name}' is listed in {shard.name}, which does not hold it.")
 
-    def _shards(self, index: Path) -> list[Path]:
+    def _weight_map(self, index: Path) -> dict[str, Path]:
+        """The index's weight name -> shard path, each shard a file of the folder."""
         try:
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            names = sorted(set(weight_map.values()))
+            items = list(weight_map.items())
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             raise ExportError(f"{index}: not a readable safetensors index ({error}).") from error
-        shards = []
-        for name in names:
+        for name in sorted({shard for _, shard in items}, key=str):
             if not isinstance(name, str) or Path(name).name != name:
                 raise ExportError(f"{index}: the shard {name!r} is not a file name in {self.folder}.")
             if not (self.folder / name).is_file():
                 raise ExportError(f"{index}: the shard {name} is missing from {self.folder}.")
-            shards.append(self.folder / name)
-        return shards
+        return {name: self.folder / shard for name, shard in items}
 
     def __contains__(self, name: str) -> bool:
         return name in self.files

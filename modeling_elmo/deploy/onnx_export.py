@@ -120,16 +120,19 @@ def load_model(model_dir: str | os.PathLike) -> nn.Module:
             hf_logging.enable_progress_bar()
     if not isinstance(model, ElmoModel):
         raise OnnxExportError(f"{path} holds a {type(model).__name__}, not an ELMo model.")
-    # a tagger's head is unexpected and scalar mixes (not exported) may be missing; a biLM weight must be there
-    missing = sorted(
-        name
-        for name in {*loading["missing_keys"], *(name for name, *_ in loading["mismatched_keys"])}
-        if name.startswith(BILM_PREFIXES)
-    )
+    # a tagger's head is unexpected and scalar mixes (not exported) may be missing; every biLM weight must load
+    reshaped = sorted(key for key in loading["mismatched_keys"] if key[0].startswith(BILM_PREFIXES))
+    if reshaped:
+        name, saved_shape, model_shape = reshaped[0]
+        raise OnnxExportError(
+            f"{path}: the weight '{name}' has shape {tuple(saved_shape)}, but its config.json implies "
+            f"{tuple(model_shape)}."
+        )
+    missing = sorted(name for name in loading["missing_keys"] if name.startswith(BILM_PREFIXES))
     if missing:
         raise OnnxExportError(
-            f"{path} lacks the weight '{missing[0]}' of its config.json's model (or holds another shape); exporting "
-            "would write random values in its place."
+            f"{path} lacks the weight '{missing[0]}' of the model its config.json describes; exporting would write "
+            "random values in its place."
         )
     for name, parameter in model.named_parameters():
         if name.startswith(BILM_PREFIXES) and not torch.isfinite(parameter).all():

@@ -54,8 +54,10 @@ def _class_reference_problems(
 ) -> list[str]:
     """`reference` ("module.Class", the value of `field[key]`) must name a class defined at the top level of a shipped
     module."""
-    if not isinstance(reference, str):
+    if reference is None:
         return [f"{source}: {field} has no {key!r} entry"]
+    if not isinstance(reference, str):
+        return [f"{source}: {field}[{key!r}] must be a 'module.Class' string, got {reference!r}"]
     module, _, class_name = reference.rpartition(".")
     if f"{module}.py" not in modules:
         return [f"{source}: {field}[{key!r}] = {reference!r}, but {module}.py is missing or unreadable"]
@@ -64,12 +66,17 @@ def _class_reference_problems(
     return []
 
 
+def _read_field(json_file: Path, field: str) -> object:
+    """`field` of the JSON object in `json_file`; `None` when the file, the object or the field is missing."""
+    try:
+        return json.loads(json_file.read_text(encoding="utf-8")).get(field)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def _read_mapping(json_file: Path, field: str) -> dict:
     """`field` of the JSON object in `json_file`; empty when the file, the object or the mapping is missing."""
-    try:
-        mapping = json.loads(json_file.read_text(encoding="utf-8")).get(field)
-    except (OSError, ValueError, AttributeError):
-        return {}
+    mapping = _read_field(json_file, field)
     return mapping if isinstance(mapping, dict) else {}
 
 
@@ -80,8 +87,14 @@ def _parse_code_files(folder: Path, skip: frozenset[str] = frozenset()) -> tuple
         if code_file.name in skip:
             continue
         try:
-            modules[code_file.name] = ast.parse(code_file.read_text(encoding="utf-8"), filename=str(code_file))
-        except (SyntaxError, UnicodeDecodeError) as error:
+            source = code_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            reason = error.strerror if isinstance(error, OSError) else error
+            problems.append(f"{code_file.name}: not a readable Python file ({reason})")
+            continue
+        try:
+            modules[code_file.name] = ast.parse(source, filename=str(code_file))
+        except (SyntaxError, ValueError) as error:  # ValueError: a NUL byte
             problems.append(f"{code_file.name}: not valid Python ({error})")
     return modules, problems
 
@@ -111,6 +124,9 @@ def remote_code_problems(folder: str | Path) -> list[str]:
         problems += _class_reference_problems(
             modules, "config.json", "auto_map", auto_class, config_map.get(auto_class)
         )
+    pipelines = _read_field(folder / "config.json", "custom_pipelines")
+    if pipelines is not None and not isinstance(pipelines, dict):
+        problems.append(f"config.json: custom_pipelines must map each task to its pipeline, got {pipelines!r}")
     for task, entry in _read_mapping(folder / "config.json", "custom_pipelines").items():
         implementation = entry.get("impl") if isinstance(entry, dict) else None
         problems += _class_reference_problems(

@@ -188,6 +188,33 @@ def shard(folder: Path) -> None:
     (folder / "model.safetensors").unlink()
 
 
+def move_in_index(folder: Path, name: str, file: str) -> None:
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    index["weight_map"][name] = file
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
+def test_a_weight_in_two_shards_is_read_from_the_one_the_index_names(random_checkpoint, tmp_path):
+    """As `from_pretrained` reads it; before, the first shard holding the name won: the export was another model."""
+    softmax_folder(random_checkpoint, tmp_path / "pretrained")
+    shard(tmp_path / "pretrained")
+    name, first, second = (
+        "elmo.bilm.layers.0.bias",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    )
+    stale = load_file(tmp_path / "pretrained" / second)
+    holder = load_file(tmp_path / "pretrained" / first)
+    assert name not in stale and name in holder
+    save_file({**stale, name: holder[name] + 1.0}, tmp_path / "pretrained" / second, {"format": "pt"})
+    move_in_index(tmp_path / "pretrained", name, second)
+    export_model(tmp_path / "pretrained", tmp_path / "out")
+    _, state = load_original_checkpoint(tmp_path / "out" / "options.json", tmp_path / "out" / "lm_weights.hdf5")
+    loaded = ElmoModel.from_pretrained(tmp_path / "pretrained")
+    assert torch.equal(loaded.bilm.layers[0].bias, holder[name] + 1.0)  # what from_pretrained reads
+    assert torch.equal(state["bilm.layers.0.bias"], loaded.bilm.layers[0].bias)
+
+
 @pytest.mark.parametrize("layout", ["single-file", "sharded"])
 def test_a_folder_with_a_softmax_exports_it_with_its_vocabulary(random_checkpoint, tmp_path, capsys, layout):
     original, softmax = softmax_folder(random_checkpoint, tmp_path / "pretrained", lm_num_negative_samples=5)
@@ -451,6 +478,10 @@ BAD_FOLDERS = {
     "missing-shard": (
         lambda folder: [shard(folder), (folder / "model-00002-of-00002.safetensors").unlink()],
         "the shard model-00002-of-00002.safetensors is missing",
+    ),
+    "index-names-the-wrong-shard": (
+        lambda folder: [shard(folder), move_in_index(folder, "softmax.bias", "model-00001-of-00002.safetensors")],
+        "the weight 'softmax.bias' is listed in model-00001-of-00002.safetensors, which does not hold it",
     ),
     "not-elmo": (write("config.json", '{"model_type": "bert"}'), "model_type must be 'elmo', got 'bert'"),
     "bad-config": (write("config.json", '{"model_type": "elmo", "projection_dim": 0}'), "projection_dim must be"),
