@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _check_output(output, args.overwrite)
         files = resolve_corpus_files(args.train_files)
+        if output.exists() and any(output.samefile(file) for file in files):
+            raise BuildVocabError(f"--output {output} is one of the --train_files; write the vocabulary elsewhere.")
         counts = count_words(files, progress=not args.no_progress)
         tokens = vocabulary_from_counts(counts, min_count=args.min_count, max_size=args.max_size)
         _check_output(output, args.overwrite)  # again: the count may have taken hours

@@ -57,7 +57,7 @@ def resolve_corpus_files(patterns: str | Sequence[str], what: str = "--train_fil
         files = [match for match in matches if os.path.isfile(match)]
         if not files:
             if matches:
-                raise CorpusError(f"{what}: '{pattern}' matches only directories, no files.")
+                raise CorpusError(f"{what}: '{pattern}' matches no regular file (only folders or special files).")
             raise CorpusError(f"{what}: no file matches '{pattern}'.")
         found.update(os.path.abspath(file) for file in files)
     return [Path(file) for file in sorted(found)]

@@ -116,7 +116,9 @@ class PretrainingArguments:
 
 
 def _given(argv: list[str], flag: str) -> bool:
-    return any(argument == flag or argument.startswith(flag + "=") for argument in argv)
+    """Whether `flag` (`--some_flag`, or its `--some-flag` spelling) is on the command line."""
+    spellings = (flag, "--" + flag[2:].replace("_", "-"))
+    return any(argument.split("=", 1)[0] in spellings for argument in argv)
 
 
 def options_training_defaults(options: PretrainingOptions, unroll_steps: int) -> list[str]:
@@ -135,6 +137,7 @@ def options_training_defaults(options: PretrainingOptions, unroll_steps: int) ->
 def parse_arguments(argv: list[str]) -> tuple[PretrainingArguments, TrainingArguments, PretrainingOptions]:
     """Parse the command line, with options.json's values as the defaults of the matching flags."""
     parser = HfArgumentParser((PretrainingArguments, TrainingArguments), prog=PROG)
+    parser.set_defaults(do_train=None)  # absent: train (a pretraining command trains); `--do_train False`: do not
     first, _ = HfArgumentParser(PretrainingArguments, prog=PROG).parse_known_args(argv)
     check_arguments(first)
     options = read_pretraining_options(first.options)
@@ -145,8 +148,8 @@ def parse_arguments(argv: list[str]) -> tuple[PretrainingArguments, TrainingArgu
     args, training_args = parser.parse_args_into_dataclasses(defaults + argv)
     if not _given(argv, "--output_dir"):
         parser.error("--output_dir is required: the folder the trained model is written to.")
-    if not _given(argv, "--do_train"):
-        training_args.do_train = True  # a pretraining command trains; `--do_train False` asks for evaluation only
+    if training_args.do_train is None:
+        training_args.do_train = True
     return args, training_args, options
 
 
@@ -303,8 +306,9 @@ class ElmoPretrainingTrainer(Trainer):
     def _save_checkpoint(self, model, trial) -> None:
         """Save `checkpoint-N`, first removing the `trainer_state.json` of an older save under that name: a save
         killed midway then leaves a folder that reads as incomplete (see `checkpoints.py`)."""
-        run_dir = Path(self._get_output_dir(trial=trial))
-        (run_dir / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}" / TRAINER_STATE_NAME).unlink(missing_ok=True)
+        if self.args.should_save:  # the process that writes trainer_state.json, before it writes it
+            checkpoint = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            (checkpoint / TRAINER_STATE_NAME).unlink(missing_ok=True)
         super()._save_checkpoint(model, trial)
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:

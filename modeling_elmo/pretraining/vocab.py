@@ -179,13 +179,14 @@ class LmVocabulary:
 
 def count_words(files: Sequence[PathLike], progress: bool = True) -> Counter:
     """How often each word occurs in `files` (all of them, streaming, with a progress bar over the bytes read). The
-    strings `<S>`, `</S>` and `<UNK>` are never counted: they are the vocabulary's own tokens."""
+    strings `<S>`, `</S>` and `<UNK>` are never counted: they are the vocabulary's own tokens; nor is `!!!MAXTERMID`,
+    which a vocabulary file cannot hold (bilm-tf skips that line)."""
     counts: Counter = Counter()
     total_bytes = sum(os.path.getsize(path) for path in files if os.path.isfile(path))
     with tqdm(total=total_bytes, unit="B", unit_scale=True, desc="Counting words", disable=not progress) as bar:
         for words in iter_sentences(files, progress=bar):
             counts.update(words)
-    for token in SPECIAL_TOKENS:
+    for token in (*SPECIAL_TOKENS, MAXTERMID):
         counts.pop(token, None)
     return counts
 

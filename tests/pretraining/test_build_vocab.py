@@ -119,3 +119,24 @@ def test_usage_errors_exit_with_status_2(tmp_path, corpus, capsys, arguments):
         main(["--train_files", f"{corpus}/**/*.txt", "--output", str(tmp_path / "v.txt"), *arguments])
     assert exit_info.value.code == 2
     assert "elmo-pretrain build-vocab: error:" in capsys.readouterr().err
+
+
+def test_refuses_to_overwrite_one_of_its_own_corpus_files(tmp_path, corpus, capsys):
+    shard = corpus / "part" / "1.txt"
+    before = shard.read_bytes()
+    code, _, err = run(capsys, "--train_files", f"{corpus}/**/*.txt", "--output", str(shard), "--overwrite")
+    assert code == 2
+    assert (
+        err == f"elmo-pretrain build-vocab: error: --output {shard} is one of the --train_files; write the "
+        "vocabulary elsewhere.\n"
+    )
+    assert shard.read_bytes() == before
+
+
+def test_a_corpus_word_that_is_bilm_tf_end_marker_is_not_counted(tmp_path, capsys):
+    """bilm-tf skips a `!!!MAXTERMID` vocabulary line, so the word cannot be in a vocabulary: it is not counted."""
+    (tmp_path / "c.txt").write_text("the !!!MAXTERMID end\nthe end\n")
+    output = tmp_path / "vocab.txt"
+    code, _, err = run(capsys, "--train_files", str(tmp_path / "c.txt"), "--output", str(output))
+    assert (code, err) == (0, "")
+    assert LmVocabulary.from_file(output).tokens == ("<S>", "</S>", "<UNK>", "end", "the")

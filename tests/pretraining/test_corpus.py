@@ -41,7 +41,8 @@ def test_resolve_globs_sorted_without_duplicates(tmp_path, monkeypatch):
     [
         ("missing/*.txt", r"--eval_files: no file matches 'missing/\*\.txt'"),
         ("corpus", r"--eval_files: 'corpus' is a directory; give the files, e.g. 'corpus/\*\.txt'"),
-        ("corpus/*", r"'corpus/\*' matches only directories"),
+        ("corpus/*", r"'corpus/\*' matches no regular file \(only folders or special files\)"),
+        ("/dev/null", r"'/dev/null' matches no regular file"),
     ],
 )
 def test_resolve_refuses_bad_patterns(tmp_path, monkeypatch, pattern, message):

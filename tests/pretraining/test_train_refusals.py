@@ -5,6 +5,10 @@ import json
 import logging
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -64,8 +68,9 @@ def save_model(corpus: dict, folder: Path, with_softmax: bool, **config_changes)
         (["--model_name_or_path", "{dir}/nothing", "--max_steps", "1"], "--model_name_or_path {dir}/nothing: no ELMo"),
         (["--model_name_or_path", "{dir}/bert", "--max_steps", "1"], "holds a 'bert' model, not an ELMo biLM"),
         (["--model_name_or_path", "{dir}/no_weights", "--max_steps", "1"], "no_weights: cannot load its weights"),
-        (["--do_eval", "--eval_files", "{dir}/empty.txt", "--max_steps", "1"], "the corpus is empty"),
-        (["--do_eval", "--eval_files", "{dir}/bad.txt", "--max_steps", "1"], "bad.txt: line 2 is not valid UTF-8"),
+        (["--do_train", "--do_eval", "--eval_files", "{dir}/empty.txt", "--max_steps", "1"], "the corpus is empty"),
+        (["--do_train", "--do_eval", "--eval_files", "{dir}/bad.txt", "--max_steps", "1"],
+         "bad.txt: line 2 is not valid UTF-8"),
     ],
 )  # fmt: skip
 def test_values_that_would_train_nothing_or_garbage_are_refused(corpus, tmp_path, capsys, flags, expected):
@@ -184,3 +189,47 @@ def test_a_checkpoint_without_its_stream_states_resumes_with_a_warning(corpus, t
     with caplog.at_level(logging.WARNING, logger="elmo-pretrain"):
         assert main(command(corpus, output, "--max_steps", "3", "--resume_from_checkpoint", "last")) == 0
     assert "holds no stream_states_*.pt: the LSTM states restart from zero" in caplog.text
+
+
+KILLED_WHILE_SAVING = """
+import sys, time
+from pathlib import Path
+from modeling_elmo.pretraining import train
+
+save_rng_state = train.ElmoPretrainingTrainer._save_rng_state
+
+def save_then_hang(self, output_dir):  # the kill lands here: weights and optimizer saved, trainer_state.json not yet
+    save_rng_state(self, output_dir)
+    if output_dir.endswith("checkpoint-4"):
+        (Path(output_dir).parent / "saving-4").touch()
+        time.sleep(600)
+
+train.ElmoPretrainingTrainer._save_rng_state = save_then_hang
+sys.exit(train.main(sys.argv[1:]))
+"""
+
+
+def test_kill_9_while_saving_a_checkpoint_leaves_the_previous_one_to_resume_from(corpus, tmp_path, caplog):
+    output = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WHILE_SAVING, *command(corpus, output, "--max_steps", "6", *SAVING)],
+        env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not (output / "saving-4").exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (output / "saving-4").exists(), process.poll()
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert (output / "checkpoint-4" / "model.safetensors").is_file()
+    assert not (output / "checkpoint-4" / "trainer_state.json").exists()
+    (output / "saving-4").unlink()
+    with caplog.at_level(logging.WARNING, logger="elmo-pretrain"):
+        assert main(command(corpus, output, "--max_steps", "6", *SAVING, "--resume_from_checkpoint", "last")) == 0
+    assert f"Skipping {output / 'checkpoint-4'}: incomplete" in caplog.text
+    assert json.loads((output / "trainer_state.json").read_text())["global_step"] == 6
+    assert json.loads((output / "checkpoint-4" / "trainer_state.json").read_text())["global_step"] == 4

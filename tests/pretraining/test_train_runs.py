@@ -16,7 +16,7 @@ from transformers import AutoModel
 
 from modeling_elmo import ElmoForPreTraining, ElmoModel
 from modeling_elmo.pretraining.options import PretrainingOptions
-from modeling_elmo.pretraining.train import EVALUATION_ONLY, main
+from modeling_elmo.pretraining.train import EVALUATION_ONLY, main, parse_arguments
 
 REPETITIVE = ["the cat sat on the mat .", "a dog ran to the park ."]
 UNUSED_WORDS = [f"unused{index}" for index in range(40)]  # in the vocabulary, never in the corpus
@@ -115,3 +115,22 @@ def test_evaluation_only_says_so_first_and_writes_no_model(corpus, saved_model, 
     assert json.loads((output / "eval_results.json").read_text())["eval_num_sentences"] == 4
     written = {path.name for path in output.iterdir()}
     assert not written & {"README.md", "config.json", "model.safetensors", "trainer_state.json"}, written
+
+
+@pytest.mark.parametrize(
+    "flags, trains",
+    [
+        ([], True),
+        (["--do_train"], True),
+        (["--do_train", "true"], True),
+        (["--do_train", "False"], False),
+        (["--do_train=false"], False),
+        (["--do-train", "False"], False),  # the dashed spelling argparse accepts too
+    ],
+)
+def test_training_is_the_default_and_only_do_train_false_turns_it_off(corpus, tmp_path, flags, trains):
+    argv = command(corpus, tmp_path / "out", *flags)
+    argv[argv.index("--output_dir")] = "--output-dir"
+    _, training_args, _ = parse_arguments(argv)
+    assert training_args.do_train is trains
+    assert training_args.output_dir == str(tmp_path / "out")
