@@ -23,9 +23,11 @@ import pytest
 import torch
 from conftest import REPO_ROOT, require_shared
 from doc_commands import RUNNABLE_LANGUAGES, Block, all_blocks, make_sandbox, run_bash
+from pretraining.pretraining_inputs import write_options
 from transformers import AutoModel, AutoModelForPreTraining, AutoModelForTokenClassification, AutoTokenizer, pipeline
 
 from modeling_elmo import ElmoForPreTraining, ElmoForTokenClassification, ElmoModel
+from modeling_elmo.conversion.convert import convert_checkpoint
 
 ORIGINAL_TOLERANCE = 2e-6  # float32 outputs against the original TensorFlow code's (the project's standard)
 
@@ -102,36 +104,10 @@ def write_tiny_corpus(sandbox: Sandbox) -> None:
 
 
 def write_training_options(sandbox: Sandbox) -> None:
-    """bilm-tf's training options file with tiny dimensions (its own test options are the model), sized to the
-    vocabulary the previous block built."""
+    """bilm-tf's training options file with the pretraining tests' tiny dimensions, sized to the vocabulary the
+    previous block built; 10 epochs of this corpus are a few hundred steps."""
     vocab_size = len((sandbox.work / "vocab.txt").read_text(encoding="utf-8").splitlines())
-    options = {
-        "bidirectional": True,
-        "char_cnn": {
-            "activation": "relu",
-            "embedding": {"dim": 4},
-            "filters": [[1, 8], [2, 8], [3, 16]],
-            "max_characters_per_token": 16,
-            "n_characters": 261,
-            "n_highway": 1,
-        },
-        "dropout": 0.0,
-        "lstm": {
-            "cell_clip": 3,
-            "dim": 32,
-            "n_layers": 2,
-            "proj_clip": 3,
-            "projection_dim": 16,
-            "use_skip_connections": True,
-        },
-        "all_clip_norm_val": 10.0,
-        "n_epochs": 10,
-        "batch_size": 4,
-        "n_tokens_vocab": vocab_size,
-        "unroll_steps": 10,
-        "n_negative_samples_batch": 8,
-    }
-    (sandbox.work / "options.json").write_text(json.dumps(options, indent=2))
+    write_options(sandbox.work / "options.json", vocab_size, n_epochs=10, unroll_steps=10)
 
 
 # --- effects ------------------------------------------------------------------------------------------------------
@@ -235,8 +211,9 @@ def check_ner(sandbox: Sandbox, output: str) -> None:
     assert state["best_model_checkpoint"] is not None
     assert "f1" in (out / "README.md").read_text().lower()
     tagger = pipeline("token-classification", model=str(out), aggregation_strategy="simple", trust_remote_code=True)
-    entities = tagger("EU rejects German call to boycott British lamb .")
-    assert isinstance(entities, list)
+    text = "EU rejects German call to boycott British lamb ."
+    entities = tagger(text)
+    assert all(text[entity["start"] : entity["end"]] == entity["word"] for entity in entities)  # exact offsets
 
 
 def check_pretrain_vocab(sandbox: Sandbox, output: str) -> None:
@@ -268,9 +245,13 @@ def check_pretrain_export(sandbox: Sandbox, output: str) -> None:
         assert np.array_equal(handle["b"][...], trained.softmax.bias.detach().numpy())
     assert (exported / "vocab.txt").read_text() == (sandbox.work / "vocab.txt").read_text()
     options = json.loads((exported / "options.json").read_text())
-    assert options["lstm"]["projection_dim"] == 16 and options["n_tokens_vocab"] == trained.config.lm_vocab_size
-    with h5py.File(exported / "lm_weights.hdf5", "r") as handle:
-        assert "char_embed" in handle
+    trained_options = json.loads((sandbox.work / "options.json").read_text())
+    assert trained_options["lstm"].items() <= options["lstm"].items()  # the same LSTM, as bilm-tf reads it
+    assert options["n_tokens_vocab"] == trained.config.lm_vocab_size
+    # bilm-tf's files hold the same biLM: converting them back gives every trained weight bit for bit
+    convert_checkpoint(str(exported / "options.json"), str(exported / "lm_weights.hdf5"), sandbox.work / "back")
+    state = AutoModel.from_pretrained(sandbox.work / "back").state_dict()
+    assert all(torch.equal(value, state[name]) for name, value in trained.elmo.state_dict().items())
 
 
 DOC_COMMANDS: dict[str, DocCommand] = {
