@@ -30,7 +30,7 @@ from safetensors import SafetensorError
 from transformers.utils import logging
 
 from ..configuration_elmo import ElmoConfig
-from ..hub.model_card import ModelCardError, render_base_model_card
+from ..hub.model_card import ALLENNLP_SOURCE, ModelCardError, SourceFacts, render_base_model_card
 from ..hub.push import HubError, check_push_target, config_problems, model_repo_problems, push_folder
 from ..modeling_elmo import ElmoModel
 from ..tokenization_elmo import ElmoTokenizer
@@ -40,7 +40,9 @@ from .presets import PRESETS
 logger = logging.get_logger(__name__)
 
 # What a converted folder holds: these files and the package's code files. `--overwrite` replaces nothing else.
-OUTPUT_FILES = frozenset({"config.json", "model.safetensors", "tokenizer_config.json", "README.md"})
+# `vocab.txt`: the source's word list when it has one (NLPL models), for the token-embedding table.
+VOCABULARY_FILE = "vocab.txt"
+OUTPUT_FILES = frozenset({"config.json", "model.safetensors", "tokenizer_config.json", "README.md", VOCABULARY_FILE})
 CODE_FILES = frozenset(path.name for path in Path(__file__).parent.parent.glob("*.py"))  # the remote code
 OWNER_FILE = "owner.json"  # in a work folder: {"host": ..., "pid": ...} of the elmo-convert process writing it
 
@@ -296,6 +298,12 @@ def _move_into_place(model: Path, output_dir: Path, kind: OutputKind = CONVERTED
     shutil.rmtree(old, ignore_errors=True)
 
 
+def prepare_output(output_dir: Path, overwrite: bool, inputs: tuple[str, ...]) -> None:
+    """Before any work: clean up after killed runs, then refuse an output the new folder must not replace."""
+    _remove_stale_work_folders(output_dir)  # first: it may put back an output that a killed run had moved aside
+    _check_output(output_dir, overwrite, inputs)
+
+
 def convert_checkpoint(
     options: str,
     weights: str,
@@ -312,27 +320,50 @@ def convert_checkpoint(
     `repo_id` is the Hub repo the folder is meant for; the model card's usage snippets load it by that name.
     """
     output_dir = Path(output_dir)
-    _remove_stale_work_folders(output_dir)  # first: it may put back an output that a killed run had moved aside
-    _check_output(output_dir, overwrite, (options, weights))
+    prepare_output(output_dir, overwrite, (options, weights))
     options_path, weights_path = resolve_source(options, cache_dir), resolve_source(weights, cache_dir)
+    sources = {
+        "options": {"location": options, "sha256": sha256_of(options_path)},
+        "weights": {"location": weights, "sha256": sha256_of(weights_path)},
+    }
+    return write_converted_folder(
+        options_path,
+        weights_path,
+        output_dir,
+        sources=sources,
+        facts=PRESETS[preset].facts if preset else ALLENNLP_SOURCE,
+        verify=verify,
+        repo_id=repo_id,
+    )
+
+
+def write_converted_folder(
+    options_path: Path,
+    weights_path: Path,
+    output_dir: Path,
+    *,
+    sources: dict[str, dict[str, str]],
+    facts: SourceFacts,
+    verify: bool,
+    repo_id: str | None,
+    vocabulary: Path | None = None,
+) -> ConversionResult:
+    """Build the model from local original files and write its folder (after `prepare_output`): weights, tokenizer,
+    card (`sources`: file name -> location and sha256; `facts`: what the source states), `vocabulary` copied to
+    `vocab.txt` when given; `verify` reloads the folder and compares every layer with the original weights."""
     config, state_dict = load_original_checkpoint(options_path, weights_path)
     model = ElmoModel(config)
     model.load_state_dict(state_dict, strict=True)
     model.eval()
     tokenizer = ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
-    result = ConversionResult(
-        output_dir=output_dir,
-        config=config,
-        sources={
-            "options": {"location": options, "sha256": sha256_of(options_path)},
-            "weights": {"location": weights, "sha256": sha256_of(weights_path)},
-        },
-    )
+    result = ConversionResult(output_dir=output_dir, config=config, sources=sources)
 
     try:
         with _work_folder(output_dir) as folder:
             model.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
+            if vocabulary is not None:
+                shutil.copyfile(vocabulary, folder / VOCABULARY_FILE)
             if verify:
                 result.max_abs_difference = max_difference_to_original(folder, model)
                 if not result.max_abs_difference <= VERIFICATION_TOLERANCE:  # NaN fails too
@@ -344,7 +375,7 @@ def convert_checkpoint(
                 config,
                 sources=result.sources,
                 max_abs_difference=result.max_abs_difference,
-                preset=PRESETS.get(preset),
+                source=facts,
                 repo_id=repo_id,
             )
             (folder / "README.md").write_text(card, encoding="utf-8")
@@ -362,15 +393,39 @@ def convert_checkpoint(
     return result
 
 
+MODEL_DIR_FORMATS = ("nlpl",)
+
+
+def convert_model_dir(
+    source_format: str, model_dir: str, output_dir: str | os.PathLike, **options: object
+) -> ConversionResult:
+    """`--model-dir`: convert a downloaded model in its distributor's layout `source_format` (`MODEL_DIR_FORMATS`);
+    `options` as for `convert_nlpl_model`."""
+    from .nlpl import convert_nlpl_model  # nlpl.py builds on this module
+
+    readers = {"nlpl": convert_nlpl_model}
+    return readers[source_format](model_dir, output_dir, **options)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="elmo-convert",
         description="Convert an original ELMo checkpoint (options JSON + HDF5 weights) to a Transformers folder.",
     )
-    source = parser.add_argument_group("source (give --preset, or both --options and --weights)")
+    source = parser.add_argument_group("source (give --preset, both --options and --weights, or --model-dir)")
     source.add_argument("--options", help="options JSON: local path or http(s) URL")
     source.add_argument("--weights", help="HDF5 weights: local path or http(s) URL")
     source.add_argument("--preset", choices=sorted(PRESETS), help="one of the official English models")
+    source.add_argument(
+        "--model-dir", help="a downloaded model as its distributor ships it (see --from): folder, ZIP or ZIP URL"
+    )
+    source.add_argument(
+        "--from",
+        dest="source_format",
+        choices=MODEL_DIR_FORMATS,
+        default="nlpl",
+        help="layout of --model-dir: nlpl = the NLPL vector repository's ZIP or its extracted folder (default)",
+    )
     parser.add_argument("--output", required=True, help="folder to write (must not exist unless --overwrite)")
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing output folder written by elmo-convert (or empty)"
@@ -399,24 +454,23 @@ def main(argv: list[str] | None = None) -> int:
         preset = PRESETS[args.preset]
         args.options = args.options or preset.options_url
         args.weights = args.weights or preset.weights_url
-    if not (args.options and args.weights):
-        parser.error("give --preset, or both --options and --weights")
+    if args.model_dir and (args.options or args.weights):
+        parser.error("--model-dir: give it instead of --preset, --options and --weights, not with them")
+    if not (args.options and args.weights) and not args.model_dir:
+        parser.error("give --preset, both --options and --weights, or --model-dir")
     publishing = {"--private": args.private, "--revision": args.revision, "--commit-message": args.commit_message}
     given = [flag for flag, value in {**publishing, "--token": args.token}.items() if value]
     if given and not args.push_to_hub:
         parser.error(f"{', '.join(given)}: only used with --push-to-hub")
     try:
         token = check_push_target(args.push_to_hub, args.token) if args.push_to_hub else None
-        result = convert_checkpoint(
-            args.options,
-            args.weights,
-            args.output,
-            overwrite=args.overwrite,
-            verify=args.verify,
-            cache_dir=args.cache_dir,
-            preset=args.preset,
-            repo_id=args.push_to_hub,
+        options = dict(
+            overwrite=args.overwrite, verify=args.verify, cache_dir=args.cache_dir, repo_id=args.push_to_hub
         )
+        if args.model_dir:
+            result = convert_model_dir(args.source_format, args.model_dir, args.output, **options)
+        else:
+            result = convert_checkpoint(args.options, args.weights, args.output, preset=args.preset, **options)
         print(f"Wrote {result.output_dir}")
         if result.max_abs_difference is not None:
             print(f"Verification: max abs difference to the original weights = {result.max_abs_difference:.3g}")
