@@ -322,15 +322,11 @@ def convert_checkpoint(
     output_dir = Path(output_dir)
     prepare_output(output_dir, overwrite, (options, weights))
     options_path, weights_path = resolve_source(options, cache_dir), resolve_source(weights, cache_dir)
-    sources = {
-        "options": {"location": options, "sha256": sha256_of(options_path)},
-        "weights": {"location": weights, "sha256": sha256_of(weights_path)},
-    }
     return write_converted_folder(
         options_path,
         weights_path,
         output_dir,
-        sources=sources,
+        source_files={"options": (options, options_path), "weights": (weights, weights_path)},
         facts=PRESETS[preset].facts if preset else ALLENNLP_SOURCE,
         verify=verify,
         repo_id=repo_id,
@@ -342,16 +338,20 @@ def write_converted_folder(
     weights_path: Path,
     output_dir: Path,
     *,
-    sources: dict[str, dict[str, str]],
+    source_files: dict[str, tuple[str, Path]],
     facts: SourceFacts,
     verify: bool,
     repo_id: str | None,
     vocabulary: Path | None = None,
 ) -> ConversionResult:
     """Build the model from local original files and write its folder (after `prepare_output`): weights, tokenizer,
-    card (`sources`: file name -> location and sha256; `facts`: what the source states), `vocabulary` copied to
-    `vocab.txt` when given; `verify` reloads the folder and compares every layer with the original weights."""
+    card (`source_files`: every source file, name -> (location shown, local path), listed with its sha256; `facts`:
+    what the source states), `vocabulary` copied to `vocab.txt` when given; `verify` reloads the folder and compares
+    every layer with the original weights."""
     config, state_dict = load_original_checkpoint(options_path, weights_path)
+    sources = {
+        name: {"location": location, "sha256": sha256_of(path)} for name, (location, path) in source_files.items()
+    }
     model = ElmoModel(config)
     model.load_state_dict(state_dict, strict=True)
     model.eval()

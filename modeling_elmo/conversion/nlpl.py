@@ -35,7 +35,6 @@ from .convert import (
     ConversionResult,
     prepare_output,
     resolve_source,
-    sha256_of,
     write_converted_folder,
 )
 from .original_checkpoint import OriginalCheckpointError, read_options_json
@@ -65,8 +64,8 @@ class NlplModel:
     """The files of an NLPL model, as local paths in `files_folder` (the model's folder, or the temporary folder
     its archive's members were extracted to).
 
-    `sources`: every source file read, as the card lists it: name -> {"location", "sha256"} (an archive and each
-    member read from it; the sha256 of a member is that of its bytes as stored, e.g. still gzipped).
+    `sources`: every source file read, as the card lists it: name -> (location shown, local path): an archive and
+    each member read from it, a member as stored (e.g. still gzipped).
     """
 
     location: str
@@ -76,7 +75,7 @@ class NlplModel:
     vocabulary: Path | None
     meta: dict[str, Any] | None
     readme: str | None
-    sources: dict[str, dict[str, str]]
+    sources: dict[str, tuple[str, Path]]
 
 
 @dataclass(frozen=True)
@@ -193,15 +192,11 @@ def open_nlpl_model(location: str, cache_dir: str | os.PathLike | None = None) -
         if path.is_dir():
             files = _top_level_files(path)
             files = {name: files[name] for name in _layout(set(files), str(path)).names}
-            sources = {name: {"location": str(file), "sha256": sha256_of(file)} for name, file in files.items()}
+            sources = {name: (str(file), file) for name, file in files.items()}
         else:
-            archive_sha256 = sha256_of(path)
             files = _extract(path, work)
-            sources = {path.name: {"location": location, "sha256": archive_sha256}}
-            sources |= {
-                f"{path.name}: {name}": {"location": f"member of {path.name}", "sha256": sha256_of(file)}
-                for name, file in files.items()
-            }
+            sources = {path.name: (location, path)}
+            sources |= {f"{path.name}: {name}": (f"member of {path.name}", file) for name, file in files.items()}
         layout = _layout(set(files), location)
         readme = files[layout.readme].read_text(encoding="utf-8", errors="replace").strip() if layout.readme else None
         yield NlplModel(
@@ -306,7 +301,7 @@ def convert_nlpl_model(
                 model.options,
                 model.weights,
                 output_dir,
-                sources=model.sources,
+                source_files=model.sources,
                 facts=facts,
                 verify=verify,
                 repo_id=repo_id,
