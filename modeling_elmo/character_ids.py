@@ -48,3 +48,58 @@ CHAR_VOCAB = {
     EOW_TOKEN: END_OF_WORD_CHAR,
     CHAR_PAD_TOKEN: PADDING_CHAR,
 }
+
+
+# ---- character lexicons (ELMoForManyLangs): learned Unicode characters instead of bytes ----------------------------
+LEXICON_CHAR_SPECIALS = ("<bow>", "<eow>", "<bos>", "<eos>", "<oov>", "<pad>")
+LEXICON_WORD_SPECIALS = ("<oov>", "<pad>")
+LEXICON_SENTENCE_BOUNDARIES = ("<bos>", "<eos>")
+
+
+class CharacterLexicon:
+    """
+    Input ids from a character lexicon and an optional word lexicon (tokens in id order, as ELMoForManyLangs'
+    `char.dic` / `word.dic`), every id shifted by +1 so that 0 stays padding.
+
+    A word is cut to `max_characters_per_token - 2` characters (code points; no case folding); its row is
+    `[<eow>, c1 .. cn, <bow>, <pad> ...]` (ELMoForManyLangs fetches the two word markers crossed, and so does this),
+    an unknown character is `<oov>`, and the words `<bos>` / `<eos>` are the sentence boundary characters. With a word
+    lexicon the row ends with the (cut) word's id, `<oov>` when unknown.
+    """
+
+    def __init__(self, chars: list[str], words: list[str] | None, max_characters_per_token: int):
+        for name, tokens, specials in (
+            ("char_lexicon", chars, LEXICON_CHAR_SPECIALS),
+            ("word_lexicon", words, LEXICON_WORD_SPECIALS),
+        ):
+            if tokens is None:
+                continue
+            if not isinstance(tokens, list) or not all(isinstance(token, str) for token in tokens):
+                raise TypeError(f"`{name}` must be a list of str (the tokens in id order).")
+            if len(set(tokens)) != len(tokens):
+                raise ValueError(f"`{name}` holds a token twice.")
+            if missing := [token for token in specials if token not in tokens]:
+                raise ValueError(f"`{name}` lacks {missing[0]!r} (needed: {', '.join(specials)}).")
+        self.char_ids = {token: index + 1 for index, token in enumerate(chars)}
+        self.word_ids = None if words is None else {token: index + 1 for index, token in enumerate(words)}
+        self.max_characters_per_token = max_characters_per_token
+
+    def row(self, word: str) -> list[int]:
+        """The input ids of one word: `max_characters_per_token` character ids, then the word id (word lexicon)."""
+        ids = self.char_ids
+        if word in LEXICON_SENTENCE_BOUNDARIES:
+            chars = [ids[word]]
+        else:
+            word = word[: self.max_characters_per_token - 2]
+            chars = [ids.get(char, ids["<oov>"]) for char in word]
+        row = [ids["<eow>"], *chars, ids["<bow>"]]
+        row += [ids["<pad>"]] * (self.max_characters_per_token - len(row))
+        if self.word_ids is not None:
+            row.append(self.word_ids.get(word, self.word_ids["<oov>"]))
+        return row
+
+    def vocab(self) -> dict[str, int]:
+        """Every character id as a token: the lexicon's, with its `<pad>` named `<char_pad>` as in `CHAR_VOCAB` (the
+        tokenizer's `<pad>` is id 0, the padding word)."""
+        renamed = {"<pad>": CHAR_PAD_TOKEN}
+        return {PAD_TOKEN: 0, **{renamed.get(token, token): index for token, index in self.char_ids.items()}}

@@ -21,6 +21,27 @@ AUTO_MAP = {
     "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
     "AutoModelForPreTraining": "modeling_elmo.ElmoForPreTraining",
 }
+# The config fields that define the biLM's architecture: options.json and a model folder must agree on them to
+# continue pretraining one from the other.
+BILM_ARCHITECTURE_FIELDS = (
+    "char_vocab_size",
+    "max_characters_per_token",
+    "char_embedding_dim",
+    "char_filters",
+    "num_highway_layers",
+    "char_activation",
+    "lstm_cell_size",
+    "projection_dim",
+    "num_hidden_layers",
+    "cell_clip",
+    "proj_clip",
+    "use_skip_connections",
+)
+# The config fields that, with the weights, decide what the biLM computes: every cache or fingerprint of biLM outputs
+# keys on exactly these (the heads' and the language model's fields do not change the biLM's layers).
+# `lstm_forget_bias` is not architecture (a folder saved with the forget bias folded into the LSTM bias computes the
+# same function with 0.0) but changes the outputs of the same weights.
+BILM_FIELDS = (*BILM_ARCHITECTURE_FIELDS, "lstm_forget_bias", "stateful")
 # Upper bound of `max_characters_per_token` (every word is padded to that many character ids; the originals use 50).
 MAX_CHARACTERS_PER_TOKEN = 1024
 
@@ -41,6 +62,10 @@ def _is_int(value: Any) -> bool:
 def _is_number(value: Any) -> bool:
     """An int or a finite float; booleans are not numbers here."""
     return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _is_id_list(value: Any) -> bool:
+    return isinstance(value, list) and all(_is_int(n) and n >= 1 for n in value)
 
 
 def _is_filter_spec(value: Any) -> bool:
@@ -76,6 +101,7 @@ _BOOLEAN = Rule("a boolean", lambda value: isinstance(value, bool))
 # The type and range of every ElmoConfig field, checked on construction and on assignment (`ElmoConfigError`). The
 # options reader of the original format checks its keys against the same rules.
 FIELD_RULES: dict[str, Rule] = {
+    "char_input": _one_of("bytes", "lexicon"),
     "char_vocab_size": Rule("an integer >= 262", lambda value: _is_int(value) and value >= 262),
     "max_characters_per_token": Rule(
         f"an integer from 3 to {MAX_CHARACTERS_PER_TOKEN}",
@@ -114,7 +140,25 @@ FIELD_RULES: dict[str, Rule] = {
     ),
     "lm_dropout": Rule("a number from 0 to 1 (excluded)", lambda value: _is_number(value) and 0 <= value < 1),
     "lm_num_negative_samples": dataclasses.replace(_POSITIVE_INT, nullable=True),
+    "char_padding_id": dataclasses.replace(_POSITIVE_INT, nullable=True),
+    "bos_char_ids": Rule(
+        "a non-empty list of positive integers", lambda value: _is_id_list(value) and len(value) > 0, nullable=True
+    ),
+    "eos_char_ids": Rule(
+        "a non-empty list of positive integers", lambda value: _is_id_list(value) and len(value) > 0, nullable=True
+    ),
+    "word_vocab_size": Rule("an integer >= 2", lambda value: _is_int(value) and value >= 2, nullable=True),
+    "word_embedding_dim": dataclasses.replace(_POSITIVE_INT, nullable=True),
+    "bos_word_id": dataclasses.replace(_POSITIVE_INT, nullable=True),
+    "eos_word_id": dataclasses.replace(_POSITIVE_INT, nullable=True),
 }
+# A character-lexicon model (`char_input="lexicon"`) has as many character ids as its lexicon, plus padding.
+LEXICON_CHAR_VOCAB_RULE = Rule("an integer >= 2", lambda value: _is_int(value) and value >= 2)
+# The fields that describe a model's input ids (see `ElmoConfig`'s "Input" arguments).
+INPUT_FIELDS = (
+    "char_input", "char_vocab_size", "max_characters_per_token", "char_padding_id", "bos_char_ids", "eos_char_ids",
+    "word_vocab_size", "word_embedding_dim", "bos_word_id", "eos_word_id",
+)  # fmt: skip
 
 
 def _with_field_rules(cls: type[PreTrainedConfig]) -> type[PreTrainedConfig]:
@@ -125,6 +169,8 @@ def _with_field_rules(cls: type[PreTrainedConfig]) -> type[PreTrainedConfig]:
 
     def __setattr__(self, name: str, value: Any) -> None:
         rule = FIELD_RULES.get(name)
+        if name == "char_vocab_size" and getattr(self, "char_input", None) == "lexicon":
+            rule = LEXICON_CHAR_VOCAB_RULE
         problem = rule.problem(value, nullable=rule.nullable) if rule else None
         if problem:
             raise ElmoConfigError(name, problem)
@@ -155,10 +201,35 @@ class ElmoConfig(PreTrainedConfig):
     (booleans must be `bool`, integers `int`, never `bool` or `float`; numbers finite) or out of range raises
     [`ElmoConfigError`], a `ValueError` naming the field. The ranges are listed in `FIELD_RULES`.
 
+    Input (the fields in `INPUT_FIELDS`): `input_ids` hold `max_characters_per_token` character ids per word, then,
+    when the model has a word embedding, the word's id (`input_ids_width` columns in all). Id 0 is padding in both:
+    a padded word is an all-zero row.
+
     Args:
+        char_input (`str`, defaults to `"bytes"`):
+            What the character ids are: `"bytes"` (the original vocabulary: UTF-8 bytes and fixed markers, see
+            `character_ids.py`) or `"lexicon"` (a learned lexicon of Unicode characters saved with the tokenizer, as
+            in ELMoForManyLangs: id `i + 1` is the lexicon's entry `i`).
         char_vocab_size (`int`, defaults to 262):
             Rows of the character embedding: 0 is padding, then the 261 characters of the original vocabulary
-            (256 bytes, begin/end of sentence, begin/end of word, character padding).
+            (256 bytes, begin/end of sentence, begin/end of word, character padding); with `char_input="lexicon"`,
+            0 then the lexicon (`len(lexicon) + 1`, at least 2).
+        char_padding_id (`int`, *optional*):
+            `"lexicon"` only: the id that fills a word's row after its characters (it has an embedding row of its own).
+        bos_char_ids (`list[int]`, *optional*):
+            `"lexicon"` only: the character ids of the sentence-start token the model inserts, padded to
+            `max_characters_per_token` with `char_padding_id`.
+        eos_char_ids (`list[int]`, *optional*):
+            `"lexicon"` only: the same for the sentence-end token.
+        word_vocab_size (`int`, *optional*):
+            `"lexicon"` only: rows of an optional word embedding (0 is padding, then the word lexicon), whose vector
+            is concatenated before the character features: the projection reads `[word; char features]`.
+        word_embedding_dim (`int`, *optional*):
+            Size of a word embedding (given with `word_vocab_size`).
+        bos_word_id (`int`, *optional*):
+            Word id of the sentence-start token the model inserts (with a word embedding).
+        eos_word_id (`int`, *optional*):
+            Word id of the sentence-end token the model inserts (with a word embedding).
         max_characters_per_token (`int`, defaults to 50):
             Characters per word, begin/end-of-word markers included: 3 to 1024, and at least the widest filter.
         char_embedding_dim (`int`, defaults to 16):
@@ -227,6 +298,7 @@ class ElmoConfig(PreTrainedConfig):
 
     model_type = "elmo"
 
+    char_input: str = "bytes"  # before `char_vocab_size`: its range depends on it
     char_vocab_size: int = 262
     max_characters_per_token: int = 50
     char_embedding_dim: int = 16
@@ -256,6 +328,13 @@ class ElmoConfig(PreTrainedConfig):
     lm_vocab_size: int | None = None
     lm_dropout: float | int = 0.1
     lm_num_negative_samples: int | None = 8192
+    char_padding_id: int | None = None
+    bos_char_ids: list[int] | None = None
+    eos_char_ids: list[int] | None = None
+    word_vocab_size: int | None = None
+    word_embedding_dim: int | None = None
+    bos_word_id: int | None = None
+    eos_word_id: int | None = None
 
     def __post_init__(self, **kwargs):
         # every saved folder answers to all its Auto classes and declares its pipeline (see pipeline_elmo.py)
@@ -295,6 +374,54 @@ class ElmoConfig(PreTrainedConfig):
                 f"must be at least {widest} (the widest character filter), got {self.max_characters_per_token}",
             )
 
+    def validate_input(self) -> None:
+        """Part of `@strict` validation: the input fields fit together (see "Input" above)."""
+        lexicon_fields = ("char_padding_id", "bos_char_ids", "eos_char_ids")
+        word_fields = ("word_vocab_size", "word_embedding_dim", "bos_word_id", "eos_word_id")
+        if self.char_input == "bytes":
+            problem = FIELD_RULES["char_vocab_size"].problem(self.char_vocab_size, nullable=False)
+            if problem:
+                raise ElmoConfigError("char_vocab_size", problem)
+            for name in (*lexicon_fields, *word_fields):
+                if getattr(self, name) is not None:
+                    raise ElmoConfigError(name, "must be None with char_input='bytes' (it describes a lexicon)")
+            return
+        for name in lexicon_fields:
+            if getattr(self, name) is None:
+                raise ElmoConfigError(name, "must be given with char_input='lexicon'")
+        for name in ("bos_char_ids", "eos_char_ids"):
+            ids = getattr(self, name)
+            if len(ids) > self.max_characters_per_token or max(ids) >= self.char_vocab_size:
+                raise ElmoConfigError(
+                    name,
+                    f"must hold at most max_characters_per_token ({self.max_characters_per_token}) ids below "
+                    f"char_vocab_size ({self.char_vocab_size}), got {ids!r}",
+                )
+        if self.char_padding_id >= self.char_vocab_size:
+            raise ElmoConfigError(
+                "char_padding_id",
+                f"must be below char_vocab_size ({self.char_vocab_size}), got {self.char_padding_id}",
+            )
+        given = [getattr(self, name) is not None for name in word_fields]
+        if any(given) and not all(given):
+            missing = [name for name, present in zip(word_fields, given, strict=True) if not present][0]
+            raise ElmoConfigError(missing, "must be given with the other word-embedding fields " + str(word_fields))
+        for name in ("bos_word_id", "eos_word_id"):
+            if all(given) and getattr(self, name) >= self.word_vocab_size:
+                raise ElmoConfigError(
+                    name, f"must be below word_vocab_size ({self.word_vocab_size}), got {getattr(self, name)}"
+                )
+
+    @property
+    def has_word_embeddings(self) -> bool:
+        """Whether the token embedding reads a word id too (the last column of `input_ids`)."""
+        return self.word_vocab_size is not None
+
+    @property
+    def input_ids_width(self) -> int:
+        """Columns of `input_ids` per word: the character ids, then the word id when there is a word embedding."""
+        return self.max_characters_per_token + int(self.has_word_embeddings)
+
     @property
     def hidden_size(self) -> int:
         """Width of every output layer: forward and backward halves."""
@@ -305,5 +432,10 @@ class ElmoConfig(PreTrainedConfig):
         """Total number of character-CNN filters (input width of the highway layers)."""
         return sum(n for _, n in self.char_filters)
 
+    @property
+    def token_features(self) -> int:
+        """Input width of the token projection: the word embedding (if any), then the character features."""
+        return (self.word_embedding_dim or 0) + self.num_char_filters
 
-__all__ = ["ElmoConfig", "ElmoConfigError"]
+
+__all__ = ["BILM_ARCHITECTURE_FIELDS", "BILM_FIELDS", "ElmoConfig", "ElmoConfigError"]

@@ -139,25 +139,45 @@ class ElmoCharacterEncoder(nn.Module):
     def __init__(self, config: ElmoConfig):
         super().__init__()
         self.char_embeddings = nn.Embedding(config.char_vocab_size, config.char_embedding_dim, padding_idx=0)
+        # optional word embedding (ELMoForManyLangs): its vector comes before the character features in the projection
+        self.word_embeddings = (
+            nn.Embedding(config.word_vocab_size, config.word_embedding_dim, padding_idx=0)
+            if config.has_word_embeddings
+            else None
+        )
+        self.char_padding_id = PADDING_CHAR if config.char_input == "bytes" else config.char_padding_id
         self.convolutions = nn.ModuleList(
             nn.Conv1d(config.char_embedding_dim, num_filters, kernel_size=width)
             for width, num_filters in config.char_filters
         )
         self.activation = torch.relu if config.char_activation == "relu" else torch.tanh
         self.highways = nn.ModuleList(ElmoHighway(config.num_char_filters) for _ in range(config.num_highway_layers))
-        self.projection = ElmoCharacterProjection(config.num_char_filters, config.projection_dim)
+        self.projection = ElmoCharacterProjection(config.token_features, config.projection_dim)
         self.max_filter_width = max(width for width, _ in config.char_filters)
         self.token_embedding_table: WordEmbeddingStore | None = None
         self.word_cache: WordEmbeddingStore | None = None
         self._word_cache_weights: WeightSnapshot | None = None  # the weights the cached rows were computed with
 
-    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """`char_ids`: (num_words, num_chars <= max_characters_per_token) -> (num_words, projection_dim)."""
+    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """
+        `token_ids`: (num_words, num_chars <= max_characters_per_token) character ids, followed with a word embedding
+        by a column of word ids -> (num_words, projection_dim).
+        """
+        char_ids, word_ids = self.split_word_ids(token_ids)
         chars = self.char_embeddings(char_ids)  # (num_words, num_chars, char_dim)
         hidden = self.activation(torch.cat([self._max_pooled(conv, chars) for conv in self.convolutions], dim=-1))
         for highway in self.highways:
             hidden = highway(hidden)
+        if word_ids is not None:
+            hidden = torch.cat([self.word_embeddings(word_ids), hidden], dim=-1)
         return self.projection(hidden)
+
+    def split_word_ids(self, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`token_ids` (..., columns) -> the character ids (..., chars) and, with a word embedding, the word ids
+        (...) of its last column (`None` without)."""
+        if self.word_embeddings is None:
+            return token_ids, None
+        return token_ids[..., :-1], token_ids[..., -1]
 
     @staticmethod
     def _max_pooled(conv: nn.Conv1d, chars: torch.Tensor) -> torch.Tensor:
@@ -174,7 +194,7 @@ class ElmoCharacterEncoder(nn.Module):
 
     def embed_words(self, char_ids: torch.Tensor) -> torch.Tensor:
         """
-        `forward` computed once per distinct word: `char_ids` (num_words, max_characters_per_token) -> (num_words,
+        `forward` computed once per distinct word: `char_ids` (num_words, `config.input_ids_width`) -> (num_words,
         projection_dim). Without autograd and autocast, words found in `token_embedding_table` or `word_cache` skip
         the CNN and new ones are added to the cache.
         """
@@ -200,20 +220,22 @@ class ElmoCharacterEncoder(nn.Module):
                 self.word_cache.add([keys[index] for index in missing], computed)
         return embeddings[inverse]
 
-    def _embed_by_length(self, char_ids: torch.Tensor) -> torch.Tensor:
+    def _embed_by_length(self, token_ids: torch.Tensor) -> torch.Tensor:
         """
         `forward` on chunks of words of similar length, each cut after its longest word plus `max_filter_width`
         padding characters: a window of padding characters has the same value wherever it lies, so the max-pool is
-        unchanged. `char_ids` (num_words, max_chars) -> (num_words, projection_dim).
+        unchanged. `token_ids` (num_words, max_chars [+ word id]) -> (num_words, projection_dim).
         """
-        is_char = char_ids != PADDING_CHAR
+        char_ids, word_ids = self.split_word_ids(token_ids)
+        is_char = char_ids != self.char_padding_id
         positions = torch.arange(1, char_ids.shape[1] + 1, device=char_ids.device)
         lengths = (is_char * positions).amax(dim=1)  # last non-padding character, 1-based
         order = lengths.argsort()
         chunks = []
         for chunk in order.split(self.WORDS_PER_CHUNK):
             width = min(char_ids.shape[1], int(lengths[chunk[-1]]) + self.max_filter_width)
-            chunks.append(self(char_ids[chunk, :width]))
+            columns = [char_ids[chunk, :width]] + ([] if word_ids is None else [word_ids[chunk, None]])
+            chunks.append(self(torch.cat(columns, dim=1)))
         return torch.cat(chunks)[order.argsort()]
 
     def enable_word_cache(self, max_words: int) -> None:
@@ -1017,6 +1039,8 @@ class ElmoModel(ElmoPreTrainedModel):
         if embeddings is None:
             self.char_encoder.token_embedding_table = None
             return
+        if self.config.char_input != "bytes":
+            raise ValueError("A token embedding table is keyed by byte ids: this model reads a character lexicon.")
         expected = (len(words), self.config.projection_dim)
         if tuple(embeddings.shape) != expected:
             raise ValueError(f"token embeddings must have shape {expected}, got {tuple(embeddings.shape)}.")
@@ -1028,9 +1052,30 @@ class ElmoModel(ElmoPreTrainedModel):
         self.char_encoder.token_embedding_table = table
 
     def boundary_char_ids(self, device: torch.device) -> torch.Tensor:
-        """Character ids of `<S>` and `</S>`: (2, max_characters_per_token)."""
-        size = self.config.max_characters_per_token
-        return torch.tensor([word_to_char_ids(BOS_TOKEN, size), word_to_char_ids(EOS_TOKEN, size)], device=device)
+        """Input ids of the sentence boundary tokens `<S>` and `</S>` the model inserts: (2, `input_ids_width`)."""
+        config, size = self.config, self.config.max_characters_per_token
+        if config.char_input == "bytes":
+            rows = [word_to_char_ids(BOS_TOKEN, size), word_to_char_ids(EOS_TOKEN, size)]
+        else:
+            rows = [
+                ids + [config.char_padding_id] * (size - len(ids))
+                for ids in (config.bos_char_ids, config.eos_char_ids)
+            ]
+        if config.has_word_embeddings:
+            rows = [rows[0] + [config.bos_word_id], rows[1] + [config.eos_word_id]]
+        return torch.tensor(rows, device=device)
+
+    def _check_input_ids(self, input_ids: torch.Tensor) -> None:
+        """Refuse `input_ids` whose ids are out of range or whose shape is not (batch, words, `input_ids_width`)."""
+        char_ids, word_ids = self.char_encoder.split_word_ids(input_ids)
+        _check_indices("input_ids", char_ids, self.config.char_vocab_size)
+        if word_ids is not None:
+            _check_indices("input_ids (word ids, the last column)", word_ids, self.config.word_vocab_size)
+        if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.input_ids_width:
+            raise ValueError(
+                f"input_ids must have shape (batch_size, num_words, {self.config.input_ids_width}), got "
+                f"{tuple(input_ids.shape)}."
+            )
 
     def _initial_states(self, batch_size: int, sort_order: torch.Tensor, like: torch.Tensor) -> list[LstmState]:
         """Per layer, zero states or the carried ones (stateful mode), in sorted row order."""
@@ -1073,10 +1118,10 @@ class ElmoModel(ElmoPreTrainedModel):
                 "A stateful ElmoModel (config.stateful=True) cannot be exported: its LSTM states carry over between "
                 "calls. Set model.config.stateful = False to export the stateless model."
             )
-        if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.max_characters_per_token:
+        if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.input_ids_width:
             raise ValueError(
-                "input_ids must have shape (batch_size, num_words, "
-                f"{self.config.max_characters_per_token}), got {tuple(input_ids.shape)}."
+                f"input_ids must have shape (batch_size, num_words, {self.config.input_ids_width}), got "
+                f"{tuple(input_ids.shape)}."
             )
         if attention_mask is None:
             attention_mask = (input_ids != 0).any(dim=-1)
@@ -1101,8 +1146,9 @@ class ElmoModel(ElmoPreTrainedModel):
     ) -> ElmoModelOutput:
         r"""
         Args:
-            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
-                Character ids of every word from [`ElmoTokenizer`]; a padded word is a row of zeros.
+            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, config.input_ids_width)`):
+                Character ids of every word from [`ElmoTokenizer`] (then its word id, for a model with a word
+                embedding); a padded word is a row of zeros.
             attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*):
                 1 for words, 0 for padding. Derived from `input_ids` when absent.
             output_hidden_states (`bool`, *optional*):
@@ -1110,12 +1156,7 @@ class ElmoModel(ElmoPreTrainedModel):
         """
         if is_exporting():  # torch.export / ONNX: the padded path, with no Python values read from tensors
             return self._forward_exportable(input_ids, attention_mask, output_hidden_states)
-        _check_indices("input_ids", input_ids, self.config.char_vocab_size)
-        if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.max_characters_per_token:
-            raise ValueError(
-                "input_ids must have shape (batch_size, num_words, "
-                f"{self.config.max_characters_per_token}), got {tuple(input_ids.shape)}."
-            )
+        self._check_input_ids(input_ids)
         if input_ids.shape[0] == 0:
             raise ValueError("Empty batch: input_ids has batch size 0.")
         if attention_mask is None:
@@ -1176,6 +1217,9 @@ class ElmoModel(ElmoPreTrainedModel):
         generator = torch.Generator().manual_seed(0)
         size = (rows, 3, self.config.max_characters_per_token)
         input_ids = torch.randint(1, self.config.char_vocab_size, size, generator=generator)
+        if self.config.has_word_embeddings:
+            word_ids = torch.randint(1, self.config.word_vocab_size, (*size[:2], 1), generator=generator)
+            input_ids = torch.cat([input_ids, word_ids], dim=-1)
         packing = _pack_sentences(torch.ones(rows, 3, dtype=torch.bool))
         token_char_ids = torch.cat([input_ids.flatten(0, 1), self.boundary_char_ids(input_ids.device)])
         token_embeddings = self.char_encoder(token_char_ids.to(self.bilm.layers[0].weight_hh.device))

@@ -15,12 +15,20 @@ from transformers.tokenization_python import PythonBackend
 from transformers.tokenization_utils_base import BatchEncoding, TruncationStrategy
 from transformers.utils import PaddingStrategy, TensorType, is_numpy_array, is_torch_tensor, logging, to_py_obj
 
-from .character_ids import BOW_TOKEN, BYTE_TOKENS, CHAR_PAD_TOKEN, CHAR_VOCAB, EOW_TOKEN, PAD_TOKEN, word_to_char_ids
+from .character_ids import (
+    BOW_TOKEN,
+    BYTE_TOKENS,
+    CHAR_PAD_TOKEN,
+    CHAR_VOCAB,
+    EOW_TOKEN,
+    PAD_TOKEN,
+    CharacterLexicon,
+    word_to_char_ids,
+)
 from .word_splitter import Word, split_words
 
 logger = logging.get_logger(__name__)
 
-_CHAR_ID_TO_TOKEN = {index: token for token, index in CHAR_VOCAB.items()}
 _TOKEN_BYTES = {**BYTE_TOKENS, PAD_TOKEN: b"", CHAR_PAD_TOKEN: b""}  # what each token decodes to (others: itself)
 
 
@@ -150,15 +158,32 @@ class ElmoTokenizer(PythonBackend):
     word they are spelled in character ids and need no embedding row: `len(tokenizer)` stays the size of the
     character vocabulary (`get_vocab()`, see `character_ids.CHAR_VOCAB`). Decoding turns rows back into words.
 
+    A model with a character lexicon (`ElmoConfig.char_input="lexicon"`, e.g. ELMoForManyLangs) has a tokenizer
+    with `char_lexicon` (and `word_lexicon` for a word embedding): characters are mapped through it instead of UTF-8
+    bytes, and a row ends with the word's id (`character_ids.CharacterLexicon`). Splitting, offsets, padding and
+    `word_ids()` are the same.
+
     Args:
         max_characters_per_token (`int`, defaults to 50):
-            Character ids per word, begin/end-of-word markers included; longer words are cut (at byte level).
+            Character ids per word, begin/end-of-word markers included; longer words are cut (at byte level, or at
+            character level with a lexicon).
+        char_lexicon (`list[str]`, *optional*):
+            The character lexicon, tokens in id order (id `i + 1` in `input_ids`); `None`: UTF-8 bytes.
+        word_lexicon (`list[str]`, *optional*):
+            The word lexicon of a model with a word embedding (needs `char_lexicon`).
     """
 
     vocab_files_names: dict[str, str] = {}
     model_input_names = ["input_ids", "attention_mask"]
 
-    def __init__(self, max_characters_per_token: int = 50, pad_token: str = PAD_TOKEN, **kwargs: Any):
+    def __init__(
+        self,
+        max_characters_per_token: int = 50,
+        pad_token: str = PAD_TOKEN,
+        char_lexicon: list[str] | None = None,
+        word_lexicon: list[str] | None = None,
+        **kwargs: Any,
+    ):
         if type(max_characters_per_token) is not int:
             raise TypeError(f"`max_characters_per_token` must be an int, got {max_characters_per_token!r}.")
         if max_characters_per_token < 3:
@@ -170,6 +195,17 @@ class ElmoTokenizer(PythonBackend):
                 f"ElmoTokenizer pads with all-zero words: `pad_token` must be {PAD_TOKEN!r}, got {pad_token!r}."
             )
         self.max_characters_per_token = max_characters_per_token
+        if word_lexicon is not None and char_lexicon is None:
+            raise ValueError(
+                "`word_lexicon` needs a `char_lexicon` (a word embedding comes with a character lexicon)."
+            )
+        self.lexicon = (
+            None if char_lexicon is None else CharacterLexicon(char_lexicon, word_lexicon, max_characters_per_token)
+        )
+        self._vocab = CHAR_VOCAB if self.lexicon is None else self.lexicon.vocab()
+        self._ids_to_tokens = {index: token for token, index in self._vocab.items()}
+        if self.lexicon is not None:  # saved in tokenizer_config.json; a byte tokenizer's file stays as it was
+            kwargs.update(char_lexicon=char_lexicon, word_lexicon=word_lexicon)
         kwargs.update(pad_token=pad_token, max_characters_per_token=max_characters_per_token)
         super().__init__(token_type_ids_pattern="all_zeros", **kwargs)
 
@@ -177,27 +213,33 @@ class ElmoTokenizer(PythonBackend):
 
     @property
     def vocab_size(self) -> int:
-        return len(CHAR_VOCAB)
+        return len(self._vocab)
+
+    @property
+    def input_ids_width(self) -> int:
+        """Ids per word: the character ids, then the word id with a word lexicon."""
+        has_words = self.lexicon is not None and self.lexicon.word_ids is not None
+        return self.max_characters_per_token + int(has_words)
 
     def __len__(self) -> int:
         """The character vocabulary: added tokens are words spelled in characters, with no embedding row."""
         return self.vocab_size
 
     def get_vocab(self) -> dict[str, int]:
-        return {**CHAR_VOCAB, **self.added_tokens_encoder}
+        return {**self._vocab, **self.added_tokens_encoder}
 
     def _convert_token_to_id(self, token: str) -> int:
-        if token not in CHAR_VOCAB:
+        if token not in self._vocab:
             raise ValueError(
                 f"{token!r} is not a character token of the ELMo vocabulary (e.g. '<0x41>', '<bow>'); map words with "
                 "`word_to_char_ids()` or by calling the tokenizer."
             )
-        return CHAR_VOCAB[token]
+        return self._vocab[token]
 
     def _convert_id_to_token(self, index: int) -> str:
-        if index not in _CHAR_ID_TO_TOKEN:
-            raise ValueError(f"{index} is not a character id of the ELMo vocabulary (0..{len(CHAR_VOCAB) - 1}).")
-        return _CHAR_ID_TO_TOKEN[index]
+        if index not in self._ids_to_tokens:
+            raise ValueError(f"{index} is not a character id of the ELMo vocabulary (0..{len(self._vocab) - 1}).")
+        return self._ids_to_tokens[index]
 
     # ---- words ------------------------------------------------------------------------------------------------------
 
@@ -221,9 +263,12 @@ class ElmoTokenizer(PythonBackend):
         return words + split_words(text, start)
 
     def word_to_char_ids(self, word: str) -> list[int]:
-        """The `max_characters_per_token` character ids of one word (same as the original vocabulary, +1)."""
+        """The `max_characters_per_token` character ids of one word (same as the original vocabulary, +1), or its
+        `input_ids_width` ids with a lexicon (`CharacterLexicon.row`)."""
         if not isinstance(word, str):
             raise TypeError(f"word_to_char_ids() expects a str, got {type(word).__name__}.")
+        if self.lexicon is not None:
+            return self.lexicon.row(word)
         return list(_cached_char_ids(word, self.max_characters_per_token))
 
     def tokenize(self, text: str, **kwargs: Any) -> list[str]:
@@ -402,9 +447,7 @@ class ElmoTokenizer(PythonBackend):
         options = padding, max_length, pad_to_multiple_of, padding_side, return_attention_mask
         padded = super().pad(data, *options, verbose=verbose)  # calls `_pad` per example
         data = {key: value[0] for key, value in padded.items()} if single else padded.data
-        return ElmoBatchEncoding(
-            data, tensor_type=return_tensors, max_characters_per_token=self.max_characters_per_token
-        )
+        return ElmoBatchEncoding(data, tensor_type=return_tensors, max_characters_per_token=self.input_ids_width)
 
     def _pad(
         self,
@@ -424,7 +467,7 @@ class ElmoTokenizer(PythonBackend):
             encoded_inputs, max_length, padding_strategy, pad_to_multiple_of, padding_side, return_attention_mask
         )
         missing, right = len(out["input_ids"]) - len(rows), (padding_side or self.padding_side) == "right"
-        pad_rows = [[0] * (len(rows[0]) if rows else self.max_characters_per_token) for _ in range(missing)]
+        pad_rows = [[0] * (len(rows[0]) if rows else self.input_ids_width) for _ in range(missing)]
         out["input_ids"] = rows + pad_rows if right else pad_rows + rows
         if offsets is not None:
             pad_offsets = [(0, 0)] * missing
@@ -441,7 +484,8 @@ class ElmoTokenizer(PythonBackend):
             return super().convert_ids_to_tokens(ids, skip_special_tokens=skip_special_tokens)
         skip = set(self.all_special_tokens) if skip_special_tokens else set()
         to_tokens = super().convert_ids_to_tokens  # (a comprehension cannot call zero-argument `super()`)
-        words = [self.convert_tokens_to_string(to_tokens(row)) if any(row) else self.pad_token for row in ids]
+        width = self.max_characters_per_token  # a word id after it (word lexicon) is not a character
+        words = [self.convert_tokens_to_string(to_tokens(row[:width])) if any(row) else self.pad_token for row in ids]
         return [word for word in words if word not in skip]
 
     def convert_tokens_to_string(self, tokens: list[str]) -> str:

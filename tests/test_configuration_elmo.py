@@ -41,6 +41,14 @@ BAD_VALUES = {
     "lm_vocab_size": [2, 0, 100.0, True, "100"],
     "lm_dropout": [-0.1, 1, 1.0, NAN, None],
     "lm_num_negative_samples": [0, -5, 10.0, False],
+    "char_input": ["unicode", None, 1],
+    "char_padding_id": [0, -1, 2.0, True],
+    "bos_char_ids": [[], [0], [1.0], "1", [True]],
+    "eos_char_ids": [[], [-2], (1, 2)],
+    "word_vocab_size": [1, 0, 10.0, True],
+    "word_embedding_dim": [0, 100.0, False],
+    "bos_word_id": [0, 1.5, "1"],
+    "eos_word_id": [-1, True],
 }
 CASES = [(field, value) for field, values in BAD_VALUES.items() for value in values]
 

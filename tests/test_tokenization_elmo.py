@@ -637,3 +637,64 @@ def test_bad_constructor_arguments():
 def test_max_length_must_be_a_number_of_words(max_length):
     with pytest.raises(ValueError, match="`max_length` must be a number of words >= 0"):
         ElmoTokenizer()("a b c", truncation=True, max_length=max_length)
+
+
+# ---- character lexicons (ELMoForManyLangs) --------------------------------------------------------------------------
+# Expected rows from ELMoForManyLangs' spec: ids shifted by +1; a word's row is [<eow>, chars, <bow>, <pad>...] (its
+# crossed markers), cut to max_characters_per_token - 2 characters, unknown characters <oov>, then the word id.
+LEXICON_CHARS = ["北", "京", "и", "р", "ب", "É", "<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>"]
+LEXICON_WORDS = ["<oov>", "<bos>", "<eos>", "<pad>", "北京", "иррр"]
+C = {token: index + 1 for index, token in enumerate(LEXICON_CHARS)}
+W = {token: index + 1 for index, token in enumerate(LEXICON_WORDS)}
+
+
+def lexicon_tokenizer(words: list[str] | None = LEXICON_WORDS) -> ElmoTokenizer:
+    return ElmoTokenizer(max_characters_per_token=6, char_lexicon=LEXICON_CHARS, word_lexicon=words)
+
+
+def test_lexicon_rows_follow_elmoformanylangs():
+    rows = lexicon_tokenizer()(["北京", "ирррр", "éx", "<bos>"], is_split_into_words=True)["input_ids"]
+    pad = C["<pad>"]
+    assert rows[0] == [C["<eow>"], C["北"], C["京"], C["<bow>"], pad, pad, W["北京"]]
+    assert rows[1] == [C["<eow>"], C["и"], C["р"], C["р"], C["р"], C["<bow>"], W["иррр"]]  # cut to 4, then looked up
+    assert rows[2] == [C["<eow>"], C["<oov>"], C["<oov>"], C["<bow>"], pad, pad, W["<oov>"]]  # no case folding
+    assert rows[3] == [C["<eow>"], C["<bos>"], C["<bow>"], pad, pad, pad, W["<bos>"]]  # the boundary token, as EFML
+    char_only = lexicon_tokenizer(words=None)(["北京"], is_split_into_words=True)["input_ids"]
+    assert char_only == [rows[0][:6]]
+
+
+def test_lexicon_tokenizer_pads_offsets_decodes_and_round_trips(tmp_path):
+    tokenizer = lexicon_tokenizer()
+    encoded = tokenizer(["北京 иррр!", "É"], padding=True, return_offsets_mapping=True, return_tensors="pt")
+    assert encoded["input_ids"].shape == (2, 3, 7) and not encoded["input_ids"][1, 1:].any()
+    assert encoded.word_ids(1) == [0, None, None] and encoded["offset_mapping"][0].tolist() == [[0, 2], [3, 7], [7, 8]]
+    assert tokenizer.decode(encoded["input_ids"][0]) == "北京 иррр <oov>"
+    tokenizer.save_pretrained(tmp_path)
+    for reloaded in (ElmoTokenizer.from_pretrained(tmp_path), AutoTokenizer.from_pretrained(tmp_path)):
+        again = reloaded(["北京 иррр!", "É"], padding=True, return_tensors="pt")
+        assert torch.equal(again["input_ids"], encoded["input_ids"])
+    assert "char_lexicon" not in json.loads(_saved_config(ElmoTokenizer(), tmp_path / "bytes"))  # bytes: as before
+
+
+def _saved_config(tokenizer: ElmoTokenizer, folder) -> str:
+    tokenizer.save_pretrained(folder)
+    return (folder / "tokenizer_config.json").read_text()
+
+
+def test_lexicon_vocab_names_the_padding_character_char_pad():
+    vocab = lexicon_tokenizer().get_vocab()
+    assert vocab["<pad>"] == 0 and vocab["<char_pad>"] == C["<pad>"] and vocab["北"] == 1 and len(vocab) == 13
+
+
+@pytest.mark.parametrize(
+    ("chars", "words", "message"),
+    [
+        (LEXICON_CHARS[:-1], None, "`char_lexicon` lacks '<eow>'"),
+        ([*LEXICON_CHARS, "北"], None, "`char_lexicon` holds a token twice"),
+        (LEXICON_CHARS, ["<pad>", "a"], "`word_lexicon` lacks '<oov>'"),
+        (None, LEXICON_WORDS, "`word_lexicon` needs a `char_lexicon`"),
+    ],
+)
+def test_bad_lexicons_are_refused(chars, words, message):
+    with pytest.raises(ValueError, match=message):
+        ElmoTokenizer(char_lexicon=chars, word_lexicon=words)

@@ -34,6 +34,7 @@ from ..hub.model_card import ALLENNLP_SOURCE, ModelCardError, SourceFacts, rende
 from ..hub.push import HubError, check_push_target, config_problems, model_repo_problems, push_folder
 from ..modeling_elmo import ElmoModel
 from ..tokenization_elmo import ElmoTokenizer
+from .efml import EfmlFormatError
 from .original_checkpoint import OriginalCheckpointError, load_original_checkpoint
 from .presets import PRESETS
 
@@ -54,6 +55,7 @@ VERIFICATION_SENTENCES = [
     ["A"],
 ]
 VERIFICATION_TOLERANCE = 1e-5
+SOURCE_FORMATS = ("original", "elmoformanylangs", "nlpl")  # `--from`
 
 
 class ConversionError(RuntimeError):
@@ -304,6 +306,14 @@ def prepare_output(output_dir: Path, overwrite: bool, inputs: tuple[str, ...]) -
     _check_output(output_dir, overwrite, inputs)
 
 
+def model_from_original(options_path: Path, weights_path: Path) -> tuple[ElmoModel, ElmoTokenizer]:
+    """The model (in eval mode) and tokenizer of a local original checkpoint (options JSON + HDF5 weights)."""
+    config, state_dict = load_original_checkpoint(options_path, weights_path)
+    model = ElmoModel(config)
+    model.load_state_dict(state_dict, strict=True)
+    return model.eval(), ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
+
+
 def convert_checkpoint(
     options: str,
     weights: str,
@@ -322,50 +332,44 @@ def convert_checkpoint(
     output_dir = Path(output_dir)
     prepare_output(output_dir, overwrite, (options, weights))
     options_path, weights_path = resolve_source(options, cache_dir), resolve_source(weights, cache_dir)
-    return write_converted_folder(
-        options_path,
-        weights_path,
-        output_dir,
-        source_files={"options": (options, options_path), "weights": (weights, weights_path)},
-        facts=PRESETS[preset].facts if preset else ALLENNLP_SOURCE,
-        verify=verify,
-        repo_id=repo_id,
+    model, tokenizer = model_from_original(options_path, weights_path)
+    result = ConversionResult(
+        output_dir=output_dir,
+        config=model.config,
+        sources={
+            "options": {"location": options, "sha256": sha256_of(options_path)},
+            "weights": {"location": weights, "sha256": sha256_of(weights_path)},
+        },
     )
+    verify_against = (lambda folder: max_difference_to_original(folder, model)) if verify else None
+    facts = PRESETS[preset].facts if preset else ALLENNLP_SOURCE
+    write_model_folder(model, tokenizer, result, verify_against, facts=facts, repo_id=repo_id)
+    return result
 
 
-def write_converted_folder(
-    options_path: Path,
-    weights_path: Path,
-    output_dir: Path,
+def write_model_folder(
+    model: ElmoModel,
+    tokenizer: ElmoTokenizer,
+    result: ConversionResult,
+    verify_against: Callable[[Path], float] | None = None,
     *,
-    source_files: dict[str, tuple[str, Path]],
-    facts: SourceFacts,
-    verify: bool,
-    repo_id: str | None,
+    facts: SourceFacts = ALLENNLP_SOURCE,
+    repo_id: str | None = None,
     vocabulary: Path | None = None,
-) -> ConversionResult:
-    """Build the model from local original files and write its folder (after `prepare_output`): weights, tokenizer,
-    card (`source_files`: every source file, name -> (location shown, local path), listed with its sha256; `facts`:
-    what the source states), `vocabulary` copied to `vocab.txt` when given; `verify` reloads the folder and compares
-    every layer with the original weights."""
-    config, state_dict = load_original_checkpoint(options_path, weights_path)
-    sources = {
-        name: {"location": location, "sha256": sha256_of(path)} for name, (location, path) in source_files.items()
-    }
-    model = ElmoModel(config)
-    model.load_state_dict(state_dict, strict=True)
-    model.eval()
-    tokenizer = ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
-    result = ConversionResult(output_dir=output_dir, config=config, sources=sources)
-
+) -> None:
+    """Write `model`, `tokenizer`, the card and the remote code to `result.output_dir`, all or nothing (see the module
+    docstring; the output was checked with `prepare_output`). `verify_against(folder)` gives the max abs difference of
+    the written folder to the source, which must be within `VERIFICATION_TOLERANCE`; it is kept in `result`. `facts`:
+    what the card states about the source; `vocabulary`: the source's word list, copied to `vocab.txt`."""
+    output_dir, config = result.output_dir, result.config
     try:
         with _work_folder(output_dir) as folder:
             model.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
             if vocabulary is not None:
                 shutil.copyfile(vocabulary, folder / VOCABULARY_FILE)
-            if verify:
-                result.max_abs_difference = max_difference_to_original(folder, model)
+            if verify_against is not None:
+                result.max_abs_difference = verify_against(folder)
                 if not result.max_abs_difference <= VERIFICATION_TOLERANCE:  # NaN fails too
                     raise ConversionError(
                         f"Verification failed: the converted model differs from the original weights by "
@@ -390,21 +394,6 @@ def write_converted_folder(
     except (OSError, SafetensorError) as error:
         kept = "; the existing folder is unchanged" if output_dir.exists() else ""
         raise ConversionError(f"Could not write {output_dir}: {_reason(error)}{kept}.") from error
-    return result
-
-
-MODEL_DIR_FORMATS = ("nlpl",)
-
-
-def convert_model_dir(
-    source_format: str, model_dir: str, output_dir: str | os.PathLike, **options: object
-) -> ConversionResult:
-    """`--model-dir`: convert a downloaded model in its distributor's layout `source_format` (`MODEL_DIR_FORMATS`);
-    `options` as for `convert_nlpl_model`."""
-    from .nlpl import convert_nlpl_model  # nlpl.py builds on this module
-
-    readers = {"nlpl": convert_nlpl_model}
-    return readers[source_format](model_dir, output_dir, **options)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -412,20 +401,19 @@ def build_parser() -> argparse.ArgumentParser:
         prog="elmo-convert",
         description="Convert an original ELMo checkpoint (options JSON + HDF5 weights) to a Transformers folder.",
     )
+    parser.add_argument(
+        "--from",
+        dest="source_format",
+        choices=SOURCE_FORMATS,
+        help="format of the source: 'original' (bilm-tf/AllenNLP options JSON + HDF5; the default without "
+        "--model-dir), 'nlpl' (an NLPL vector repository model, ZIP or folder; the default with --model-dir) or "
+        "'elmoformanylangs' (an ELMoForManyLangs model folder)",
+    )
+    parser.add_argument("--model-dir", help="the source model: folder, or ZIP / ZIP URL for --from nlpl")
     source = parser.add_argument_group("source (give --preset, both --options and --weights, or --model-dir)")
     source.add_argument("--options", help="options JSON: local path or http(s) URL")
     source.add_argument("--weights", help="HDF5 weights: local path or http(s) URL")
     source.add_argument("--preset", choices=sorted(PRESETS), help="one of the official English models")
-    source.add_argument(
-        "--model-dir", help="a downloaded model as its distributor ships it (see --from): folder, ZIP or ZIP URL"
-    )
-    source.add_argument(
-        "--from",
-        dest="source_format",
-        choices=MODEL_DIR_FORMATS,
-        default="nlpl",
-        help="layout of --model-dir: nlpl = the NLPL vector repository's ZIP or its extracted folder (default)",
-    )
     parser.add_argument("--output", required=True, help="folder to write (must not exist unless --overwrite)")
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing output folder written by elmo-convert (or empty)"
@@ -450,13 +438,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.preset:
+    args.source_format = args.source_format or ("nlpl" if args.model_dir else "original")
+    if args.source_format != "original":
+        if not args.model_dir or args.options or args.weights or args.preset:
+            parser.error(f"--from {args.source_format} takes --model-dir (and no --options, --weights or --preset)")
+    elif args.model_dir:
+        parser.error("--model-dir: give --from nlpl (the default with --model-dir) or --from elmoformanylangs")
+    elif args.preset:
         preset = PRESETS[args.preset]
         args.options = args.options or preset.options_url
         args.weights = args.weights or preset.weights_url
-    if args.model_dir and (args.options or args.weights):
-        parser.error("--model-dir: give it instead of --preset, --options and --weights, not with them")
-    if not (args.options and args.weights) and not args.model_dir:
+    if args.source_format == "original" and not (args.options and args.weights):
         parser.error("give --preset, both --options and --weights, or --model-dir")
     publishing = {"--private": args.private, "--revision": args.revision, "--commit-message": args.commit_message}
     given = [flag for flag, value in {**publishing, "--token": args.token}.items() if value]
@@ -464,13 +456,34 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{', '.join(given)}: only used with --push-to-hub")
     try:
         token = check_push_target(args.push_to_hub, args.token) if args.push_to_hub else None
-        options = dict(
-            overwrite=args.overwrite, verify=args.verify, cache_dir=args.cache_dir, repo_id=args.push_to_hub
-        )
-        if args.model_dir:
-            result = convert_model_dir(args.source_format, args.model_dir, args.output, **options)
+        if args.source_format == "elmoformanylangs":
+            from .efml_convert import convert_efml
+
+            result = convert_efml(
+                args.model_dir, args.output, overwrite=args.overwrite, verify=args.verify, repo_id=args.push_to_hub
+            )
+        elif args.source_format == "nlpl":
+            from .nlpl import convert_nlpl_model  # nlpl.py builds on this module
+
+            result = convert_nlpl_model(
+                args.model_dir,
+                args.output,
+                overwrite=args.overwrite,
+                verify=args.verify,
+                cache_dir=args.cache_dir,
+                repo_id=args.push_to_hub,
+            )
         else:
-            result = convert_checkpoint(args.options, args.weights, args.output, preset=args.preset, **options)
+            result = convert_checkpoint(
+                args.options,
+                args.weights,
+                args.output,
+                overwrite=args.overwrite,
+                verify=args.verify,
+                cache_dir=args.cache_dir,
+                preset=args.preset,
+                repo_id=args.push_to_hub,
+            )
         print(f"Wrote {result.output_dir}")
         if result.max_abs_difference is not None:
             print(f"Verification: max abs difference to the original weights = {result.max_abs_difference:.3g}")
@@ -484,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
                 commit_message=args.commit_message,
             )
             print(f"Pushed to {args.push_to_hub}: {commit_url}")
-    except (ConversionError, OriginalCheckpointError, HubError, ModelCardError) as error:
+    except (ConversionError, OriginalCheckpointError, EfmlFormatError, HubError, ModelCardError) as error:
         print(f"elmo-convert: error: {error}", file=sys.stderr)
         return 1
     return 0

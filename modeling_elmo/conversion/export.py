@@ -155,6 +155,11 @@ def _read_config(folder: Path) -> ElmoConfig:
         config = ElmoConfig.from_pretrained(folder)
     except (OSError, ValueError, TypeError) as error:
         raise ExportError(f"{folder}/config.json: {' '.join(str(error).split())}") from error
+    if config.char_input != "bytes":
+        raise ExportError(
+            f"{folder}/config.json: char_input is {config.char_input!r}: bilm-tf's format has no character lexicon "
+            "(it reads UTF-8 bytes), so this model cannot be exported to it."
+        )
     if config.char_vocab_size != N_CHARACTERS:
         raise ExportError(
             f"{folder}/config.json: char_vocab_size is {config.char_vocab_size}, but the original format has "

@@ -33,9 +33,12 @@ from ..hub.model_card import ELMO_CITATION, SourceFacts
 from .convert import (
     ConversionError,
     ConversionResult,
+    max_difference_to_original,
+    model_from_original,
     prepare_output,
     resolve_source,
-    write_converted_folder,
+    sha256_of,
+    write_model_folder,
 )
 from .original_checkpoint import OriginalCheckpointError, read_options_json
 from .presets import card_language_code
@@ -289,26 +292,26 @@ def convert_nlpl_model(
     `language_required`, a model with neither is refused."""
     output_dir = Path(output_dir)
     prepare_output(output_dir, overwrite, (model_dir,))
-    with open_nlpl_model(model_dir, cache_dir) as model:
-        facts = nlpl_source_facts(model, fallback_language)
+    with open_nlpl_model(model_dir, cache_dir) as nlpl:
+        facts = nlpl_source_facts(nlpl, fallback_language)
         if language_required and not facts.language:
             raise NlplModelError(
                 f"{model_dir}: cannot tell the model's language: no language in a {META_FILE}, and the name is not "
                 "an NLPL id, ISO 639 code or language name of the table in docs/conversion-sources.md."
             )
         try:
-            return write_converted_folder(
-                model.options,
-                model.weights,
-                output_dir,
-                source_files=model.sources,
-                facts=facts,
-                verify=verify,
-                repo_id=repo_id,
-                vocabulary=model.vocabulary,
-            )
+            model, tokenizer = model_from_original(nlpl.options, nlpl.weights)
         except OriginalCheckpointError as error:  # name the archive, not the temporary folder it was extracted to
-            raise NlplModelError(str(error).replace(f"{model.files_folder}{os.sep}", f"{model.location}: ")) from None
+            raise NlplModelError(str(error).replace(f"{nlpl.files_folder}{os.sep}", f"{nlpl.location}: ")) from None
+        sources = {
+            name: {"location": location, "sha256": sha256_of(path)} for name, (location, path) in nlpl.sources.items()
+        }
+        result = ConversionResult(output_dir=output_dir, config=model.config, sources=sources)
+        verify_against = (lambda folder: max_difference_to_original(folder, model)) if verify else None
+        write_model_folder(
+            model, tokenizer, result, verify_against, facts=facts, repo_id=repo_id, vocabulary=nlpl.vocabulary
+        )
+    return result
 
 
 __all__ = ["NlplModel", "NlplModelError", "convert_nlpl_model", "nlpl_source_facts", "open_nlpl_model"]

@@ -1,14 +1,16 @@
 """`elmo-embed`: a corpus (one sentence per line) in, an HDF5 file of ELMo layers out, like `allennlp elmo`.
 
-    elmo-embed INPUT OUTPUT.hdf5 --model PATH_OR_REPO_ID [--layers all|top|average]
+    elmo-embed INPUT OUTPUT.hdf5 --model PATH_OR_REPO_ID [--layers all|top|average] [--pooling none|mean]
                [--batch-size N | --max-tokens-per-batch N] [--raw] [--dtype float32|bfloat16|float16]
                [--word-cache N] [--window N] [--device cpu] [--overwrite] [--no-progress]
     elmo-embed merge OUTPUT.hdf5 SHARD.hdf5 [SHARD.hdf5 ...] [--overwrite]
 
 Output: one float32 dataset per line, named by its 0-based line index, shaped (num_layers + 1, num_words, 2 *
 projection_dim) for `all`, (num_words, 2 * projection_dim) for `top` and `average` (mean of all layers); an empty line
-gives an entry with 0 words. `sentence_to_index` maps each sentence to its line index (JSON). Resumable after any
-interruption (see `store.py`), with results identical to an uninterrupted run. Under `accelerate launch` (or
+gives an entry with 0 words. `--pooling mean` writes one vector per sentence instead, the mean over its words
+((num_layers + 1, 2 * projection_dim) for `all`, (2 * projection_dim,) otherwise; zeros for an empty line).
+`sentence_to_index` maps each sentence to its line index (JSON). Resumable after any interruption (see `store.py`),
+with results identical to an uninterrupted run. Under `accelerate launch` (or
 torchrun) process RANK of WORLD embeds batches RANK, RANK + WORLD, ... into `OUTPUT.shard-RANK-of-WORLD.hdf5`;
 `elmo-embed merge` checks and joins them into the file a single process would have written. Every error is one line
 on stderr: exit status 2 for bad arguments, 1 for other errors, 130 when interrupted.
@@ -40,6 +42,7 @@ from .store import (
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 LAYERS = ("all", "top", "average")
+POOLINGS = ("none", "mean")
 
 
 class EmbedModelError(RuntimeError):
@@ -125,10 +128,13 @@ def _encode(tokenizer, sentences: list[Sentence], device: torch.device) -> dict[
     return {key: encoded[key].to(device) for key in ("input_ids", "attention_mask")}
 
 
-def embed_batch(model, tokenizer, batch: Batch, layers: str) -> dict[int, np.ndarray]:
-    """Float32 arrays of every sentence of `batch` by line index, shaped as in the module docstring."""
+def embed_batch(model, tokenizer, batch: Batch, layers: str, pooling: str = "none") -> dict[int, np.ndarray]:
+    """Float32 arrays of every sentence of `batch` by line index, shaped as in the module docstring: per word, or
+    with `pooling="mean"` the mean over the sentence's words (the word axis removed)."""
     num_layers, width = model.config.num_hidden_layers + 1, model.config.hidden_size
     empty_shape = (num_layers, 0, width) if layers == "all" else (0, width)
+    if pooling == "mean":
+        empty_shape = empty_shape[:-2] + empty_shape[-1:]
     arrays = {sentence.index: np.zeros(empty_shape, np.float32) for sentence in batch.sentences if not sentence.words}
     sentences = [sentence for sentence in batch.sentences if sentence.words]
     if not sentences:
@@ -143,7 +149,8 @@ def embed_batch(model, tokenizer, batch: Batch, layers: str) -> dict[int, np.nda
                 values = values.mean(dim=1)
         values = values.float().cpu().numpy()
     for row, sentence in enumerate(sentences):
-        arrays[sentence.index] = np.ascontiguousarray(values[row, ..., : len(sentence.words), :])
+        words = values[row, ..., : len(sentence.words), :]  # ([layers,] words, width)
+        arrays[sentence.index] = np.ascontiguousarray(words.mean(axis=-2) if pooling == "mean" else words)
     return arrays
 
 
@@ -202,6 +209,7 @@ def _manifest(args: argparse.Namespace, device: torch.device, rank: int, world: 
         "model": str(Path(args.model).resolve()) if Path(args.model).is_dir() else args.model,
         "model_weights": _weights_state(Path(args.model)),
         "layers": args.layers,
+        "pooling": args.pooling,
         "raw": args.raw,
         "batch_size": args.batch_size,
         "max_tokens_per_batch": args.max_tokens_per_batch,
@@ -243,7 +251,7 @@ def run(args: argparse.Namespace) -> Path:
                 for sentence in batch.sentences:
                     keep_last_index(sentence_to_index, sentence.text, sentence.index)
             if mine and not store.is_done(batch.name, [sentence.index for sentence in batch.sentences]):
-                arrays = embed_batch(model, tokenizer, batch, args.layers)
+                arrays = embed_batch(model, tokenizer, batch, args.layers, args.pooling)
                 _check_finite(arrays, input_path, args.dtype)
                 store.write(batch.name, arrays)
                 tokens += sum(len(sentence.words) for sentence in batch.sentences)
@@ -280,6 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("output", help="HDF5 file to write")
     parser.add_argument("--model", required=True, help="model folder or Hub repo id")
     parser.add_argument("--layers", choices=LAYERS, default="all", help="all layers, the top one, or their mean")
+    parser.add_argument(
+        "--pooling", choices=POOLINGS, default="none", help="none: a vector per word; mean: one per sentence"
+    )
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--batch-size", type=_integer(1), help="sentences per batch (default 64)")
     size.add_argument("--max-tokens-per-batch", type=_integer(1), help="words per batch instead of --batch-size")

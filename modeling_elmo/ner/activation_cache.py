@@ -16,27 +16,14 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-# config fields that change the biLM's output (the head's fields do not)
-_BILM_FIELDS = (
-    "char_vocab_size",
-    "max_characters_per_token",
-    "char_embedding_dim",
-    "char_filters",
-    "num_highway_layers",
-    "char_activation",
-    "lstm_cell_size",
-    "projection_dim",
-    "num_hidden_layers",
-    "cell_clip",
-    "proj_clip",
-    "use_skip_connections",
-)
+from ..configuration_elmo import BILM_FIELDS
 
 
 def bilm_fingerprint(model) -> str:
-    """SHA-256 over the biLM's architecture fields and weights (`model` has an `elmo` [`ElmoModel`])."""
+    """SHA-256 over the config fields that define the biLM (`BILM_FIELDS`) and its weights (`model` has an `elmo`
+    [`ElmoModel`])."""
     digest = hashlib.sha256()
-    fields = {name: getattr(model.config, name) for name in _BILM_FIELDS}
+    fields = {name: getattr(model.config, name) for name in BILM_FIELDS}
     digest.update(json.dumps(fields, sort_keys=True).encode())
     for name, tensor in sorted(model.elmo.state_dict().items()):
         digest.update(name.encode())

@@ -32,7 +32,7 @@ from transformers import (
 )
 from transformers.trainer_utils import get_last_checkpoint
 
-from ..configuration_elmo import ElmoConfig, ElmoConfigError
+from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
 from ..hub.model_card import render_pretrained_model_card
 from ..modeling_elmo import ElmoForPreTraining
 from ..tokenization_elmo import ElmoTokenizer
@@ -47,20 +47,6 @@ logger = logging.getLogger("elmo-pretrain")
 PROG = "elmo-pretrain"
 VOCAB_FILE = "vocab.txt"
 DEFAULT_LEARNING_RATE = 1e-3
-# architecture fields that options.json and a --model_name_or_path folder must agree on
-ARCHITECTURE_FIELDS = (
-    "char_embedding_dim",
-    "char_filters",
-    "num_highway_layers",
-    "char_activation",
-    "max_characters_per_token",
-    "lstm_cell_size",
-    "projection_dim",
-    "num_hidden_layers",
-    "cell_clip",
-    "proj_clip",
-    "use_skip_connections",
-)
 
 
 class PretrainingError(ValueError):
@@ -139,7 +125,7 @@ def parse_arguments(argv: list[str]) -> tuple[PretrainingArguments, TrainingArgu
 
 
 def _check_architecture(options: PretrainingOptions, config: ElmoConfig, source: str, options_path: str) -> None:
-    for name in ARCHITECTURE_FIELDS:
+    for name in BILM_ARCHITECTURE_FIELDS:
         if getattr(options.config, name) != getattr(config, name):
             raise PretrainingError(
                 f"{options_path} and {source} disagree on the architecture: {name} is "

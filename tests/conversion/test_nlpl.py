@@ -233,4 +233,4 @@ def test_missing_model_dir_and_mixed_sources_are_refused(random_checkpoint, tmp_
     options, _ = random_checkpoint()
     with pytest.raises(SystemExit):
         main(["--model-dir", str(tmp_path), "--options", str(options), "--output", str(tmp_path / "out")])
-    assert "--model-dir: give it instead of" in capsys.readouterr().err
+    assert "--from nlpl takes --model-dir (and no --options" in capsys.readouterr().err
