@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 
+from ..hub.model_card import SourceFacts
 from ..modeling_elmo import ElmoModel
 from ..tokenization_elmo import ElmoTokenizer
 from .convert import (
@@ -17,6 +18,8 @@ from .convert import (
 )
 from .efml import EfmlModel, read_efml_model
 from .efml_reference import efml_sentence_layers
+from .nlpl import archive_sources
+from .presets import efml_language, efml_source_facts
 
 UNKNOWN_CHARACTER = "\U000f0000"  # a private-use code point: no lexicon holds it
 
@@ -62,9 +65,13 @@ def convert_efml(
     overwrite: bool = False,
     verify: bool = False,
     repo_id: str | None = None,
+    facts: SourceFacts | None = None,
+    archive: tuple[str, Path] | None = None,
 ) -> ConversionResult:
     """Convert the ELMoForManyLangs folder `model_dir` into a model folder `output_dir` (all or nothing; see
-    `convert.py`). `verify` compares every layer of the written folder with `efml_reference` (tolerance 1e-5)."""
+    `convert.py`). `verify` compares every layer of the written folder with `efml_reference` (tolerance 1e-5).
+    `facts`: what the card states (default: `efml_source_facts` of the language the folder's name stands for);
+    `archive`: (location, local path) of the ZIP that `model_dir` was extracted from, listed on the card."""
     output_dir = Path(output_dir)
     _remove_stale_work_folders(output_dir)
     _check_output(output_dir, overwrite, (str(model_dir),))
@@ -77,9 +84,11 @@ def convert_efml(
         char_lexicon=efml.char_lexicon,
         word_lexicon=efml.word_lexicon,
     )
-    result = ConversionResult(output_dir=output_dir, config=efml.config, sources=efml.sources)
+    sources = archive_sources(efml.sources, Path(model_dir), *archive) if archive else efml.sources
+    result = ConversionResult(output_dir=output_dir, config=efml.config, sources=sources)
     verify_against = (lambda folder: max_difference_to_efml(folder, efml)) if verify else None
-    write_model_folder(model, tokenizer, result, verify_against, repo_id=repo_id)
+    facts = facts or efml_source_facts(efml_language(Path(model_dir).resolve().name))
+    write_model_folder(model, tokenizer, result, verify_against, facts=facts, repo_id=repo_id)
     return result
 
 

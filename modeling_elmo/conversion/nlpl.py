@@ -41,20 +41,12 @@ from .convert import (
     write_model_folder,
 )
 from .original_checkpoint import OriginalCheckpointError, read_options_json
-from .presets import card_language_code
+from .presets import NLPL_CITATION, card_language_code
 
 OPTIONS_FILE, WEIGHTS_FILE, META_FILE = "options.json", "model.hdf5", "meta.json"
 VOCABULARY_FILES = ("vocab.txt.gz", "vocab.txt")  # simple_elmo's order of preference
 README_FILES = ("README", "README.txt", "README.md")
 README_LIMIT = 4000  # characters of the source's README quoted on the card
-NLPL_CITATION = """@inproceedings{fares-etal-2017-word,
-  title = {Word vectors, reuse, and replicability: Towards a community repository of large-text resources},
-  author = {Fares, Murhaf and Kutuzov, Andrey and Oepen, Stephan and Velldal, Erik},
-  booktitle = {Proceedings of the 21st Nordic Conference on Computational Linguistics},
-  pages = {271--276},
-  year = {2017},
-  url = {https://aclanthology.org/W17-0237}
-}"""
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
 
 
@@ -123,35 +115,89 @@ def _escapes(name: str) -> bool:
     return path.is_absolute() or bool(_WINDOWS_DRIVE.match(name)) or ".." in path.parts
 
 
-def _extract(archive_path: Path, work: Path) -> dict[str, Path]:
-    """Copy the model's members of the ZIP `archive_path` into `work`; returns their top-level name -> path."""
-    where = str(archive_path)
+@contextmanager
+def _checked_zip(archive_path: Path) -> Iterator[tuple[zipfile.ZipFile, dict[str, zipfile.ZipInfo]]]:
+    """The open ZIP and its members by name, refused as a whole when it is unreadable or a member's name would land
+    outside the folder it is extracted to."""
     try:
         archive = zipfile.ZipFile(archive_path)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
-        raise NlplModelError(f"{where}: not a readable ZIP archive ({error}).") from error
+        raise NlplModelError(f"{archive_path}: not a readable ZIP archive ({error}).") from error
     with archive:
         members = archive.infolist()
         escaping = [member.filename for member in members if _escapes(member.filename)]
         if escaping:
             raise NlplModelError(
-                f"{where}: member {escaping[0]!r} has a path outside the archive (absolute or with '..'); refusing "
-                "the whole archive."
+                f"{archive_path}: member {escaping[0]!r} has a path outside the archive (absolute or with '..'); "
+                "refusing the whole archive."
             )
-        top_level = {member.filename: member for member in members if "/" not in member.filename.replace("\\", "/")}
-        layout = _layout({name for name, member in top_level.items() if not member.is_dir()}, where)
+        yield archive, {member.filename.replace("\\", "/"): member for member in members if not member.is_dir()}
+
+
+def _copy_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, where: Path) -> None:
+    try:
+        with archive.open(member) as source, open(target, "wb") as copy:
+            shutil.copyfileobj(source, copy, 1 << 20)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as error:
+        raise NlplModelError(
+            f"{where}: cannot read its member {member.filename} ({error}); the archive is damaged."
+        ) from error
+
+
+def _extract(archive_path: Path, work: Path) -> dict[str, Path]:
+    """Copy the NLPL model's members of the ZIP `archive_path` into `work`; returns their name -> path."""
+    with _checked_zip(archive_path) as (archive, members):
+        top_level = {name: member for name, member in members.items() if "/" not in name}
         files = {}
-        for name in layout.names:
-            target = work / name
-            try:
-                with archive.open(top_level[name]) as source, open(target, "wb") as copy:
-                    shutil.copyfileobj(source, copy, 1 << 20)
-            except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as error:
-                raise NlplModelError(
-                    f"{where}: cannot read its member {name} ({error}); the archive is damaged."
-                ) from error
-            files[name] = target
+        for name in _layout(set(top_level), str(archive_path)).names:
+            _copy_member(archive, top_level[name], work / name, archive_path)
+            files[name] = work / name
     return files
+
+
+EFML_MARKERS = ("config.json", "encoder.pkl")  # files every ELMoForManyLangs model folder holds
+EFML_UNUSED = ("classifier.pkl",)  # the LM softmax: not needed to embed
+
+
+def efml_archive_folder(archive_path: Path) -> str | None:
+    """The folder inside the ZIP `archive_path` that holds an ELMoForManyLangs model ("" for the top level), or
+    None when it holds none at the top level or in a single top-level folder."""
+    with _checked_zip(archive_path) as (_, members):
+        folders = {name.rpartition("/")[0] for name in members if name.count("/") <= 1}
+    found = [folder for folder in sorted(folders) if all(f"{folder}/{m}".lstrip("/") in members for m in EFML_MARKERS)]
+    return found[0] if len(found) == 1 else None
+
+
+def extract_efml_archive(archive_path: Path, work: Path) -> Path:
+    """Copy the ELMoForManyLangs model folder of the ZIP `archive_path` (`efml_archive_folder`: its files, without
+    the unused softmax) into `work / <archive name>`; returns that folder."""
+    folder = efml_archive_folder(archive_path)
+    if folder is None:
+        raise NlplModelError(f"{archive_path}: no ELMoForManyLangs model folder (config.json and encoder.pkl).")
+    target = work / archive_path.name.rpartition(".")[0]
+    target.mkdir()
+    with _checked_zip(archive_path) as (archive, members):
+        for name, member in members.items():
+            parent, _, base = name.rpartition("/")
+            if parent == folder and base not in EFML_UNUSED:
+                _copy_member(archive, member, target / base, archive_path)
+    return target
+
+
+def archive_sources(
+    sources: dict[str, dict[str, str]], extracted: Path, location: str, archive_path: Path
+) -> dict[str, dict[str, str]]:
+    """A card's `sources` of a model read from `extracted`, the folder that `archive_path` (given as `location`)
+    was extracted to: the archive with its sha256 first, then each file named as a member of it."""
+    prefix = f"{extracted}{os.sep}"
+    relabelled = {
+        f"{archive_path.name}: {name}": {
+            **entry,
+            "location": entry["location"].replace(prefix, f"member of {location}: "),
+        }
+        for name, entry in sources.items()
+    }
+    return {archive_path.name: {"location": location, "sha256": sha256_of(archive_path)}, **relabelled}
 
 
 def _top_level_files(folder: Path) -> dict[str, Path]:

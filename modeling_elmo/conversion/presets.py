@@ -4,7 +4,7 @@ of the published multilingual ELMo models (ISO 639 codes for model cards)."""
 import re
 from dataclasses import dataclass, replace
 
-from ..hub.model_card import ALLENNLP_SOURCE, SourceFacts
+from ..hub.model_card import ALLENNLP_SOURCE, ELMO_CITATION, SourceFacts
 
 ALLENNLP_ELMO_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
 
@@ -37,6 +37,23 @@ class Preset:
         return replace(ALLENNLP_SOURCE, title=f"ELMo ({self.name})", corpus=self.corpus, datasets=self.datasets)
 
 
+NLPL_CITATION = """@inproceedings{fares-etal-2017-word,
+  title = {Word vectors, reuse, and replicability: Towards a community repository of large-text resources},
+  author = {Fares, Murhaf and Kutuzov, Andrey and Oepen, Stephan and Velldal, Erik},
+  booktitle = {Proceedings of the 21st Nordic Conference on Computational Linguistics},
+  pages = {271--276},
+  year = {2017},
+  url = {https://aclanthology.org/W17-0237}
+}"""
+EFML_CITATION = """@inproceedings{che-etal-2018-towards,
+  title = {Towards Better {UD} Parsing: Deep Contextualized Word Embeddings, Ensemble, and Treebank Concatenation},
+  author = {Che, Wanxiang and Liu, Yijia and Wang, Yuxuan and Zheng, Bo and Liu, Ting},
+  booktitle = {Proceedings of the {CoNLL} 2018 Shared Task: Multilingual Parsing from Raw Text to
+               Universal Dependencies},
+  pages = {55--64},
+  year = {2018},
+  url = {https://aclanthology.org/K18-2005}
+}"""
 ONE_BILLION_WORD = "1 Billion Word Language Model Benchmark (~800M tokens of news text)"
 PRESETS = {
     preset.name: preset
@@ -149,3 +166,27 @@ def card_language_code(code: str) -> str:
         raise ValueError(f"{code!r} is not an ISO 639 language code (2 or 3 letters)")
     known = next((language for language in EFML_LANGUAGES if code == language.iso639_3), None)
     return known.code if known else code
+
+
+# What ELMoForManyLangs' README states about its models' training data and what its repository's LICENSE says.
+EFML_CORPUS = (
+    "about 20 million words sampled from the raw text of the CoNLL 2018 shared task (Wikipedia dump and Common "
+    "Crawl) for the language, as ELMoForManyLangs' README states"
+)
+EFML_SIMPLIFIED_CHINESE_CORPUS = (
+    "the Xinhua portion of Chinese Gigaword fifth edition (LDC2011T13), as ELMoForManyLangs' README states"
+)
+
+
+def efml_source_facts(language: Language | None) -> SourceFacts:
+    """What the card of a converted ELMoForManyLangs model states; `language` None: not known (left out)."""
+    simplified = language is not None and language.efml_nlpl_id is None
+    return SourceFacts(
+        title=f"ELMo for {language.name} (ELMoForManyLangs)" if language else "ELMo (ELMoForManyLangs)",
+        origin="an ELMoForManyLangs (HIT-SCIR) model",
+        corpus=EFML_SIMPLIFIED_CHINESE_CORPUS if simplified else EFML_CORPUS,
+        language=language.code if language else None,
+        license="mit",
+        license_text="MIT (the license of the ELMoForManyLangs repository, which releases the models)",
+        citations=(ELMO_CITATION, EFML_CITATION, NLPL_CITATION),
+    )

@@ -12,23 +12,28 @@ a failed preset stops the run, and running it again redoes the conversions (down
 The endpoint is `$HF_ENDPOINT` (default https://huggingface.co).
 
 `batch`: every ZIP and folder directly in DOWNLOADS is one model (hidden entries are ignored, other files skipped
-with a note): an NLPL vector repository model (`options.json` + `.hdf5`). `OUT/<name>` (the entry's name without
-`.zip`) is written as `elmo-convert` writes a folder, all or nothing; its card names the language, from the model's
-`meta.json`, else from the entry's name (`efml_language`: NLPL id, ISO 639 code or English name); a model whose
-language cannot be told fails. A model that fails is reported by name and the others still convert; the exit status
-is 1 if any failed (or none was found).
+with a note): an ELMoForManyLangs model (a folder with `config.json` and `encoder.pkl`, or a ZIP holding one at its
+top level or in its one top-level folder), else an NLPL vector repository model (`options.json` + `.hdf5`).
+`OUT/<name>` (the entry's name without `.zip`) is written as `elmo-convert` writes a folder, all or nothing. Its card
+names the language: for an NLPL model from its `meta.json`, else (and for ELMoForManyLangs always) from the entry's
+name (`efml_language`: NLPL id, ISO 639 code, zht/zhs or English name); a model whose language cannot be told fails.
+A model that fails is reported by name and the others still convert; the exit status is 1 if any failed (or none
+was found).
 """
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from ..hub.model_card import ModelCardError
 from ..hub.push import HubError, check_push_target, push_folder
-from .convert import ConversionError, convert_checkpoint
-from .nlpl import convert_nlpl_model
+from .convert import ConversionError, ConversionResult, convert_checkpoint
+from .efml import EfmlFormatError
+from .efml_convert import convert_efml
+from .nlpl import EFML_MARKERS, convert_nlpl_model, efml_archive_folder, extract_efml_archive
 from .original_checkpoint import OriginalCheckpointError
-from .presets import ALLENNLP_ELMO_URL, PRESETS, efml_language
+from .presets import ALLENNLP_ELMO_URL, PRESETS, efml_language, efml_source_facts
 
 
 def preset_repo_id(namespace: str, preset: str) -> str:
@@ -84,6 +89,33 @@ def find_downloads(input_dir: Path) -> tuple[list[Path], list[str]]:
     return models, [path.name for path in entries if path not in models]
 
 
+def convert_download(path: Path, output: Path, *, verify: bool, overwrite: bool) -> ConversionResult:
+    """Convert one downloaded model (see the module docstring) into `output`."""
+    language = efml_language(path.name)
+    is_folder = path.is_dir()
+    if (is_folder and all((path / name).is_file() for name in EFML_MARKERS)) or (
+        not is_folder and efml_archive_folder(path) is not None
+    ):
+        if language is None:
+            raise ConversionError(
+                f"{path}: cannot tell the ELMoForManyLangs model's language from its name; name it by its NLPL id, "
+                "ISO 639 code or language (the table in docs/conversion-sources.md)."
+            )
+        options = dict(overwrite=overwrite, verify=verify, facts=efml_source_facts(language))
+        if is_folder:
+            return convert_efml(path, output, **options)
+        with tempfile.TemporaryDirectory(prefix="elmo-efml-") as work:
+            return convert_efml(extract_efml_archive(path, Path(work)), output, archive=(str(path), path), **options)
+    return convert_nlpl_model(
+        str(path),
+        output,
+        overwrite=overwrite,
+        verify=verify,
+        fallback_language=language.code if language else None,
+        language_required=True,
+    )
+
+
 def convert_downloads(input_dir: Path, output_dir: Path, *, verify: bool = False, overwrite: bool = False) -> dict:
     """Convert every model in `input_dir` into `output_dir/<name>` (see the module docstring); returns name -> None
     when it converted, else the error message."""
@@ -102,17 +134,9 @@ def convert_downloads(input_dir: Path, output_dir: Path, *, verify: bool = False
             outcomes[path.name] = f"its output name {name!r} is taken by another entry"
             print(f"{path.name}: error: {outcomes[path.name]}", file=sys.stderr)
             continue
-        language = efml_language(path.name)
         try:
-            result = convert_nlpl_model(
-                str(path),
-                output_dir / name,
-                overwrite=overwrite,
-                verify=verify,
-                fallback_language=language.code if language else None,
-                language_required=True,
-            )
-        except (ConversionError, OriginalCheckpointError, ModelCardError) as error:
+            result = convert_download(path, output_dir / name, verify=verify, overwrite=overwrite)
+        except (ConversionError, OriginalCheckpointError, EfmlFormatError, ModelCardError) as error:
             outcomes[name] = str(error)
             print(f"{path.name}: error: {error}", file=sys.stderr)
             continue
@@ -127,7 +151,8 @@ def convert_downloads(input_dir: Path, output_dir: Path, *, verify: bool = False
 def build_batch_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="elmo-publish batch",
-        description="Convert every downloaded model (NLPL ZIP or folder) in a folder into one model folder each.",
+        description="Convert every downloaded ELMoForManyLangs or NLPL model (ZIP or folder) in a folder into one "
+        "model folder each.",
     )
     parser.add_argument("--input-dir", type=Path, required=True, help="folder of downloaded models (ZIPs, folders)")
     parser.add_argument("--output-dir", type=Path, required=True, help="where OUT/<name> folders are written")

@@ -107,6 +107,9 @@ def architecture_fields(config: ElmoConfig) -> dict[str, object]:
             "proj_clip",
             "hidden_size",
             "num_char_filters",
+            "char_input",
+            "word_embedding_dim",
+            "word_vocab_size",
         )
     }
     fields["max_word_bytes"] = config.max_characters_per_token - 2

@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
 from modeling_elmo.conversion.convert import convert_checkpoint, main
-from modeling_elmo.conversion.nlpl import NLPL_CITATION
+from modeling_elmo.conversion.presets import NLPL_CITATION
 from modeling_elmo.embed.token_embeddings import cache_vocabulary
 
 VOCABULARY = "<S>\n</S>\n<UNK>\n!!!MAXTERMID\nog\ni\nsom\nbank\n"
