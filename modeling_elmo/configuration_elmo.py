@@ -24,8 +24,16 @@ AUTO_MAP = {
 # The config fields that define the biLM's architecture: options.json and a model folder must agree on them to
 # continue pretraining one from the other.
 BILM_ARCHITECTURE_FIELDS = (
+    "char_input",
     "char_vocab_size",
     "max_characters_per_token",
+    "char_padding_id",
+    "bos_char_ids",
+    "eos_char_ids",
+    "word_vocab_size",
+    "word_embedding_dim",
+    "bos_word_id",
+    "eos_word_id",
     "char_embedding_dim",
     "char_filters",
     "num_highway_layers",
@@ -154,11 +162,6 @@ FIELD_RULES: dict[str, Rule] = {
 }
 # A character-lexicon model (`char_input="lexicon"`) has as many character ids as its lexicon, plus padding.
 LEXICON_CHAR_VOCAB_RULE = Rule("an integer >= 2", lambda value: _is_int(value) and value >= 2)
-# The fields that describe a model's input ids (see `ElmoConfig`'s "Input" arguments).
-INPUT_FIELDS = (
-    "char_input", "char_vocab_size", "max_characters_per_token", "char_padding_id", "bos_char_ids", "eos_char_ids",
-    "word_vocab_size", "word_embedding_dim", "bos_word_id", "eos_word_id",
-)  # fmt: skip
 
 
 def _with_field_rules(cls: type[PreTrainedConfig]) -> type[PreTrainedConfig]:
@@ -201,9 +204,9 @@ class ElmoConfig(PreTrainedConfig):
     (booleans must be `bool`, integers `int`, never `bool` or `float`; numbers finite) or out of range raises
     [`ElmoConfigError`], a `ValueError` naming the field. The ranges are listed in `FIELD_RULES`.
 
-    Input (the fields in `INPUT_FIELDS`): `input_ids` hold `max_characters_per_token` character ids per word, then,
-    when the model has a word embedding, the word's id (`input_ids_width` columns in all). Id 0 is padding in both:
-    a padded word is an all-zero row.
+    Input (`char_input` to `eos_word_id` below): `input_ids` hold `max_characters_per_token` character ids per word,
+    then, when the model has a word embedding, the word's id (`input_ids_width` columns in all). Id 0 is padding in
+    both: a padded word is an all-zero row.
 
     Args:
         char_input (`str`, defaults to `"bytes"`):

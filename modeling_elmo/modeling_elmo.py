@@ -1067,10 +1067,12 @@ class ElmoModel(ElmoPreTrainedModel):
 
     def _check_input_ids(self, input_ids: torch.Tensor) -> None:
         """Refuse `input_ids` whose ids are out of range or whose shape is not (batch, words, `input_ids_width`)."""
-        char_ids, word_ids = self.char_encoder.split_word_ids(input_ids)
-        _check_indices("input_ids", char_ids, self.config.char_vocab_size)
-        if word_ids is not None:
+        if self.config.has_word_embeddings and isinstance(input_ids, torch.Tensor) and input_ids.dim() == 3:
+            char_ids, word_ids = self.char_encoder.split_word_ids(input_ids)
+            _check_indices("input_ids", char_ids, self.config.char_vocab_size)
             _check_indices("input_ids (word ids, the last column)", word_ids, self.config.word_vocab_size)
+        else:
+            _check_indices("input_ids", input_ids, self.config.char_vocab_size)
         if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.input_ids_width:
             raise ValueError(
                 f"input_ids must have shape (batch_size, num_words, {self.config.input_ids_width}), got "

@@ -440,8 +440,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.source_format = args.source_format or ("nlpl" if args.model_dir else "original")
     if args.source_format != "original":
-        if not args.model_dir or args.options or args.weights or args.preset:
-            parser.error(f"--from {args.source_format} takes --model-dir (and no --options, --weights or --preset)")
+        refused = ["--options", "--weights", "--preset"]
+        refused += ["--cache-dir"] if args.source_format == "elmoformanylangs" else []  # a folder: nothing to download
+        if not args.model_dir or any(getattr(args, flag[2:].replace("-", "_")) for flag in refused):
+            parser.error(f"--from {args.source_format} takes --model-dir (and no {', '.join(refused)})")
     elif args.model_dir:
         parser.error("--model-dir: give --from nlpl (the default with --model-dir) or --from elmoformanylangs")
     elif args.preset:

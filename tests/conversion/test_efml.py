@@ -241,3 +241,18 @@ def test_bad_input_is_one_line_exit_1_and_nothing_written(case, tmp_path, capsys
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and error.startswith("elmo-convert: error: ") and message in error, error
     assert sorted(path.name for path in tmp_path.iterdir()) == ["efml"]  # no output, no work folder
+
+
+def test_sentence_transformer_mean_pools_the_top_layer(converted):
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    source, folder = converted
+    encoder = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
+    embedding = encoder.encode([" ".join(SENTENCES[0])], convert_to_numpy=True)[0]
+    assert np.abs(embedding - efml_numpy_layers(source, SENTENCES[0])[-1].mean(axis=0)).max() <= TOLERANCE
+
+
+@pytest.mark.parametrize("extra", [[], ["--model-dir", "efml", "--preset", "original"]])
+def test_from_elmoformanylangs_takes_model_dir_only(extra, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        convert_main(["--from", "elmoformanylangs", "--output", str(tmp_path / "out"), *extra])
+    assert exit_info.value.code == 2 and "--from elmoformanylangs takes --model-dir" in capsys.readouterr().err

@@ -24,6 +24,14 @@ CHANGED_BILM_FIELDS = {
     "use_skip_connections": False,
     "lstm_forget_bias": 0.5,
     "stateful": True,
+    "char_input": "lexicon",
+    "char_padding_id": 5,
+    "bos_char_ids": [3, 4, 5],
+    "eos_char_ids": [3, 6, 5],
+    "word_vocab_size": 40,
+    "word_embedding_dim": 7,
+    "bos_word_id": 2,
+    "eos_word_id": 3,
 }
 # Every other ElmoConfig field belongs to a head, the language model or initialisation: none changes the biLM's layers.
 OTHER_FIELDS = {
