@@ -1,8 +1,11 @@
 """`elmo-convert --model-dir`: NLPL models as ZIPs and extracted folders, their cards and bad input."""
 
+import functools
 import gzip
 import hashlib
+import http.server
 import json
+import threading
 import zipfile
 from pathlib import Path
 
@@ -234,3 +237,30 @@ def test_missing_model_dir_and_mixed_sources_are_refused(random_checkpoint, tmp_
     with pytest.raises(SystemExit):
         main(["--model-dir", str(tmp_path), "--options", str(options), "--output", str(tmp_path / "out")])
     assert "--from nlpl takes --model-dir (and no --options" in capsys.readouterr().err
+
+
+def test_zip_url_is_cached_and_overwrite_replaces_a_converted_folder(random_checkpoint, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "is_offline_mode", lambda: False)  # only 127.0.0.1 is reached
+    options, weights = random_checkpoint(seed=9)
+    (tmp_path / "served").mkdir()
+    archive = write_zip(tmp_path / "served" / "210.zip", nlpl_members(options, weights))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(archive.parent))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/210.zip"
+    try:
+        arguments = ["--model-dir", url, "--output", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]
+        assert main(arguments) == 0
+        assert main(arguments) == 1  # the output exists
+        assert main([*arguments, "--overwrite"]) == 0  # a folder elmo-convert wrote, vocab.txt included
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert main(["--model-dir", str(archive), "--output", str(tmp_path / "local")]) == 0
+    assert_same_weights(tmp_path / "out", tmp_path / "local")
+    assert [path.name for path in (tmp_path / "cache").rglob("*.zip")] == ["210.zip"]
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert f"| 210.zip | {url} | `{hashlib.sha256(archive.read_bytes()).hexdigest()}` |" in card

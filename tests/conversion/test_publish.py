@@ -94,6 +94,7 @@ def test_batch_converts_a_mixed_folder_and_reports_the_broken_models_by_name(ran
     )
     assert convert_main(["--options", str(options), "--weights", str(weights), "--output", str(tmp_path / "n")]) == 0
     assert same_weights(out / "136", tmp_path / "a") and same_weights(out / "210", tmp_path / "n")
+    assert ModelCard.load(tmp_path / "a" / "README.md").data.language == "ar"  # from the folder name ar.model
 
 
 def test_batch_without_verify_claims_no_verification(random_checkpoint, tmp_path, capsys):
