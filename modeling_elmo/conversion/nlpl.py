@@ -210,22 +210,22 @@ def _top_level_files(folder: Path) -> dict[str, Path]:
 def _plain_vocabulary(path: Path, work: Path) -> Path:
     """The vocabulary `path` as plain UTF-8 text: decompressed into `work` when it is gzipped; refused when it is
     not UTF-8 text."""
-    opened = gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else open(path, encoding="utf-8")
     target = work / "vocab.plain.txt"
     try:
+        opened = gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else open(path, encoding="utf-8")
         with opened as source, open(target, "w", encoding="utf-8") as copy:
             shutil.copyfileobj(source, copy, 1 << 20)
     except (OSError, EOFError, zlib.error) as error:
-        raise NlplModelError(f"{path.name}: cannot read the vocabulary ({error}).") from error
+        raise NlplModelError(f"{path}: cannot read the vocabulary ({error}).") from error
     except UnicodeDecodeError as error:
-        raise NlplModelError(f"{path.name}: the vocabulary is not UTF-8 text ({error.reason}).") from None
+        raise NlplModelError(f"{path}: the vocabulary is not UTF-8 text ({error.reason}).") from None
     return target
 
 
 def _meta(path: Path) -> dict[str, Any]:
     meta = read_options_json(str(path), NlplModelError)
     if not isinstance(meta, dict):
-        raise NlplModelError(f"{path.name}: must be a JSON object (the NLPL catalogue entry of the model).")
+        raise NlplModelError(f"{path}: must be a JSON object (the NLPL catalogue entry of the model).")
     return meta
 
 
@@ -248,16 +248,26 @@ def open_nlpl_model(location: str, cache_dir: str | os.PathLike | None = None) -
             sources |= {f"{path.name}: {name}": (f"member of {path.name}", file) for name, file in files.items()}
         layout = _layout(set(files), location)
         readme = files[layout.readme].read_text(encoding="utf-8", errors="replace").strip() if layout.readme else None
-        yield NlplModel(
-            location=location,
-            files_folder=files[OPTIONS_FILE].parent,
-            options=files[OPTIONS_FILE],
-            weights=files[layout.weights],
-            vocabulary=_plain_vocabulary(files[layout.vocabulary], work) if layout.vocabulary else None,
-            meta=_meta(files[layout.meta]) if layout.meta else None,
-            readme=readme[:README_LIMIT] + ("\n[...]" if len(readme) > README_LIMIT else "") if readme else None,
-            sources=sources,
-        )
+        try:
+            model = NlplModel(
+                location=location,
+                files_folder=files[OPTIONS_FILE].parent,
+                options=files[OPTIONS_FILE],
+                weights=files[layout.weights],
+                vocabulary=_plain_vocabulary(files[layout.vocabulary], work) if layout.vocabulary else None,
+                meta=_meta(files[layout.meta]) if layout.meta else None,
+                readme=readme[:README_LIMIT] + ("\n[...]" if len(readme) > README_LIMIT else "") if readme else None,
+                sources=sources,
+            )
+        except NlplModelError as error:
+            raise NlplModelError(model_message(str(error), files[OPTIONS_FILE].parent, location)) from None
+        yield model
+
+
+def model_message(message: str, files_folder: Path, location: str) -> str:
+    """`message` about a file in `files_folder` naming it as a file of the model at `location` instead (for an
+    archive: not the temporary folder its members were extracted to)."""
+    return message.replace(f"{files_folder}{os.sep}", f"{location}: ")
 
 
 def _corpora(meta: dict[str, Any]) -> list[dict[str, Any]]:
@@ -348,7 +358,7 @@ def convert_nlpl_model(
         try:
             model, tokenizer = model_from_original(nlpl.options, nlpl.weights)
         except OriginalCheckpointError as error:  # name the archive, not the temporary folder it was extracted to
-            raise NlplModelError(str(error).replace(f"{nlpl.files_folder}{os.sep}", f"{nlpl.location}: ")) from None
+            raise NlplModelError(model_message(str(error), nlpl.files_folder, nlpl.location)) from None
         sources = {
             name: {"location": location, "sha256": sha256_of(path)} for name, (location, path) in nlpl.sources.items()
         }

@@ -207,6 +207,10 @@ BAD_ARCHIVES = {
         ),
         "meta.json: corpus[0].language: 'n0' is not an ISO 639 language code",
     ),
+    "bad-vocabulary": (
+        lambda o, w, tmp: write_zip(tmp / "m.zip", {"options.json": o, "model.hdf5": w, "vocab.txt.gz": b"plain"}),
+        "m.zip: vocab.txt.gz: cannot read the vocabulary",
+    ),
     "weights-disagree": (
         lambda o, w, tmp: write_zip(tmp / "m.zip", {"options.json": o, "model.hdf5": o}),
         "m.zip: model.hdf5: not a readable HDF5 file",
