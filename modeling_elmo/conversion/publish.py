@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..hub.model_card import ModelCardError
 from ..hub.push import HubError, check_push_target, push_folder
-from .convert import ConversionError, ConversionResult, convert_checkpoint
+from .convert import ConversionError, ConversionResult, convert_checkpoint, prepare_output
 from .efml import EfmlFormatError
 from .efml_convert import convert_efml
 from .nlpl import EFML_MARKERS, convert_nlpl_model, efml_archive_folder, extract_efml_archive
@@ -104,6 +104,7 @@ def convert_download(path: Path, output: Path, *, verify: bool, overwrite: bool)
         options = dict(overwrite=overwrite, verify=verify, facts=efml_source_facts(language))
         if is_folder:
             return convert_efml(path, output, **options)
+        prepare_output(output, overwrite, (str(path),))  # before extracting a large archive for nothing
         with tempfile.TemporaryDirectory(prefix="elmo-efml-") as work:
             return convert_efml(extract_efml_archive(path, Path(work)), output, archive=(str(path), path), **options)
     return convert_nlpl_model(
