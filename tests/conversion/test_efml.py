@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from efml_numpy import NON_LATIN_WORDS, efml_numpy_layers, small_architecture, write_efml_model
+from test_pipeline_remote_code import run_without_package
 from transformers import AutoModel, AutoTokenizer, pipeline
 
 from modeling_elmo import ElmoForTokenClassification
@@ -265,3 +266,15 @@ def test_from_elmoformanylangs_takes_model_dir_only(extra, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         convert_main(["--from", "elmoformanylangs", "--output", str(tmp_path / "out"), *extra])
     assert exit_info.value.code == 2 and "--from elmoformanylangs takes --model-dir" in capsys.readouterr().err
+
+
+def test_remote_code_without_the_package_extracts_the_same_features(tmp_path):
+    """`pipeline("feature-extraction", trust_remote_code=True)` where `modeling_elmo` is not importable: the saved
+    code files carry the lexicon tokenizer and the word embedding."""
+    source, folder = write_efml_model(tmp_path / "efml"), tmp_path / "out"
+    assert convert_main(["--from", "elmoformanylangs", "--model-dir", str(source), "--output", str(folder)]) == 0
+    runs = [{"task": "feature-extraction", "kwargs": {}, "inputs": " ".join(SENTENCES[1])}]
+    (result,) = run_without_package(tmp_path, folder, runs)
+    assert "error" not in result, result.get("error")
+    expected = efml_numpy_layers(source, SENTENCES[1])[-1]
+    assert np.abs(np.asarray(result["outputs"])[0] - expected).max() <= TOLERANCE
