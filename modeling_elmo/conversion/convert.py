@@ -1,4 +1,6 @@
-"""`elmo-convert`: original ELMo options JSON + HDF5 weights -> a complete Transformers model folder.
+"""`elmo-convert`: original ELMo options JSON + HDF5 weights -> a complete Transformers model folder; `--model-dir`
+reads the same weights as the NLPL vector repository ships them (`nlpl.py`) or an ELMoForManyLangs model
+(`efml_convert.py`).
 
 The folder holds `config.json` (with a complete `auto_map`), `model.safetensors` (float32), the tokenizer files, the
 code files for `trust_remote_code=True` and a `README.md` model card: a complete Hub repo, checked before it is renamed
@@ -399,7 +401,8 @@ def write_model_folder(
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="elmo-convert",
-        description="Convert an original ELMo checkpoint (options JSON + HDF5 weights) to a Transformers folder.",
+        description="Convert an ELMo checkpoint (bilm-tf options JSON + HDF5 weights, an NLPL vector repository model "
+        "or an ELMoForManyLangs model) to a Transformers folder. See docs/conversion-sources.md.",
     )
     parser.add_argument(
         "--from",
