@@ -1,4 +1,6 @@
-"""`elmo-convert`: original ELMo options JSON + HDF5 weights -> a complete Transformers model folder.
+"""`elmo-convert`: original ELMo options JSON + HDF5 weights -> a complete Transformers model folder; `--model-dir`
+reads the same weights as the NLPL vector repository ships them (`nlpl.py`) or an ELMoForManyLangs model
+(`efml_convert.py`).
 
 The folder holds `config.json` (with a complete `auto_map`), `model.safetensors` (float32), the tokenizer files, the
 code files for `trust_remote_code=True` and a `README.md` model card: a complete Hub repo, checked before it is renamed
@@ -30,7 +32,7 @@ from safetensors import SafetensorError
 from transformers.utils import logging
 
 from ..configuration_elmo import ElmoConfig
-from ..hub.model_card import ModelCardError, render_base_model_card
+from ..hub.model_card import ALLENNLP_SOURCE, ModelCardError, SourceFacts, render_base_model_card
 from ..hub.push import HubError, check_push_target, config_problems, model_repo_problems, push_folder
 from ..modeling_elmo import ElmoModel
 from ..tokenization_elmo import ElmoTokenizer
@@ -41,7 +43,9 @@ from .presets import PRESETS
 logger = logging.get_logger(__name__)
 
 # What a converted folder holds: these files and the package's code files. `--overwrite` replaces nothing else.
-OUTPUT_FILES = frozenset({"config.json", "model.safetensors", "tokenizer_config.json", "README.md"})
+# `vocab.txt`: the source's word list when it has one (NLPL models), for the token-embedding table.
+VOCABULARY_FILE = "vocab.txt"
+OUTPUT_FILES = frozenset({"config.json", "model.safetensors", "tokenizer_config.json", "README.md", VOCABULARY_FILE})
 CODE_FILES = frozenset(path.name for path in Path(__file__).parent.parent.glob("*.py"))  # the remote code
 OWNER_FILE = "owner.json"  # in a work folder: {"host": ..., "pid": ...} of the elmo-convert process writing it
 
@@ -53,7 +57,7 @@ VERIFICATION_SENTENCES = [
     ["A"],
 ]
 VERIFICATION_TOLERANCE = 1e-5
-SOURCE_FORMATS = ("original", "elmoformanylangs")  # `--from`
+SOURCE_FORMATS = ("original", "elmoformanylangs", "nlpl")  # `--from`
 
 
 class ConversionError(RuntimeError):
@@ -298,6 +302,20 @@ def _move_into_place(model: Path, output_dir: Path, kind: OutputKind = CONVERTED
     shutil.rmtree(old, ignore_errors=True)
 
 
+def prepare_output(output_dir: Path, overwrite: bool, inputs: tuple[str, ...]) -> None:
+    """Before any work: clean up after killed runs, then refuse an output the new folder must not replace."""
+    _remove_stale_work_folders(output_dir)  # first: it may put back an output that a killed run had moved aside
+    _check_output(output_dir, overwrite, inputs)
+
+
+def model_from_original(options_path: Path, weights_path: Path) -> tuple[ElmoModel, ElmoTokenizer]:
+    """The model (in eval mode) and tokenizer of a local original checkpoint (options JSON + HDF5 weights)."""
+    config, state_dict = load_original_checkpoint(options_path, weights_path)
+    model = ElmoModel(config)
+    model.load_state_dict(state_dict, strict=True)
+    return model.eval(), ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
+
+
 def convert_checkpoint(
     options: str,
     weights: str,
@@ -314,24 +332,20 @@ def convert_checkpoint(
     `repo_id` is the Hub repo the folder is meant for; the model card's usage snippets load it by that name.
     """
     output_dir = Path(output_dir)
-    _remove_stale_work_folders(output_dir)  # first: it may put back an output that a killed run had moved aside
-    _check_output(output_dir, overwrite, (options, weights))
+    prepare_output(output_dir, overwrite, (options, weights))
     options_path, weights_path = resolve_source(options, cache_dir), resolve_source(weights, cache_dir)
-    config, state_dict = load_original_checkpoint(options_path, weights_path)
-    model = ElmoModel(config)
-    model.load_state_dict(state_dict, strict=True)
-    model.eval()
-    tokenizer = ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
+    model, tokenizer = model_from_original(options_path, weights_path)
     result = ConversionResult(
         output_dir=output_dir,
-        config=config,
+        config=model.config,
         sources={
             "options": {"location": options, "sha256": sha256_of(options_path)},
             "weights": {"location": weights, "sha256": sha256_of(weights_path)},
         },
     )
     verify_against = (lambda folder: max_difference_to_original(folder, model)) if verify else None
-    write_model_folder(model, tokenizer, result, verify_against, preset=preset, repo_id=repo_id)
+    facts = PRESETS[preset].facts if preset else ALLENNLP_SOURCE
+    write_model_folder(model, tokenizer, result, verify_against, facts=facts, repo_id=repo_id)
     return result
 
 
@@ -341,17 +355,21 @@ def write_model_folder(
     result: ConversionResult,
     verify_against: Callable[[Path], float] | None = None,
     *,
-    preset: str | None = None,
+    facts: SourceFacts = ALLENNLP_SOURCE,
     repo_id: str | None = None,
+    vocabulary: Path | None = None,
 ) -> None:
     """Write `model`, `tokenizer`, the card and the remote code to `result.output_dir`, all or nothing (see the module
-    docstring; the output was checked with `_check_output`). `verify_against(folder)` gives the max abs difference of
-    the written folder to the source, which must be within `VERIFICATION_TOLERANCE`; it is kept in `result`."""
+    docstring; the output was checked with `prepare_output`). `verify_against(folder)` gives the max abs difference of
+    the written folder to the source, which must be within `VERIFICATION_TOLERANCE`; it is kept in `result`. `facts`:
+    what the card states about the source; `vocabulary`: the source's word list, copied to `vocab.txt`."""
     output_dir, config = result.output_dir, result.config
     try:
         with _work_folder(output_dir) as folder:
             model.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
+            if vocabulary is not None:
+                shutil.copyfile(vocabulary, folder / VOCABULARY_FILE)
             if verify_against is not None:
                 result.max_abs_difference = verify_against(folder)
                 if not result.max_abs_difference <= VERIFICATION_TOLERANCE:  # NaN fails too
@@ -363,7 +381,7 @@ def write_model_folder(
                 config,
                 sources=result.sources,
                 max_abs_difference=result.max_abs_difference,
-                preset=PRESETS.get(preset),
+                source=facts,
                 repo_id=repo_id,
             )
             (folder / "README.md").write_text(card, encoding="utf-8")
@@ -383,18 +401,19 @@ def write_model_folder(
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="elmo-convert",
-        description="Convert an original ELMo checkpoint (options JSON + HDF5 weights) to a Transformers folder.",
+        description="Convert an ELMo checkpoint (bilm-tf options JSON + HDF5 weights, an NLPL vector repository model "
+        "or an ELMoForManyLangs model) to a Transformers folder. See docs/conversion-sources.md.",
     )
     parser.add_argument(
         "--from",
         dest="source_format",
         choices=SOURCE_FORMATS,
-        default="original",
-        help="format of the source: 'original' (bilm-tf/AllenNLP options JSON + HDF5, default) or "
-        "'elmoformanylangs' (an ELMoForManyLangs model folder, --model-dir)",
+        help="format of the source: 'original' (bilm-tf/AllenNLP options JSON + HDF5; the default without "
+        "--model-dir), 'nlpl' (an NLPL vector repository model, ZIP or folder; the default with --model-dir) or "
+        "'elmoformanylangs' (an ELMoForManyLangs model folder)",
     )
-    parser.add_argument("--model-dir", help="the source model folder (--from elmoformanylangs)")
-    source = parser.add_argument_group("source (give --preset, or both --options and --weights)")
+    parser.add_argument("--model-dir", help="the source model: folder, or ZIP / ZIP URL for --from nlpl")
+    source = parser.add_argument_group("source (give --preset, both --options and --weights, or --model-dir)")
     source.add_argument("--options", help="options JSON: local path or http(s) URL")
     source.add_argument("--weights", help="HDF5 weights: local path or http(s) URL")
     source.add_argument("--preset", choices=sorted(PRESETS), help="one of the official English models")
@@ -422,17 +441,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.source_format == "elmoformanylangs":
-        if not args.model_dir or args.options or args.weights or args.preset or args.cache_dir:
-            parser.error(
-                "--from elmoformanylangs takes --model-dir (and no --options, --weights, --preset or --cache-dir)"
-            )
+    args.source_format = args.source_format or ("nlpl" if args.model_dir else "original")
+    if args.source_format != "original":
+        refused = ["--options", "--weights", "--preset"]
+        refused += ["--cache-dir"] if args.source_format == "elmoformanylangs" else []  # a folder: nothing to download
+        if not args.model_dir or any(getattr(args, flag[2:].replace("-", "_")) for flag in refused):
+            parser.error(f"--from {args.source_format} takes --model-dir (and no {', '.join(refused)})")
+    elif args.model_dir:
+        parser.error("--model-dir: give --from nlpl (the default with --model-dir) or --from elmoformanylangs")
     elif args.preset:
         preset = PRESETS[args.preset]
         args.options = args.options or preset.options_url
         args.weights = args.weights or preset.weights_url
     if args.source_format == "original" and not (args.options and args.weights):
-        parser.error("give --preset, or both --options and --weights")
+        parser.error("give --preset, both --options and --weights, or --model-dir")
     publishing = {"--private": args.private, "--revision": args.revision, "--commit-message": args.commit_message}
     given = [flag for flag, value in {**publishing, "--token": args.token}.items() if value]
     if given and not args.push_to_hub:
@@ -444,6 +466,17 @@ def main(argv: list[str] | None = None) -> int:
 
             result = convert_efml(
                 args.model_dir, args.output, overwrite=args.overwrite, verify=args.verify, repo_id=args.push_to_hub
+            )
+        elif args.source_format == "nlpl":
+            from .nlpl import convert_nlpl_model  # nlpl.py builds on this module
+
+            result = convert_nlpl_model(
+                args.model_dir,
+                args.output,
+                overwrite=args.overwrite,
+                verify=args.verify,
+                cache_dir=args.cache_dir,
+                repo_id=args.push_to_hub,
             )
         else:
             result = convert_checkpoint(

@@ -57,8 +57,8 @@ class EfmlArchitecture:
     projection_dim: int
     dim: int
     n_layers: int
-    cell_clip: float
-    proj_clip: float
+    cell_clip: float | None
+    proj_clip: float | None
 
     @property
     def num_filters(self) -> int:
@@ -114,49 +114,56 @@ def find_architecture(model_dir: Path) -> tuple[dict[str, Any], str]:
     )
 
 
-def _section_value(architecture: dict[str, Any], section: str, key: str, accepts, description: str) -> Any:
+def _section_value(
+    architecture: dict[str, Any], source: str, section: str, key: str, accepts, description: str
+) -> Any:
     value = architecture.get(section, {}).get(key) if isinstance(architecture.get(section), dict) else None
     if isinstance(value, bool) or not accepts(value):
-        raise EfmlFormatError(f"architecture JSON: {section}.{key} must be {description}, got {value!r}.")
+        raise EfmlFormatError(f"{source}: {section}.{key} must be {description}, got {value!r}.")
     return value
 
 
-def parse_architecture(architecture: Any) -> EfmlArchitecture:
-    """Check the architecture JSON: a `cnn` token embedder with a character embedding and an `elmo` encoder (the
-    `lstm` variants exist in EFML's code, but no released model uses them)."""
+def parse_architecture(architecture: Any, source: str = "architecture JSON") -> EfmlArchitecture:
+    """Check the architecture JSON (found at `source`): a `cnn` token embedder with a character embedding and an
+    `elmo` encoder (the `lstm` variants exist in EFML's code, but no released model uses them)."""
     if not isinstance(architecture, dict):
-        raise EfmlFormatError("architecture JSON: must be an object with token_embedder and encoder sections.")
+        raise EfmlFormatError(f"{source}: must be an object with token_embedder and encoder sections.")
 
     def count(section: str, key: str, minimum: int = 1) -> int:
         return _section_value(
-            architecture, section, key, lambda v: isinstance(v, int) and v >= minimum, f"an integer >= {minimum}"
+            architecture,
+            source,
+            section,
+            key,
+            lambda v: isinstance(v, int) and v >= minimum,
+            f"an integer >= {minimum}",
         )
 
     def clip(key: str) -> float:
-        number = lambda v: isinstance(v, (int, float)) and v >= 0 and v == v and v != float("inf")  # noqa: E731
-        return _section_value(architecture, "encoder", key, number, "a finite number >= 0 (0: no clipping)")
+        number = lambda v: v is None or (isinstance(v, (int, float)) and 0 <= v < float("inf"))  # noqa: E731
+        return _section_value(architecture, source, "encoder", key, number, "a finite number >= 0 (0, null: none)")
 
     for section, supported in (("token_embedder", "cnn"), ("encoder", "elmo")):
-        name = _section_value(architecture, section, "name", lambda v: isinstance(v, str), "a string")
+        name = _section_value(architecture, source, section, "name", lambda v: isinstance(v, str), "a string")
         if name.lower() != supported:
             raise EfmlFormatError(
-                f"architecture JSON: {section}.name {name!r} is not supported: only {supported!r} (the '{name}' "
+                f"{source}: {section}.name {name!r} is not supported: only {supported!r} (the '{name}' "
                 "variant exists in ELMoForManyLangs' code, but no released model uses it)."
             )
     if count("token_embedder", "char_dim", 0) == 0:
         raise EfmlFormatError(
-            "architecture JSON: token_embedder.char_dim is 0 (a word-only model); only models with a character "
+            f"{source}: token_embedder.char_dim is 0 (a word-only model); only models with a character "
             "embedding are supported (every released one has one)."
         )
     filters = _section_value(
-        architecture, "token_embedder", "filters",
+        architecture, source, "token_embedder", "filters",
         lambda v: isinstance(v, list) and v and all(
             isinstance(f, list) and len(f) == 2 and all(type(n) is int and n >= 1 for n in f) for f in v
         ),
         "a non-empty list of [width, number] pairs of positive integers",
     )  # fmt: skip
     activation = _section_value(
-        architecture, "token_embedder", "activation", lambda v: v in ("relu", "tanh"), "'relu' or 'tanh'"
+        architecture, source, "token_embedder", "activation", lambda v: v in ("relu", "tanh"), "'relu' or 'tanh'"
     )
     return EfmlArchitecture(
         char_dim=count("token_embedder", "char_dim"),
@@ -377,7 +384,7 @@ def read_efml_model(model_dir: str | Path) -> EfmlModel:
     if not model_dir.is_dir():
         raise EfmlFormatError(f"{model_dir} is not a directory (an ELMoForManyLangs model folder).")
     raw_architecture, architecture_source = find_architecture(model_dir)
-    architecture = parse_architecture(raw_architecture)
+    architecture = parse_architecture(raw_architecture, architecture_source)
     char_lexicon = read_lexicon(model_dir / "char.dic", LEXICON_CHAR_SPECIALS)
     word_lexicon = read_lexicon(model_dir / "word.dic", LEXICON_WORD_SPECIALS) if architecture.word_dim > 0 else None
     shapes = expected_shapes(architecture, len(char_lexicon), None if word_lexicon is None else len(word_lexicon))

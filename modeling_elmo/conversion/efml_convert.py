@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 
+from ..hub.model_card import SourceFacts
 from ..modeling_elmo import ElmoModel
 from ..tokenization_elmo import ElmoTokenizer
 from .convert import (
@@ -17,6 +18,8 @@ from .convert import (
 )
 from .efml import EfmlModel, read_efml_model
 from .efml_reference import efml_sentence_layers
+from .nlpl import archive_sources
+from .presets import efml_language, efml_source_facts
 
 UNKNOWN_CHARACTER = "\U000f0000"  # a private-use code point: no lexicon holds it
 
@@ -38,10 +41,13 @@ def verification_sentences(efml: EfmlModel, count: int = 6, length: int = 7) -> 
 
 def max_difference_to_efml(folder: Path, efml: EfmlModel) -> float:
     """Reload `folder` with the Auto classes and compare every layer of every verification sentence with EFML's
-    computation rebuilt from the pickles (`efml_reference`), both from fresh LSTM states."""
+    computation rebuilt from the pickles (`efml_reference`), both from fresh LSTM states and both in float64: the
+    figure checks the conversion (weights, lexicons, architecture), not float32 rounding, which on random weights of
+    a large scale reaches 1e-5 in EFML itself (compared with its own computation in float64)."""
     from transformers import AutoModel, AutoTokenizer
 
-    model, tokenizer = AutoModel.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    model = AutoModel.from_pretrained(folder, dtype=torch.float64).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
     sentences = verification_sentences(efml)
     batch = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
     with torch.no_grad():
@@ -49,7 +55,7 @@ def max_difference_to_efml(folder: Path, efml: EfmlModel) -> float:
     differences = []
     for row, sentence in enumerate(sentences):
         expected = efml_sentence_layers(
-            efml.efml_state, efml.architecture, efml.char_lexicon, efml.word_lexicon, sentence
+            efml.efml_state, efml.architecture, efml.char_lexicon, efml.word_lexicon, sentence, torch.float64
         )
         differences.append((found[row, :, : len(sentence)] - expected).abs().max())
     return float(torch.stack(differences).max())  # a NaN anywhere stays
@@ -62,9 +68,13 @@ def convert_efml(
     overwrite: bool = False,
     verify: bool = False,
     repo_id: str | None = None,
+    facts: SourceFacts | None = None,
+    archive: tuple[str, Path] | None = None,
 ) -> ConversionResult:
     """Convert the ELMoForManyLangs folder `model_dir` into a model folder `output_dir` (all or nothing; see
-    `convert.py`). `verify` compares every layer of the written folder with `efml_reference` (tolerance 1e-5)."""
+    `convert.py`). `verify` compares every layer of the written folder with `efml_reference` (tolerance 1e-5).
+    `facts`: what the card states (default: `efml_source_facts` of the language the folder's name stands for);
+    `archive`: (location, local path) of the ZIP that `model_dir` was extracted from, listed on the card."""
     output_dir = Path(output_dir)
     _remove_stale_work_folders(output_dir)
     _check_output(output_dir, overwrite, (str(model_dir),))
@@ -77,9 +87,11 @@ def convert_efml(
         char_lexicon=efml.char_lexicon,
         word_lexicon=efml.word_lexicon,
     )
-    result = ConversionResult(output_dir=output_dir, config=efml.config, sources=efml.sources)
+    sources = archive_sources(efml.sources, Path(model_dir), *archive) if archive else efml.sources
+    result = ConversionResult(output_dir=output_dir, config=efml.config, sources=sources)
     verify_against = (lambda folder: max_difference_to_efml(folder, efml)) if verify else None
-    write_model_folder(model, tokenizer, result, verify_against, repo_id=repo_id)
+    facts = facts or efml_source_facts(efml_language(Path(model_dir).resolve().name))
+    write_model_folder(model, tokenizer, result, verify_against, facts=facts, repo_id=repo_id)
     return result
 
 

@@ -1,6 +1,6 @@
 """ELMoForManyLangs' embedding computation transcribed from its code, straight from its own state dicts and lexicons
 (EFML ids, EFML parameter layout): the reference that `elmo-convert --from elmoformanylangs --verify` compares a
-converted model with. One sentence at a time, from zero LSTM states; float32, as EFML runs.
+converted model with. One sentence at a time, from zero LSTM states.
 """
 
 import torch
@@ -83,15 +83,17 @@ def efml_sentence_layers(
     char_lexicon: list[str],
     word_lexicon: list[str] | None,
     sentence: list[str],
+    dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """All layers of `sents2elmo(output_layer=-2)` for one sentence, fresh states: (n_layers + 1, len, 2P), `<bos>` and
-    `<eos>` dropped; layer 0 is `[x; x]`, then `[forward; backward]` with skip connections after the first layer."""
+    `<eos>` dropped; layer 0 is `[x; x]`, then `[forward; backward]` with skip connections after the first layer.
+    Computed in `dtype` (EFML runs in float32)."""
     chars = {token: index for index, token in enumerate(char_lexicon)}
     words = None if word_lexicon is None else {token: index for index, token in enumerate(word_lexicon)}
     char_ids, word_ids = efml_batch_ids(sentence, chars, words, architecture.max_characters_per_token)
     embedder, encoder = efml_state[TOKEN_EMBEDDER_FILE], efml_state[ENCODER_FILE]
-    embedder = {key: value.float() for key, value in embedder.items()}
-    encoder = {key: value.float() for key, value in encoder.items()}
+    embedder = {key: value.to(dtype) for key, value in embedder.items()}
+    encoder = {key: value.to(dtype) for key, value in encoder.items()}
     tokens = efml_token_embedding(embedder, architecture, char_ids, word_ids)
     layers = [torch.cat([tokens, tokens], dim=-1)]
     forward_input, backward_input = tokens, tokens

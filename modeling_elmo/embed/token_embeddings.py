@@ -1,4 +1,5 @@
-"""Precomputed context-independent token embeddings (AllenNLP's `elmo_token_embeddings.hdf5` + a vocabulary file).
+"""Precomputed context-independent token embeddings (AllenNLP's `elmo_token_embeddings.hdf5` + a vocabulary file),
+or computed once from a vocabulary file (`cache_vocabulary`).
 
 Kept out of the modeling file because it needs h5py.
 """
@@ -8,7 +9,9 @@ import os
 import h5py
 import torch
 
+from ..character_ids import word_to_char_ids
 from ..modeling_elmo import ElmoModel
+from ..pretraining.vocab import MAXTERMID
 
 
 def read_token_embedding_table(
@@ -38,3 +41,29 @@ def load_token_embedding_table(
 ) -> None:
     """Make `model` use the precomputed embeddings of these words instead of running its character CNN on them."""
     model.set_token_embedding_table(*read_token_embedding_table(vocab_path, embeddings_path, dataset))
+
+
+def cache_vocabulary(model: ElmoModel, vocab_path: str | os.PathLike, limit: int | None = None) -> int:
+    """Compute the token embeddings of the first `limit` words (all when None) of the vocabulary file `vocab_path`
+    (one word per line, most frequent first: the `vocab.txt` that `elmo-convert --model-dir` keeps from an NLPL
+    model) with `model`'s character CNN, and make `model` use them as its token-embedding table, as simple_elmo's
+    `limit` does. Outputs are unchanged; words in the table skip the CNN. Returns the number of words cached."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive number of words or None, got {limit!r}.")
+    words = []
+    with open(vocab_path, encoding="utf-8") as handle:
+        for line in handle:
+            word = line.strip()
+            if word and word != MAXTERMID:
+                words.append(word)
+            if len(words) == limit:
+                break
+    if not words:
+        raise ValueError(f"{vocab_path}: no words.")
+    size = model.config.max_characters_per_token
+    char_ids = torch.tensor([word_to_char_ids(word, size) for word in words], device=model.device)
+    model.set_token_embedding_table(words, None)
+    with torch.no_grad():
+        embeddings = model.char_encoder.embed_words(char_ids)
+    model.set_token_embedding_table(words, embeddings)
+    return len(words)

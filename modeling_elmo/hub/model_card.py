@@ -6,8 +6,8 @@ error that names the template and the field, never a silently empty spot on a pu
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING
 
 import jinja2
 import torch
@@ -18,9 +18,6 @@ from huggingface_hub.utils import validate_repo_id
 from ..configuration_elmo import ElmoConfig
 from ..modeling_elmo import ElmoPreTrainedModel, ElmoScalarMix
 
-if TYPE_CHECKING:
-    from ..conversion.presets import Preset
-
 BASE_TEMPLATE = "elmo_base.md"
 NER_TEMPLATE = "elmo_ner.md"
 CLASSIFIER_TEMPLATE = "elmo_classifier.md"
@@ -29,6 +26,45 @@ PRETRAINED_TEMPLATE = "elmo_pretrained.md"
 UNKNOWN_CORPUS = "unknown (not one of the official presets)"
 LOCAL_FOLDER = "path/to/this/folder"
 ORIGINAL_LICENSE = "apache-2.0"
+ELMO_CITATION = """@inproceedings{peters-etal-2018-deep,
+  title = {Deep Contextualized Word Representations},
+  author = {Peters, Matthew E. and Neumann, Mark and Iyyer, Mohit and Gardner, Matt and Clark, Christopher and
+            Lee, Kenton and Zettlemoyer, Luke},
+  booktitle = {Proceedings of NAACL-HLT 2018},
+  pages = {2227--2237},
+  year = {2018},
+  url = {https://aclanthology.org/N18-1202}
+}"""
+
+
+@dataclass(frozen=True)
+class SourceFacts:
+    """What a card says about the original model, each fact as its source states it.
+
+    `language`: ISO 639 code(s) for the card metadata, None when the source names none; `corpus`: the training
+    corpus and its size; `license`: a Hub license id, None when the source states none (`license_text` says so);
+    `citations`: BibTeX entries; `source_notes`: the source's own README, quoted on the card.
+    """
+
+    title: str
+    origin: str
+    corpus: str
+    language: str | list[str] | None
+    license: str | None
+    license_text: str
+    citations: tuple[str, ...] = (ELMO_CITATION,)
+    datasets: tuple[str, ...] = ()
+    source_notes: str | None = None
+
+
+ALLENNLP_SOURCE = SourceFacts(
+    title="ELMo",
+    origin="the original bilm-tf / AllenNLP checkpoint",
+    corpus=UNKNOWN_CORPUS,
+    language="en",
+    license=ORIGINAL_LICENSE,
+    license_text="Apache-2.0 (AllenNLP / bilm-tf)",
+)
 
 
 class ModelCardError(ValueError):
@@ -73,6 +109,9 @@ def architecture_fields(config: ElmoConfig) -> dict[str, object]:
             "proj_clip",
             "hidden_size",
             "num_char_filters",
+            "char_input",
+            "word_embedding_dim",
+            "word_vocab_size",
         )
     }
     fields["max_word_bytes"] = config.max_characters_per_token - 2
@@ -84,30 +123,35 @@ def render_base_model_card(
     *,
     sources: Mapping[str, Mapping[str, str]],
     max_abs_difference: float | None,
-    preset: "Preset | None" = None,
+    source: SourceFacts = ALLENNLP_SOURCE,
     repo_id: str | None = None,
 ) -> str:
-    """Card of a converted biLM: architecture, provenance (`sources`: name -> location, sha256), verification
-    result, usage for both loading paths, caveats."""
+    """Card of a converted biLM: architecture, provenance (`sources`: file name -> location, sha256; `source`: what
+    the original's source states), verification result (`max_abs_difference`, None when it did not run), usage for
+    both loading paths, caveats."""
     card_data = ModelCardData(
-        language="en",
-        license=ORIGINAL_LICENSE,
+        language=source.language,
+        license=source.license or "unknown",
         library_name="transformers",
         pipeline_tag="feature-extraction",
         tags=["elmo", "bilm", "contextual-embeddings", "feature-extraction"],
-        datasets=list(preset.datasets) if preset and preset.datasets else None,
+        datasets=list(source.datasets) or None,
     )
     verification = (
         f"all {config.num_hidden_layers + 1} layers of the reloaded folder match the model built directly from the "
-        f"original HDF5 weights to a max abs difference of {max_abs_difference:.3g} on sample sentences."
+        f"original weights to a max abs difference of {max_abs_difference:.3g} on sample sentences."
         if max_abs_difference is not None
         else "not run (convert with `--verify` to measure it)."
     )
     return render_card(
         BASE_TEMPLATE,
         card_data,
-        model_title=f"ELMo ({preset.name})" if preset else "ELMo",
-        corpus=preset.corpus if preset else UNKNOWN_CORPUS,
+        model_title=source.title,
+        origin=source.origin,
+        corpus=source.corpus,
+        license_text=source.license_text,
+        citations=source.citations,
+        source_notes=source.source_notes,
         sources=sources,
         verification=verification,
         repo_id=repo_id or LOCAL_FOLDER,
@@ -316,7 +360,9 @@ def _is_repo_id(name: str) -> bool:
 
 
 __all__ = [
+    "ALLENNLP_SOURCE",
     "ModelCardError",
+    "SourceFacts",
     "learned_scalar_mixes",
     "render_base_model_card",
     "render_card",

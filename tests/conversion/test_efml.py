@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from efml_numpy import NON_LATIN_WORDS, efml_numpy_layers, small_architecture, write_efml_model
+from test_pipeline_remote_code import run_without_package
 from transformers import AutoModel, AutoTokenizer, pipeline
 
 from modeling_elmo import ElmoForTokenClassification
@@ -39,8 +40,8 @@ def converted(request, tmp_path_factory) -> tuple[Path, Path]:
     return source, root / "out"
 
 
-def _all_layers(folder: Path, sentences: list[list[str]]) -> torch.Tensor:
-    model, tokenizer = AutoModel.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+def _all_layers(folder: Path, sentences: list[list[str]], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    model, tokenizer = AutoModel.from_pretrained(folder, dtype=dtype).eval(), AutoTokenizer.from_pretrained(folder)
     batch = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
     with torch.no_grad():
         return torch.stack(
@@ -55,6 +56,15 @@ def test_every_layer_matches_the_numpy_transcription(converted):
         expected = efml_numpy_layers(source, sentence)
         assert np.abs(expected).max() > 0.5  # the layers are not trivially small
         assert np.abs(layers[row, :, : len(sentence)].numpy() - expected).max() <= TOLERANCE
+
+
+def test_in_float64_the_layers_agree_to_rounding(converted):
+    """The same function, not only close values: in float64 the converted model and the transcription agree to 1e-10
+    (float32 rounding, which can reach 1e-5 on large random weights in EFML itself, is out of the picture)."""
+    source, folder = converted
+    layers = _all_layers(folder, SENTENCES, torch.float64)
+    for row, sentence in enumerate(SENTENCES):
+        assert np.abs(layers[row, :, : len(sentence)].numpy() - efml_numpy_layers(source, sentence)).max() <= 1e-10
 
 
 def test_raw_text_gives_the_same_layers_as_pre_split_words(converted):
@@ -256,3 +266,15 @@ def test_from_elmoformanylangs_takes_model_dir_only(extra, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         convert_main(["--from", "elmoformanylangs", "--output", str(tmp_path / "out"), *extra])
     assert exit_info.value.code == 2 and "--from elmoformanylangs takes --model-dir" in capsys.readouterr().err
+
+
+def test_remote_code_without_the_package_extracts_the_same_features(tmp_path):
+    """`pipeline("feature-extraction", trust_remote_code=True)` where `modeling_elmo` is not importable: the saved
+    code files carry the lexicon tokenizer and the word embedding."""
+    source, folder = write_efml_model(tmp_path / "efml"), tmp_path / "out"
+    assert convert_main(["--from", "elmoformanylangs", "--model-dir", str(source), "--output", str(folder)]) == 0
+    runs = [{"task": "feature-extraction", "kwargs": {}, "inputs": " ".join(SENTENCES[1])}]
+    (result,) = run_without_package(tmp_path, folder, runs)
+    assert "error" not in result, result.get("error")
+    expected = efml_numpy_layers(source, SENTENCES[1])[-1]
+    assert np.abs(np.asarray(result["outputs"])[0] - expected).max() <= TOLERANCE

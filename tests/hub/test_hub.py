@@ -20,7 +20,7 @@ from original_numpy import original_layers
 from transformers import AutoModel, AutoModelForTokenClassification, AutoTokenizer
 from transformers.dynamic_module_utils import get_relative_import_files
 
-from modeling_elmo import ElmoForTokenClassification
+from modeling_elmo import ElmoConfig, ElmoForTokenClassification
 from modeling_elmo.conversion.convert import convert_checkpoint, main
 from modeling_elmo.conversion.presets import PRESETS
 from modeling_elmo.conversion.testing_utils import write_random_original_checkpoint
@@ -438,6 +438,31 @@ def test_card_template_with_a_missing_field_is_an_error(monkeypatch, published_f
     config = AutoModel.from_pretrained(published_folder).config
     with pytest.raises(ModelCardError, match="'elmo_base.md' uses a field that was not given: 'paper_url'"):
         model_card.render_base_model_card(config, sources={}, max_abs_difference=None)
+
+
+def test_base_card_states_only_what_the_source_states():
+    """Facts of a source without a license, with two languages, a README that holds Markdown, a file-less source."""
+    facts = model_card.SourceFacts(
+        title="ELMo (test)",
+        origin="a test source",
+        corpus="a corpus (10 tokens)",
+        language=["nb", "nn"],
+        license=None,
+        license_text="not stated",
+        source_notes="# Heading\n```\nfenced\n```",
+    )
+    sources = {"model.hdf5": {"location": "here", "sha256": "ab" * 32}, "architecture": {"location": "packaged"}}
+    card = ModelCard(
+        model_card.render_base_model_card(ElmoConfig(), sources=sources, max_abs_difference=None, source=facts)
+    )
+    assert (card.data.language, card.data.license) == (["nb", "nn"], "unknown")
+    assert "Original license: not stated." in card.text and "Conversion check: not run" in card.text
+    assert (
+        f"| model.hdf5 | here | `{'ab' * 32}` |" in card.text
+        and "| architecture | packaged | (not a file) |" in card.text
+    )
+    assert "\n    # Heading\n    ```\n    fenced\n    ```\n" in card.text  # quoted as an indented block
+    assert "\n# Heading" not in card.text
 
 
 # -- the fine-tuned (NER) card --------------------------------------------------------------------------------------
