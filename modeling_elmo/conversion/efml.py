@@ -33,6 +33,8 @@ PACKAGED_ARCHITECTURE = {
         "max_characters_per_token": 50,
     },
 }
+# sha256 of that file as packaged (both names; elmoformanylangs 0.0.4.post2 and the repository's HEAD agree)
+PACKAGED_ARCHITECTURE_SHA256 = "b8ba837a062847327ae2fc2361b2154b75a8e884b59034390802cfa99a497d5a"
 PACKAGED_ARCHITECTURES = {
     "cnn_50_100_512_4096_sample.json": PACKAGED_ARCHITECTURE,
     "cnn_0_100_512_4096_sample.json": PACKAGED_ARCHITECTURE,
@@ -94,10 +96,10 @@ def _read_json(path: Path) -> Any:
         raise EfmlFormatError(f"{path} is not valid JSON ({' '.join(str(error).split())}).") from error
 
 
-def find_architecture(model_dir: Path) -> tuple[dict[str, Any], str]:
+def find_architecture(model_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
     """The architecture JSON named by `model_dir/config.json`'s `config_path`, looked up as EFML does: the path
     joined to the model folder, its file name in the model folder, then the packaged file of that name. Returns the
-    JSON and where it was found."""
+    JSON and its source (`{"location", "sha256"}`)."""
     options = _read_json(model_dir / "config.json")
     config_path = options.get("config_path") if isinstance(options, dict) else None
     if not isinstance(config_path, str) or not config_path:
@@ -105,9 +107,10 @@ def find_architecture(model_dir: Path) -> tuple[dict[str, Any], str]:
     name = Path(config_path).name
     for candidate in (model_dir / config_path, model_dir / name):
         if candidate.is_file():
-            return _read_json(candidate), str(candidate)
+            return _read_json(candidate), {"location": str(candidate), "sha256": _sha256(candidate)}
     if name in PACKAGED_ARCHITECTURES:
-        return PACKAGED_ARCHITECTURES[name], f"elmoformanylangs/configs/{name} (packaged with elmoformanylangs)"
+        location = f"elmoformanylangs/configs/{name} (packaged with elmoformanylangs)"
+        return PACKAGED_ARCHITECTURES[name], {"location": location, "sha256": PACKAGED_ARCHITECTURE_SHA256}
     raise EfmlFormatError(
         f"{model_dir / 'config.json'}: config_path {config_path!r} is found neither in the model folder nor among "
         f"the architecture files packaged with elmoformanylangs ({', '.join(PACKAGED_ARCHITECTURES)})."
@@ -384,7 +387,7 @@ def read_efml_model(model_dir: str | Path) -> EfmlModel:
     if not model_dir.is_dir():
         raise EfmlFormatError(f"{model_dir} is not a directory (an ELMoForManyLangs model folder).")
     raw_architecture, architecture_source = find_architecture(model_dir)
-    architecture = parse_architecture(raw_architecture, architecture_source)
+    architecture = parse_architecture(raw_architecture, architecture_source["location"])
     char_lexicon = read_lexicon(model_dir / "char.dic", LEXICON_CHAR_SPECIALS)
     word_lexicon = read_lexicon(model_dir / "word.dic", LEXICON_WORD_SPECIALS) if architecture.word_dim > 0 else None
     shapes = expected_shapes(architecture, len(char_lexicon), None if word_lexicon is None else len(word_lexicon))
@@ -403,9 +406,7 @@ def read_efml_model(model_dir: str | Path) -> EfmlModel:
         ENCODER_FILE,
     ]
     sources = {name: {"location": str(model_dir / name), "sha256": _sha256(model_dir / name)} for name in files}
-    sources["architecture"] = {"location": architecture_source}
-    if Path(architecture_source).is_file():
-        sources["architecture"]["sha256"] = _sha256(Path(architecture_source))
+    sources["architecture"] = architecture_source
     return EfmlModel(config, state_dict, char_lexicon, word_lexicon, efml_state, architecture, sources)
 
 

@@ -17,7 +17,13 @@ from transformers import AutoModel, AutoTokenizer, pipeline
 from modeling_elmo import ElmoForTokenClassification
 from modeling_elmo.conversion import efml
 from modeling_elmo.conversion.convert import main as convert_main
-from modeling_elmo.conversion.efml import PACKAGED_ARCHITECTURE, find_architecture, read_efml_model, read_state_dict
+from modeling_elmo.conversion.efml import (
+    PACKAGED_ARCHITECTURE,
+    PACKAGED_ARCHITECTURE_SHA256,
+    find_architecture,
+    read_efml_model,
+    read_state_dict,
+)
 from modeling_elmo.conversion.export import main as export_main
 
 TOLERANCE = 1e-5
@@ -113,15 +119,19 @@ def test_released_legacy_pickles_are_read_with_weights_only(tmp_path):
 
 def test_architecture_lookup_follows_efml(tmp_path, monkeypatch):
     source = write_efml_model(tmp_path / "efml", config_path="/nowhere/at/all/arch.json", words=None)
-    assert find_architecture(source)[1] == str(source / "arch.json")  # the file name, beside the model
+    assert find_architecture(source)[1]["location"] == str(source / "arch.json")  # the file name, beside the model
     (source / "sub").mkdir()
     (source / "sub" / "arch.json").write_text(json.dumps(small_architecture(0, max_chars=11)))
     (source / "config.json").write_text(json.dumps({"config_path": "sub/arch.json"}))
     monkeypatch.chdir(tmp_path)  # relative to the model folder, not the working directory
     architecture, where = find_architecture(source)
-    assert where == str(source / "sub/arch.json") and architecture["token_embedder"]["max_characters_per_token"] == 11
+    assert (
+        where["location"] == str(source / "sub/arch.json")
+        and architecture["token_embedder"]["max_characters_per_token"] == 11
+    )
     (source / "config.json").write_text(json.dumps({"config_path": "/released/cnn_50_100_512_4096_sample.json"}))
-    assert find_architecture(source)[0] == PACKAGED_ARCHITECTURE  # elmoformanylangs' own configs/ file
+    architecture, where = find_architecture(source)  # elmoformanylangs' own configs/ file
+    assert architecture == PACKAGED_ARCHITECTURE and where["sha256"] == PACKAGED_ARCHITECTURE_SHA256
 
 
 def test_works_as_an_english_model(converted, tmp_path):
@@ -278,3 +288,16 @@ def test_remote_code_without_the_package_extracts_the_same_features(tmp_path):
     assert "error" not in result, result.get("error")
     expected = efml_numpy_layers(source, SENTENCES[1])[-1]
     assert np.abs(np.asarray(result["outputs"])[0] - expected).max() <= TOLERANCE
+
+
+def test_a_model_without_its_architecture_file_converts_with_the_packaged_facts(tmp_path, monkeypatch):
+    """As the released models that name a packaged file: the card lists the packaged file with its sha256."""
+    source = write_efml_model(tmp_path / "efml", config_path="/home/someone/configs/tiny_packaged.json")
+    (source / "tiny_packaged.json").unlink()
+    monkeypatch.setitem(efml.PACKAGED_ARCHITECTURES, "tiny_packaged.json", small_architecture(7))
+    assert (
+        convert_main(["--from", "elmoformanylangs", "--model-dir", str(source), "--output", str(tmp_path / "out")])
+        == 0
+    )
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "elmoformanylangs/configs/tiny_packaged.json" in card and PACKAGED_ARCHITECTURE_SHA256 in card
