@@ -10,7 +10,7 @@ of `pipeline("text-classification")`.
 Steps (`--steps`, all by default): `prepare` (prepare-sst for SST-2 and SST-5 -> WORK/data/TASK), `train` (the four
 runs per task, each `elmo-train-classifier` in its own process; wall time and that process's peak RSS recorded),
 `throughput`, `report` (a Markdown table on stdout and in WORK/report.md, with the CPU model).
-Results accumulate in WORK/results.json, so steps and tasks can be run separately (or in parallel processes).
+Results accumulate in WORK/results/*.json, so steps and tasks can be run separately (or in parallel processes).
 """
 
 import argparse
@@ -50,24 +50,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--learning_rate", type=float, default=2e-3)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--max_train_samples", type=int, default=None, help="a reduced budget: the first N")
+    parser.add_argument("--max_eval_samples", type=int, default=None, help="dev sentences scored per epoch")
+    parser.add_argument("--time_budget_minutes", type=float, default=None, help="stop a run's training after this")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--throughput_sentences", type=int, default=1000)
     return parser.parse_args(argv)
 
 
-def _results_path(args: argparse.Namespace) -> Path:
-    return args.work_dir / "results.json"
-
-
 def _update_results(args: argparse.Namespace, key: str, value: object) -> None:
-    """Merge one entry into WORK/results.json (re-read first: another process may have written meanwhile)."""
-    path = _results_path(args)
-    results = json.loads(path.read_text()) if path.exists() else {}
-    results[key] = value
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(results, indent=2, sort_keys=True))
-    os.replace(partial, path)
+    """Write one entry to WORK/results/KEY.json (one file each: several processes may run steps in parallel)."""
+    folder = args.work_dir / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f"{key}.partial"
+    partial.write_text(json.dumps(value, indent=2, sort_keys=True))
+    os.replace(partial, folder / f"{key}.json")
+
+
+def _read_results(args: argparse.Namespace) -> dict[str, dict]:
+    return {path.stem: json.loads(path.read_text()) for path in (args.work_dir / "results").glob("*.json")}
 
 
 def _environment(args: argparse.Namespace) -> dict[str, str]:
@@ -137,8 +138,9 @@ def train(args: argparse.Namespace) -> None:
             ]  # fmt: skip
             if frozen:
                 command += ["--elmo_cache", "True"]
-            if args.max_train_samples:
-                command += ["--max_train_samples", str(args.max_train_samples)]
+            for flag in ("max_train_samples", "max_eval_samples", "time_budget_minutes"):
+                if getattr(args, flag):
+                    command += [f"--{flag}", f"{getattr(args, flag):g}"]
             output.parent.mkdir(parents=True, exist_ok=True)
             seconds, rss = _run_measured(command, args.work_dir / "runs" / f"{task}-{run}.log", _environment(args))
             _update_results(
@@ -220,6 +222,7 @@ def throughput(args: argparse.Namespace) -> None:
     ).train()
     test = [json.loads(line) for line in (data / "test.jsonl").read_text().splitlines()][: args.throughput_sentences]
     texts = [" ".join(record["sentence"]) for record in test]
+    model.activation_cache = None  # inference runs the biLM on every sentence
     classifier = pipeline("text-classification", model=model, tokenizer=tokenizer, device=-1)
     classifier(texts[:32], batch_size=32)  # warm-up
     start = time.perf_counter()
@@ -249,7 +252,7 @@ def cpu_model() -> str:
 
 
 def report(args: argparse.Namespace) -> str:
-    results = json.loads(_results_path(args).read_text())
+    results = _read_results(args)
     lines = [f"CPU: {cpu_model()} ({os.cpu_count()} logical CPUs visible; shared machine)", ""]
     for task, name in (("sst2", "SST-2"), ("sst5", "SST-5")):
         lines += [
