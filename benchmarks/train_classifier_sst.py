@@ -135,6 +135,7 @@ def train(args: argparse.Namespace) -> None:
                 "--use_cpu", "True",
                 "--seed", str(args.seed),
                 "--disable_tqdm", "True",
+                "--shuffle_train_dataset", "True",  # the SST files are ordered by label
             ]  # fmt: skip
             if frozen:
                 command += ["--elmo_cache", "True"]
@@ -179,7 +180,7 @@ def throughput(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     data = args.work_dir / "data" / "sst2"
     records = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
-    records = records[: args.throughput_sentences]
+    records = records[:: max(1, len(records) // args.throughput_sentences)][: args.throughput_sentences]
     model_dir = args.bilm_dir / "pretrained"
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=2, classifier_dropout=0.3)
@@ -220,7 +221,8 @@ def throughput(args: argparse.Namespace) -> None:
         data_collator=DataCollatorWithPadding(tokenizer),
         callbacks=[timer],
     ).train()
-    test = [json.loads(line) for line in (data / "test.jsonl").read_text().splitlines()][: args.throughput_sentences]
+    test = [json.loads(line) for line in (data / "test.jsonl").read_text().splitlines()]
+    test = test[:: max(1, len(test) // args.throughput_sentences)][: args.throughput_sentences]
     texts = [" ".join(record["sentence"]) for record in test]
     model.activation_cache = None  # inference runs the biLM on every sentence
     classifier = pipeline("text-classification", model=model, tokenizer=tokenizer, device=-1)
