@@ -272,7 +272,7 @@ def report(args: argparse.Namespace) -> str:
                 continue
             lines.append(
                 f"| {LABELS[run]} | {entry['eval']['eval_accuracy']:.3f} | {entry['test']['test_accuracy']:.3f} | "
-                f"{entry['test'][f'test_{f1}']:.3f} | {entry['train'].get('epoch', float('nan')):g} | "
+                f"{entry['test'][f'test_{f1}']:.3f} | {entry['train'].get('epoch', float('nan')):.2f} | "
                 f"{entry['wall_seconds'] / 60:.1f} min | {entry['peak_rss_mib']:.0f} MiB |"
             )
         lines.append("")
