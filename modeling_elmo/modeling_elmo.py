@@ -1462,8 +1462,9 @@ class ElmoForSequenceClassification(ElmoHeadModel):
         self.post_init()
 
     def _sentence_masks(self, mask: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
-        """The word mask of every sentence the batch holds: `mask` (batch, words) for single texts, or for text pairs
-        the first texts' masks followed by the second texts' (2 * batch, words)."""
+        """The word mask of every sentence the batch holds: the attention mask `mask` (batch, words) for single
+        texts, or for text pairs the first texts' masks followed by the second texts' (2 * batch, words), of `mask`'s
+        values (the biLM checks them)."""
         pairs = self.config.classifier_sentence_pairs
         if token_type_ids is not None:
             _check_indices("token_type_ids", token_type_ids, 2)
@@ -1473,7 +1474,7 @@ class ElmoForSequenceClassification(ElmoHeadModel):
                     f"{tuple(token_type_ids.shape)}."
                 )
         if not pairs:
-            if token_type_ids is not None and (token_type_ids.bool() & mask).any():
+            if token_type_ids is not None and (token_type_ids.bool() & mask.bool()).any():
                 raise ValueError(
                     "token_type_ids mark words of a second text, but this model classifies single texts "
                     "(config.classifier_sentence_pairs=False); build it with classifier_sentence_pairs=True to "
@@ -1485,8 +1486,8 @@ class ElmoForSequenceClassification(ElmoHeadModel):
                 "This model classifies text pairs (config.classifier_sentence_pairs=True): give token_type_ids (0 for "
                 "the first text's words, 1 for the second's), as tokenizer(texts, text_pairs) returns them."
             )
-        second = token_type_ids.bool() & mask
-        return torch.cat([mask & ~second, second])
+        is_second = token_type_ids.to(mask.device).bool()
+        return torch.cat([mask * ~is_second, mask * is_second])
 
     @can_return_tuple
     def forward(
@@ -1523,14 +1524,18 @@ class ElmoForSequenceClassification(ElmoHeadModel):
             raise ValueError(
                 f"attention_mask must have shape {tuple(input_ids.shape[:2])}, got {tuple(attention_mask.shape)}."
             )
-        masks = self._sentence_masks(attention_mask.bool(), token_type_ids)
-        sentence_ids = input_ids if masks.shape[0] == input_ids.shape[0] else torch.cat([input_ids, input_ids])
-        layers = self.contextual_layers(sentence_ids, masks)
-        pooled = self.pooler(self.encode_words(layers, masks), masks)
-        if self.config.classifier_sentence_pairs:
+        pairs = self.config.classifier_sentence_pairs
+        masks = self._sentence_masks(attention_mask, token_type_ids)
+        layers = self.contextual_layers(torch.cat([input_ids, input_ids]) if pairs else input_ids, masks)
+        words = masks.bool()
+        pooled = self.pooler(self.encode_words(layers, words), words)
+        if pairs:
             first, second = pooled.chunk(2)
             pooled = torch.cat([first, second, (first - second).abs(), first * second], dim=-1)
-            layers = tuple(sum(layer.chunk(2)) for layer in layers)  # each text's words are zero in the other
+            # every word's layers from its own text (zero in the other text's rows)
+            layers = tuple(
+                first_texts + second_texts for first_texts, second_texts in (layer.chunk(2) for layer in layers)
+            )
         logits = self.classifier(pooled)
 
         loss = None

@@ -17,13 +17,18 @@ Every skip, per configuration class, is one of:
   characters), tensor-parallel plan, key-conversion mapping, `_keep_in_fp32_modules`, sub-configs, position
   embeddings, causal and seq2seq LM heads, `capture_outputs`/`_can_record_outputs`;
 - listed here: the 3 resize tests, because ELMo's character vocabulary is fixed (`test_resize_embeddings = False`;
-  test_resize_is_refused checks the refusal instead); and for the frozen configuration only, the 3
-  test_training_gradient_checkpointing* tests (see `check_training_gradient_checkpointing`).
+  test_resize_is_refused checks the refusal instead); the 2 mismatched-shapes tests (`test_mismatched_shapes =
+  False`): they load a sequence classifier saved with 3 labels with `num_labels=42` alone, which `ElmoConfig` refuses
+  (a `ValueError` naming both) rather than dropping the saved label names, and they change `vocab_size`, which the
+  fixed character vocabulary does not have (test_head_resized_by_id2label_loads_with_ignore_mismatched_sizes checks
+  the supported way); and for the frozen configuration only, the 3 test_training_gradient_checkpointing* tests (see
+  `check_training_gradient_checkpointing`).
 The export tests of the real ExportTesterMixin do not run: the sdist lacks tests/exporters/ (see the fetch script).
 """
 
 import os
 import random
+import tempfile
 import unittest
 from unittest import mock
 
@@ -32,7 +37,13 @@ import torch
 from transformers.models.auto import modeling_auto
 from transformers.testing_utils import require_torch, torch_device
 
-from modeling_elmo import ElmoConfig, ElmoForPreTraining, ElmoForTokenClassification, ElmoModel
+from modeling_elmo import (
+    ElmoConfig,
+    ElmoForPreTraining,
+    ElmoForSequenceClassification,
+    ElmoForTokenClassification,
+    ElmoModel,
+)
 from modeling_elmo.character_ids import BEGIN_OF_WORD_CHAR, END_OF_WORD_CHAR, PADDING_CHAR
 
 try:
@@ -59,6 +70,10 @@ _AUTO_MAPPING_PATCHES = [
         {ElmoConfig.model_type: "ElmoForTokenClassification"},
     ),
     mock.patch.dict(modeling_auto.MODEL_FOR_PRETRAINING_MAPPING_NAMES, {ElmoConfig.model_type: "ElmoForPreTraining"}),
+    mock.patch.dict(
+        modeling_auto.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,
+        {ElmoConfig.model_type: "ElmoForSequenceClassification"},
+    ),
 ]
 
 
@@ -171,13 +186,16 @@ class ElmoModelTester:
 class ElmoModelTest(ModelTesterMixin, unittest.TestCase):
     """Configuration (a): the defaults, a frozen biLM under a linear head."""
 
-    all_model_classes = (ElmoModel, ElmoForTokenClassification, ElmoForPreTraining)
+    all_model_classes = (ElmoModel, ElmoForTokenClassification, ElmoForSequenceClassification, ElmoForPreTraining)
     config_overrides = {}
 
     has_attentions = False  # a biLSTM: no attention weights, no attention implementations
     # The character vocabulary is fixed (bytes, markers, padding) and the config has no `vocab_size`: resizing is
     # refused, which test_resize_is_refused checks instead.
     test_resize_embeddings = False
+    # A new head size comes with its labels (`id2label`): `num_labels` alone against saved labels is refused, and the
+    # character vocabulary has no `vocab_size` to change (see the module docstring).
+    test_mismatched_shapes = False
     # The mixin skips this test for models "added before 2023", which it reads from a "# Copyright YYYY" line of the
     # configuration file; configuration_elmo.py has none. The test passes: opt in.
     test_can_init_all_missing_weights_before_2023 = True
@@ -230,6 +248,23 @@ class ElmoModelTest(ModelTesterMixin, unittest.TestCase):
             with self.assertRaisesRegex(ValueError, "character vocabulary is fixed"):
                 model.resize_token_embeddings(config.char_vocab_size + 38)
             self.assertIs(model.resize_token_embeddings(config.char_vocab_size), model.get_input_embeddings())
+
+    def test_head_resized_by_id2label_loads_with_ignore_mismatched_sizes(self):
+        config, inputs = self.model_tester.prepare_config_and_inputs_for_common()
+        labels = {index: f"class-{index}" for index in range(5)}
+        resized = {"id2label": labels, "label2id": {label: index for index, label in labels.items()}}
+        for model_class in (ElmoForTokenClassification, ElmoForSequenceClassification):
+            with self.subTest(model_class.__name__), tempfile.TemporaryDirectory() as folder:
+                model = model_class(config)
+                model.save_pretrained(folder)
+                with self.assertRaisesRegex(ValueError, "num_labels=42 does not match id2label"):
+                    model_class.from_pretrained(folder, num_labels=42)
+                with self.assertRaises(RuntimeError):  # a classifier of another size, without the flag
+                    model_class.from_pretrained(folder, **resized)
+                loaded = model_class.from_pretrained(folder, ignore_mismatched_sizes=True, **resized).to(torch_device)
+                self.assertEqual(loaded(**inputs).logits.shape[-1], 5)
+                for name, tensor in model.elmo.state_dict().items():
+                    torch.testing.assert_close(loaded.elmo.state_dict()[name], tensor, rtol=0, atol=0)
 
 
 @require_torch

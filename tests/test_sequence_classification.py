@@ -378,3 +378,11 @@ def test_pipeline_gives_the_models_softmax_for_texts_and_pairs(tmp_path, pairs):
         assert [r["score"] for r in alone_result] == pytest.approx([r["score"] for r in batch_result], abs=1e-6)
     top = [result["label"] for result in pipeline("text-classification", model=str(folder))(inputs)]
     assert top == [found[0]["label"] for found in one_at_a_time] and len(set(top)) > 1
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_attention_mask_values_are_checked(pairs):
+    inputs = pair_batch() if pairs else batch()
+    inputs["attention_mask"][0, 0] = 2
+    with pytest.raises(ValueError, match="attention_mask must hold 1 for words and 0 for padding"):
+        tiny_model(classifier_sentence_pairs=pairs)(**inputs)
