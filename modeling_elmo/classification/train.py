@@ -87,6 +87,9 @@ class DataArguments:
         default=None, metadata={"help": "numeric targets (default: when the label column holds floats)"}
     )
     max_seq_length: int | None = field(default=None, metadata={"help": "truncate each text to this many words"})
+    shuffle_train_dataset: bool = field(
+        default=False, metadata={"help": "shuffle the training records (with --seed) before --max_train_samples"}
+    )
     max_train_samples: int | None = None
     max_eval_samples: int | None = None
     max_predict_samples: int | None = None
@@ -133,13 +136,15 @@ def _fine_tuned_labels(model_name_or_path: str) -> tuple[str, list[str] | None]:
     return task_data.SINGLE_LABEL, [config.id2label[index] for index in range(config.num_labels)]
 
 
-def read_task(files: dict[str, str], data: DataArguments, model_name_or_path: str) -> Task:
+def read_task(files: dict[str, str], data: DataArguments, model_name_or_path: str, seed: int = 0) -> Task:
     """Read and check every file: columns, texts, labels (those of validation/test must occur in training)."""
     columns = task_data.Columns.parse(data.text_column_names, data.label_column_name)
     limits = {"train": data.max_train_samples, "validation": data.max_eval_samples, "test": data.max_predict_samples}
     tables, kinds = {}, set()
     for split, path in files.items():
         table = task_data.read_table(path)
+        if split == "train" and data.shuffle_train_dataset:  # files sorted by label would give one-class subsets
+            table = table.shuffle(seed=seed)
         if limits[split] is not None:
             table = table.select(range(min(limits[split], len(table))))
         has_labels = split != "test" or columns.label in table.column_names
@@ -169,7 +174,11 @@ def read_task(files: dict[str, str], data: DataArguments, model_name_or_path: st
             label2id = {name: index for index, name in enumerate(names)}
             labels[split] = task_data.label_ids(table, files[split], columns.label, label2id)
     if names is not None and len(names) < 2 and "train" in tables:
-        raise task_data.DataError(f"{files['train']}: only one label ({names[0]!r}); a classifier needs two or more.")
+        hint = " (the first --max_train_samples records; --shuffle_train_dataset picks them at random)"
+        raise task_data.DataError(
+            f"{files['train']}: only one label ({names[0]!r}){hint if data.max_train_samples else ''}; "
+            "a classifier needs two or more."
+        )
     return Task(tables, labels, names, problem, kinds.pop())
 
 
@@ -225,7 +234,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     try:
         files = _files(data_args, training_args)
         check_output_folder(output_dir)
-        task = read_task(files, data_args, model_args.model_name_or_path)
+        task = read_task(files, data_args, model_args.model_name_or_path, training_args.seed)
         pairs = len(task_data.Columns.parse(data_args.text_column_names, data_args.label_column_name).texts) == 2
         model = _load_model(model_args, task, "train" in files, pairs)
         tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
