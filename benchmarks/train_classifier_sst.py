@@ -175,7 +175,7 @@ def throughput(args: argparse.Namespace) -> None:
     )
 
     import modeling_elmo  # noqa: F401
-    from modeling_elmo.ner.activation_cache import ElmoActivationCache
+    from modeling_elmo.finetuning.activation_cache import ElmoActivationCache
 
     torch.set_num_threads(args.threads)
     data = args.work_dir / "data" / "sst2"

@@ -1288,7 +1288,7 @@ class ElmoHeadModel(ElmoPreTrainedModel):
     tagger). Each head adds its classifier on top of `encode_words`.
 
     With `config.freeze_elmo=True` (default, as in the paper) the biLM runs without gradients and stays in eval mode;
-    only the mix and the head train. An activation cache (see `modeling_elmo.ner.activation_cache`) may then be
+    only the mix and the head train. An activation cache (see `modeling_elmo.finetuning.activation_cache`) may then be
     attached as `model.activation_cache`: `contextual_layers` takes the biLM layers of sentences already seen from it.
     """
 

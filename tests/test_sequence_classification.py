@@ -11,7 +11,7 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from modeling_elmo import ElmoConfig, ElmoForSequenceClassification, ElmoModel, ElmoTokenizer
 from modeling_elmo.configuration_elmo import ElmoConfigError
-from modeling_elmo.ner.activation_cache import ElmoActivationCache, sentence_key
+from modeling_elmo.finetuning.activation_cache import ElmoActivationCache, sentence_key
 
 LABELS = ["negative", "neutral", "positive"]
 SENTENCES = [["A", "truly", "wonderful", "film", "."], ["Dull", "!"], ["Meh"]]

@@ -8,7 +8,7 @@ from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging
 
 from modeling_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel, ElmoTokenizer
-from modeling_elmo.ner.activation_cache import ElmoActivationCache
+from modeling_elmo.finetuning.activation_cache import ElmoActivationCache
 
 LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 SENTENCES = [["John", "Smith", "lives", "in", "New", "York", "."], ["Hi", "!"], ["Paris"]]
@@ -220,7 +220,7 @@ def test_activation_cache_matches_the_biLM_and_skips_it(tmp_path):
 
 
 def test_activation_cache_keys_follow_the_tokenizer_output():
-    from modeling_elmo.ner.activation_cache import sentence_key
+    from modeling_elmo.finetuning.activation_cache import sentence_key
 
     words = ["supercalifragilistic", "word"]
     long_ids = torch.tensor(ElmoTokenizer(max_characters_per_token=50)(words, is_split_into_words=True)["input_ids"])

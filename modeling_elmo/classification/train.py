@@ -33,8 +33,8 @@ from transformers import (
 )
 
 from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
+from ..finetuning.trainer import ElmoCardTrainer, TimeBudgetCallback, attach_activation_cache, config_overrides
 from ..hub.model_card import render_classifier_model_card
-from ..training_cli import ElmoCardTrainer, TimeBudgetCallback, attach_activation_cache, config_overrides
 from . import data as task_data
 from .metrics import build_compute_metrics
 from .output_folder import (

@@ -29,8 +29,8 @@ from transformers import (
 )
 
 from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
+from ..finetuning.trainer import ElmoCardTrainer, TimeBudgetCallback, attach_activation_cache, config_overrides
 from ..hub.model_card import render_ner_model_card
-from ..training_cli import ElmoCardTrainer, TimeBudgetCallback, attach_activation_cache, config_overrides
 from .conll import encode_for_elmo, load_conll
 from .metrics import build_compute_metrics, decode_tags
 

@@ -6,7 +6,7 @@ import torch
 
 from modeling_elmo import ElmoConfig, ElmoForTokenClassification, ElmoTokenizer
 from modeling_elmo.configuration_elmo import BILM_ARCHITECTURE_FIELDS, BILM_FIELDS, FIELD_RULES
-from modeling_elmo.ner.activation_cache import ElmoActivationCache, bilm_fingerprint
+from modeling_elmo.finetuning.activation_cache import ElmoActivationCache, bilm_fingerprint
 
 # A valid value other than the tiny model's for each biLM-defining field.
 CHANGED_BILM_FIELDS = {

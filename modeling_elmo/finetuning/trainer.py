@@ -6,7 +6,7 @@ from pathlib import Path
 
 from transformers import Trainer, TrainerCallback
 
-from .ner.activation_cache import ElmoActivationCache
+from .activation_cache import ElmoActivationCache
 
 
 class TimeBudgetCallback(TrainerCallback):
