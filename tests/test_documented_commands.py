@@ -9,9 +9,12 @@ one command in several pages share its ID and run once. To document a new comman
 here with a `prepare` and a `check`.
 """
 
+import ast
 import itertools
 import json
+import re
 import shutil
+import zipfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,9 +27,16 @@ import torch
 from conftest import REPO_ROOT, require_shared
 from doc_commands import RUNNABLE_LANGUAGES, Block, all_blocks, make_sandbox, run_bash
 from pretraining.pretraining_inputs import write_options
-from transformers import AutoModel, AutoModelForPreTraining, AutoModelForTokenClassification, AutoTokenizer, pipeline
+from transformers import (
+    AutoModel,
+    AutoModelForPreTraining,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+    pipeline,
+)
 
-from modeling_elmo import ElmoForPreTraining, ElmoForTokenClassification, ElmoModel
+from modeling_elmo import ElmoForPreTraining, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel
 from modeling_elmo.conversion.convert import convert_checkpoint
 
 ORIGINAL_TOLERANCE = 2e-6  # float32 outputs against the original TensorFlow code's (the project's standard)
@@ -254,6 +264,147 @@ def check_pretrain_export(sandbox: Sandbox, output: str) -> None:
     assert all(torch.equal(value, state[name]) for name, value in trained.elmo.state_dict().items())
 
 
+def check_embed_sentences(sandbox: Sandbox, output: str) -> None:
+    """One top-layer vector per line, the mean of the words' vectors."""
+    model_dir = sandbox.work / "elmo-fixture"
+    tokenizer, model = AutoTokenizer.from_pretrained(model_dir), AutoModel.from_pretrained(model_dir)
+    with h5py.File(sandbox.work / "sentence-vectors.hdf5", "r") as handle:
+        for k, words in enumerate(fixture_sentences(sandbox.fixture_dir)):
+            with torch.inference_mode():
+                top = model(**tokenizer([words], is_split_into_words=True, return_tensors="pt")).last_hidden_state
+            assert handle[str(k)].shape == (32,)
+            assert np.abs(handle[str(k)][...] - top[0].mean(dim=0).numpy()).max() <= 1e-6
+
+
+def write_efml_folder(sandbox: Sandbox) -> None:
+    """A random-weight model in ELMoForManyLangs' exact format, named as its simplified-Chinese release."""
+    from efml_numpy import write_efml_model
+
+    write_efml_model(sandbox.work / "zhs.model")
+
+
+def check_efml_convert(sandbox: Sandbox, output: str) -> None:
+    from efml_numpy import NON_LATIN_WORDS, efml_numpy_layers
+
+    folder = sandbox.work / "elmo-zhs"
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder)
+    sentence = NON_LATIN_WORDS[:4]
+    with torch.inference_mode():
+        hidden = model(
+            **tokenizer([sentence], is_split_into_words=True, return_tensors="pt"), output_hidden_states=True
+        )
+    layers = torch.stack(hidden.hidden_states, dim=1)[0].numpy()
+    assert np.abs(layers - efml_numpy_layers(sandbox.work / "zhs.model", sentence)).max() <= 1e-5
+    (figure,) = re.findall(r"Verification: max abs difference .* = (\S+)", output)
+    assert float(figure) <= 1e-5
+    assert "language: zh" in (folder / "README.md").read_text()
+
+
+def check_nlpl_tiny_zip(sandbox: Sandbox, output: str) -> None:
+    with zipfile.ZipFile(sandbox.work / "tiny-nlpl.zip") as archive:
+        assert sorted(archive.namelist()) == ["lm_weights.hdf5", "meta.json", "options.json", "vocab.txt"]
+
+
+def check_nlpl_convert(sandbox: Sandbox, output: str) -> None:
+    folder, original = sandbox.work / "tiny-nlpl-converted", sandbox.work / "tiny-original"
+    convert_checkpoint(str(original / "options.json"), str(original / "lm_weights.hdf5"), sandbox.work / "direct")
+    converted, direct = (
+        AutoModel.from_pretrained(folder).state_dict(),
+        AutoModel.from_pretrained(sandbox.work / "direct"),
+    )
+    assert all(torch.equal(value, converted[name]) for name, value in direct.state_dict().items())
+    assert (folder / "vocab.txt").read_text() == (original / "vocab.txt").read_text()
+    assert "language: nb" in (folder / "README.md").read_text()
+    (figure,) = re.findall(r"Verification: max abs difference .* = (\S+)", output)
+    assert float(figure) <= 1e-5
+
+
+def check_nlpl_vocabulary_cache(sandbox: Sandbox, output: str) -> None:
+    assert "5 words cached" in output
+
+
+def check_publish_batch(sandbox: Sandbox, output: str) -> None:
+    assert "Converted 2 of 2" in output
+    for name, language in (("210", "nb"), ("ru", "ru")):
+        folder = sandbox.work / "published" / name
+        assert isinstance(AutoModel.from_pretrained(folder), ElmoModel)
+        assert f"language: {language}" in (folder / "README.md").read_text()
+
+
+def check_seqcls_tiny_pair_model(sandbox: Sandbox, output: str) -> None:
+    folder = sandbox.work / "elmo-nli-tiny"
+    config = json.loads((folder / "config.json").read_text())
+    assert config["classifier_sentence_pairs"] is True
+    assert config["auto_map"]["AutoModelForSequenceClassification"].endswith("ElmoForSequenceClassification")
+    assert isinstance(AutoModelForSequenceClassification.from_pretrained(folder), ElmoForSequenceClassification)
+
+
+def printed_values(output: str) -> list:
+    """The Python values a block printed (lines that start a dict or a list; progress bars are left out)."""
+    return [ast.literal_eval(line) for line in output.splitlines() if line.startswith(("{", "["))]
+
+
+def check_seqcls_pipeline_pairs(sandbox: Sandbox, output: str) -> None:
+    """The printed label is the model's own argmax for that pair; top_k=None gives every label, summing to 1."""
+    folder = sandbox.work / "elmo-nli-tiny"
+    first, second = printed_values(output)
+    tokenizer, model = (
+        AutoTokenizer.from_pretrained(folder),
+        AutoModelForSequenceClassification.from_pretrained(folder),
+    )
+    with torch.inference_mode():
+        logits = model(**tokenizer("A man plays a guitar.", "Someone makes music.", return_tensors="pt")).logits[0]
+    assert first["label"] == model.config.id2label[int(logits.argmax())]
+    assert abs(first["score"] - float(logits.softmax(-1).max())) <= 1e-5
+    assert sorted(entry["label"] for entry in second[0]) == ["contradiction", "entailment", "neutral"]
+    assert abs(sum(entry["score"] for entry in second[0]) - 1) <= 1e-5
+
+
+def check_train_classifier_tiny_model(sandbox: Sandbox, output: str) -> None:
+    assert_reproduces_original(sandbox.work / "elmo-doc" / "tiny", sandbox.fixture_dir)
+
+
+def check_train_classifier_single(sandbox: Sandbox, output: str) -> None:
+    """Scores, a card, and predictions with the label names that the saved (best) model makes."""
+    out = sandbox.work / "elmo-doc" / "single"
+    assert 0.0 <= json.loads((out / "eval_results.json").read_text())["eval_accuracy"] <= 1.0
+    assert (out / "README.md").is_file()
+    model = AutoModelForSequenceClassification.from_pretrained(out)
+    assert model.config.id2label == {0: "neg", 1: "pos"}
+    rows = (out / "predict_results.txt").read_text().strip().splitlines()
+    predicted = [row.split("\t")[1] for row in rows[1:]]
+    texts = [json.loads(line)["sentence"] for line in (sandbox.work / "elmo-doc" / "train.jsonl").open()]
+    classify = pipeline("text-classification", model=str(out))
+    assert predicted == [result["label"] for result in classify(texts)]
+
+
+def check_train_classifier_pair(sandbox: Sandbox, output: str) -> None:
+    out = sandbox.work / "elmo-doc" / "pair"
+    assert AutoModelForSequenceClassification.from_pretrained(out).config.classifier_sentence_pairs
+    (printed,) = printed_values(output)
+    assert printed["label"] in ("entailment", "contradiction")
+
+
+def check_train_classifier_bad_input(sandbox: Sandbox, output: str) -> None:
+    errors = [line for line in output.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and "'text'" in errors[0] and "sentence" in errors[0], output
+    assert "exit status 2" in output
+    assert not (sandbox.work / "elmo-doc" / "bad").exists()
+
+
+def link_sst(sandbox: Sandbox) -> None:
+    (sandbox.shared / "data").mkdir(exist_ok=True)
+    (sandbox.shared / "data" / "sst").symlink_to(require_shared("data/sst"))
+
+
+def check_train_classifier_prepare_sst(sandbox: Sandbox, output: str) -> None:
+    folder = sandbox.work / "elmo-doc" / "sst2"
+    counts = {
+        split: len((folder / f"{split}.jsonl").read_text().splitlines()) for split in ("train", "validation", "test")
+    }
+    assert counts == {"train": 6920, "validation": 872, "test": 1821}  # the SST README's SST-2 sentence counts
+
+
 DOC_COMMANDS: dict[str, DocCommand] = {
     "quickstart": DocCommand(nothing, check_quickstart, runnable_part=after_install),
     "convert-fixture": DocCommand(nothing, check_convert_fixture),
@@ -264,6 +415,23 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "pretrain-vocab": DocCommand(write_tiny_corpus, check_pretrain_vocab),
     "pretrain": DocCommand(write_training_options, check_pretrain, follows="pretrain-vocab"),
     "pretrain-export": DocCommand(nothing, check_pretrain_export, follows="pretrain"),
+    "embed-sentences": DocCommand(write_sentences, check_embed_sentences),
+    "efml-convert": DocCommand(write_efml_folder, check_efml_convert),
+    "nlpl-make-tiny-zip": DocCommand(nothing, check_nlpl_tiny_zip),
+    "nlpl-convert-zip": DocCommand(nothing, check_nlpl_convert, follows="nlpl-make-tiny-zip"),
+    "nlpl-vocabulary-cache": DocCommand(nothing, check_nlpl_vocabulary_cache, follows="nlpl-convert-zip"),
+    "publish-batch": DocCommand(nothing, check_publish_batch, follows="nlpl-vocabulary-cache"),
+    "seqcls-tiny-pair-model": DocCommand(nothing, check_seqcls_tiny_pair_model),
+    "seqcls-pipeline-pairs": DocCommand(nothing, check_seqcls_pipeline_pairs, follows="seqcls-tiny-pair-model"),
+    "train-classifier-tiny-model": DocCommand(nothing, check_train_classifier_tiny_model),
+    "train-classifier-single": DocCommand(
+        nothing, check_train_classifier_single, follows="train-classifier-tiny-model"
+    ),
+    "train-classifier-pair": DocCommand(nothing, check_train_classifier_pair, follows="train-classifier-single"),
+    "train-classifier-bad-input": DocCommand(
+        nothing, check_train_classifier_bad_input, follows="train-classifier-pair"
+    ),
+    "train-classifier-prepare-sst": DocCommand(link_sst, check_train_classifier_prepare_sst),
 }
 
 
