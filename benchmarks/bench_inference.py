@@ -22,7 +22,7 @@ With compressed paths listed, every round also runs float32, int8 and bf16 side 
 batch in rotating order (`worker_compare`), and reports the speedups pass by pass.
 
 Ceilings (`--ceilings`, on by default), measured in a fresh process at the start of every round, with the model's own
-weights and the products its inference path can use (`ElmoLstmLayer._inference_linears`: oneDNN with packed weights
+weights and the products its inference path can use (`LstmEngine._linear_sets`: oneDNN with packed weights
 on x86 CPUs, and `bmm`; at each row count the faster of the two, whichever vendor):
 - GEMM: the input-to-gate product of a block (`INPUT_GATE_BLOCK_ROWS` rows) and one time step's recurrent +
   projection products of every layer and direction (the (W_hh, W_proj) pairs the model runs in turn) at row counts
@@ -427,8 +427,8 @@ def _time_ms(function, repeats: int) -> float:
 def worker_ceilings(args: argparse.Namespace) -> dict:
     """
     This machine's limits for the model's products (see the module docstring), with the model's own weights and the
-    products its inference path builds (`_inference_linears`): the input-to-gate product of one block, and one time
-    step (the recurrent + projection products of every layer and direction in turn) at several row counts, in
+    products its inference engine builds (`LstmEngine._linear_sets`): the input-to-gate product of one block, and one
+    time step (the recurrent + projection products of every layer and direction in turn) at several row counts, in
     float32 and with compressed weights at 1 row.
     """
     import torch
@@ -439,7 +439,7 @@ def worker_ceilings(args: argparse.Namespace) -> dict:
     config, layers = model.config, list(model.bilm.layers)
     onednn = onednn_linear_applies(layers[0].weight_hh, torch.zeros(1))
     cells, projection = config.lstm_cell_size, config.projection_dim
-    block_rows = layers[0].INPUT_GATE_BLOCK_ROWS
+    block_rows = layers[0].engine.INPUT_GATE_BLOCK_ROWS
     generator = torch.Generator().manual_seed(0)
     inputs = torch.randn(2, max(block_rows, args.max_rows), projection, generator=generator)  # (2, rows, P)
     cell_outputs = torch.randn(2, args.max_rows, cells, generator=generator) * 0.5  # (2, rows, C)
@@ -448,7 +448,7 @@ def worker_ceilings(args: argparse.Namespace) -> dict:
         model.compress_lstm_weights(compression)
         model.set_lstm_inference(products)
         # per layer: [(directions, products)]
-        return [layer._inference_linears(inputs, args.max_rows)[1] for layer in layers]
+        return [layer.engine._linear_sets(layer, inputs, args.max_rows)[1] for layer in layers]
 
     def one_step(sets: list, rows: int) -> None:
         for layer_sets in sets:

@@ -18,6 +18,7 @@ from modeling_elmo.conversion.original_checkpoint import load_original_checkpoin
 from modeling_elmo.conversion.testing_utils import ARCHITECTURES
 from modeling_elmo.cpu_linear import onednn_linear_applies
 from modeling_elmo.embed.token_embeddings import load_token_embedding_table, read_token_embedding_table
+from modeling_elmo.lstm_engine import LstmEngine
 from modeling_elmo.modeling_elmo import ElmoCharacterEncoder, ElmoLstmLayer, _PackedBatch
 from modeling_elmo.word_embedding_store import WordEmbeddingStore, word_keys
 
@@ -77,20 +78,20 @@ def backend(request, monkeypatch) -> str:
     if request.param == "onednn" and not onednn_linear_applies(torch.zeros(1), torch.zeros(1)):
         pytest.skip("oneDNN's linear is used on x86 CPUs only")
     monkeypatch.setattr(torch.backends.mkldnn, "enabled", request.param == "onednn")
-    init = ElmoLstmLayer.__init__
+    init = LstmEngine.__init__
 
-    def init_with_products(self, config):
-        init(self, config)
-        self.step_products = request.param
+    def init_with_products(self):
+        init(self)
+        self.products = request.param
 
-    monkeypatch.setattr(ElmoLstmLayer, "__init__", init_with_products)
+    monkeypatch.setattr(LstmEngine, "__init__", init_with_products)
     return request.param
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURE_CASES.values(), ids=ARCHITECTURE_CASES.keys())
-@pytest.mark.parametrize("block_rows", [3, ElmoLstmLayer.INPUT_GATE_BLOCK_ROWS])
+@pytest.mark.parametrize("block_rows", [3, LstmEngine.INPUT_GATE_BLOCK_ROWS])
 def test_fast_paths_match_reference(random_checkpoint, monkeypatch, backend, architecture, block_rows):
-    monkeypatch.setattr(ElmoLstmLayer, "INPUT_GATE_BLOCK_ROWS", block_rows)  # 3: many input-gate blocks
+    monkeypatch.setattr(LstmEngine, "INPUT_GATE_BLOCK_ROWS", block_rows)  # 3: many input-gate blocks
     model = _model(random_checkpoint, seed=1, **architecture)
     ids = _char_ids(_sentences(seed=0, count=9, max_words=25))
     reference = _layers(model, ids, reference=True)
