@@ -10,8 +10,8 @@ Public interface:
   whether it runs the layer's call (CPU, no gradient needed); `run(layer, inputs, batch_sizes, initial_state)`
   computes what `ElmoLstmLayer.forward` returns, with the layer's own cell (`ElmoLstmLayer.cell`).
   `products`, `threads` and `compression` are its settings.
-- `run_call(engines, compute, attention_mask, exclusive)`: runs a whole inference call (`compute()`) under the
-  thread count chosen for it, when `threads="auto"`.
+- `run_call(model, layer, compute, attention_mask, exclusive)`: runs a whole inference call (`compute()`), under
+  the thread count chosen for it when `threads="auto"`.
 - `configure(engines, products, threads)` and `compress(engines, compression)`: the checked setters behind
   `ElmoModel.set_lstm_inference` and `ElmoModel.compress_lstm_weights`.
 
@@ -20,8 +20,12 @@ What it does: the recurrence runs in place on packed sequences, the input-to-gat
 direction at a time through oneDNN (`cpu_linear`, x86 CPUs, float32) with the recurrent and projection weights
 packed once into its layout, or with compressed weights (`compressed_linear`). Packed and compressed weights are
 kept between calls with a copy of the weights they were derived from (`weight_snapshot`) and derived again whenever
-the weights differ from that copy, however they were changed. The run-time choices (which products, how many
-threads) are made by `recurrence_tuning`.
+the weights differ from that copy, however they were changed.
+
+Predictable by default: the step products are `bmm` (no timing decides anything, no packed copy, nothing to check
+on each call) and no call changes the thread count, a process-wide setting, so the same inputs give the same bits
+whatever the load of the machine and however many Python threads call the model at once. Callers that own the
+process may opt in to the choices `recurrence_tuning` makes from timings (`products="auto"`, `threads="auto"`).
 """
 
 import contextlib
@@ -56,16 +60,16 @@ class LstmEngine:
     """
     The inference recurrence of one `ElmoLstmLayer` and what it keeps between calls.
 
-    Settings (`ElmoModel.set_lstm_inference`, `ElmoModel.compress_lstm_weights`): `products` ("auto", "onednn",
-    "bmm"), `threads` ("auto" or a count) and `compression` (None, "int8", "bf16").
+    Settings (`ElmoModel.set_lstm_inference`, `ElmoModel.compress_lstm_weights`): `products` ("bmm", "onednn",
+    "auto"), `threads` (None: as set; "auto" or a count) and `compression` (None, "int8", "bf16").
     """
 
     INPUT_GATE_BLOCK_ROWS = 256  # packed rows per direction whose input-to-gate products are computed at once
     PACKED_WEIGHT_ROWS = 64  # oneDNN lays the per-step weights out for products of about this many rows (any work)
 
     def __init__(self) -> None:
-        self.products: str = "auto"
-        self.threads: int | str = "auto"
+        self.products: str = "bmm"
+        self.threads: int | str | None = None
         self.compression: str | None = None
         # (snapshot of the recurrent and projection weights, (compression, oneDNN), the products derived from them)
         self._derived: tuple[WeightSnapshot, tuple[str | None, bool], list[LinearSet]] | None = None
@@ -277,11 +281,13 @@ class LstmEngine:
 
     def _step_runner(self, layer: torch.nn.Module, products: str, linear_sets: list[LinearSet]) -> StepRunner:
         """
-        `run_steps(rows, steps)`: the context a block of `steps` time steps of `rows` rows runs in. With `threads` a
-        count, that many threads; with "auto", the count `THREAD_CHOOSER` picks for blocks of this kind, where the
-        products give the same bits at every count it tries (`same_results_at`, probed once per rows bucket), and
-        otherwise the threads as set.
+        `run_steps(rows, steps)`: the context a block of `steps` time steps of `rows` rows runs in. With `threads`
+        None, the threads as set; with a count, that many threads; with "auto", the count `THREAD_CHOOSER` picks
+        for blocks of this kind, where the products give the same bits at every count it tries (`same_results_at`,
+        probed once per rows bucket), and otherwise the threads as set.
         """
+        if self.threads is None:
+            return lambda rows, steps: contextlib.nullcontext()
         if self.threads != "auto":
             count = self.threads
             return lambda rows, steps: num_threads(count)
@@ -342,30 +348,34 @@ def run_call(
         return compute()
 
 
-def configure(engines: Sequence[LstmEngine], products: str, threads: int | str) -> None:
+def configure(engines: Sequence[LstmEngine], products: str, threads: int | str | None) -> None:
     """
     Set `products` and `threads` of every engine, checked first (`ElmoModel.set_lstm_inference`).
 
     Args:
-        products: `"onednn"` (float32 on x86 CPUs: oneDNN with the recurrent and projection weights packed once into
-            its layout, one direction at a time), `"bmm"` (both directions in one `torch.bmm`), or `"auto"`:
-            whichever ran a few time steps faster on this machine at the batch's row count, measured once per
-            process (`bmm` unless oneDNN is clearly faster). Where oneDNN does not apply (other dtypes and devices,
-            CPU autocast, `torch.compile`), `bmm` runs; a `compression` takes precedence.
-        threads: a thread count for the time steps, or `"auto"`: each inference call (no gradients, CPU) runs under
-            the count, out of `torch.get_num_threads()`, half of it (from 4) and 1, with the lowest measured time
-            per word for calls of its size (`run_call`), and each block of time steps inside under the count with
-            the lowest time per step; another count is tried now and then, so the choice follows the load of other
-            processes (`recurrence_tuning.ThreadCountChooser`). A count is only chosen for work that gives the same
-            bits at every count (checked once, `same_results_at`; on x86 CPUs in float32 every product runs through
-            oneDNN, which splits work among threads that way): outputs do not depend on the choice.
+        products: `"bmm"` (the default: both directions in one `torch.bmm`, on the weights as they are), `"onednn"`
+            (float32 on x86 CPUs: oneDNN with the recurrent and projection weights packed once into its layout, one
+            direction at a time; the packed copy and the copy it is checked against cost twice those weights in
+            memory), or `"auto"`: whichever ran a few time steps faster on this machine at the batch's row count,
+            measured once per process (`bmm` unless oneDNN is clearly faster), so the choice and the bits can
+            differ between processes. Where oneDNN does not apply (other dtypes and devices, CPU autocast,
+            `torch.compile`), `bmm` runs; a `compression` takes precedence.
+        threads: None (the default: the calls run under `torch.get_num_threads()` and never change it), a thread
+            count for the time steps (set process-wide while they run), or `"auto"`: each inference call (no
+            gradients, CPU) runs under the count, out of `torch.get_num_threads()`, half of it (from 4) and 1, with
+            the lowest measured time per word for calls of its size (`run_call`), and each block of time steps
+            inside under the count with the lowest time per step; another count is tried now and then, so the choice
+            follows the load of other processes (`recurrence_tuning.ThreadCountChooser`). A count is only chosen for
+            work that gives the same bits at every count (checked once, `same_results_at`; on x86 CPUs in float32
+            every product runs through oneDNN, which splits work among threads that way): outputs do not depend on
+            the choice.
     """
     if products not in STEP_PRODUCTS:
         raise ValueError(f"products must be one of {', '.join(map(repr, STEP_PRODUCTS))}, got {products!r}.")
     if products == "onednn" and not onednn_linear_applies(torch.zeros(1), torch.zeros(1)):
         raise ValueError("products='onednn' needs PyTorch's oneDNN on an x86 CPU, which this machine lacks.")
-    if threads != "auto" and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"threads must be 'auto' or a positive int, got {threads!r}.")
+    if threads not in (None, "auto") and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be 'auto' or a positive int, got {threads!r} (None: leave them as set).")
     for engine in engines:
         engine.products, engine.threads = products, threads
 

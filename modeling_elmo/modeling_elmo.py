@@ -701,9 +701,10 @@ class ElmoModel(ElmoPreTrainedModel):
             [layer.engine for layer in self.bilm.layers], [layer.weight_hh for layer in self.bilm.layers], compression
         )
 
-    def set_lstm_inference(self, products: str = "auto", threads: int | str = "auto") -> None:
+    def set_lstm_inference(self, products: str = "bmm", threads: int | str | None = None) -> None:
         """How the biLM's inference engine (CPU, no gradients) runs its time steps: `products` and `threads` as
-        described in `lstm_engine.configure`."""
+        described in `lstm_engine.configure`. The defaults give the same bits in every process, whatever the load;
+        `("auto", "auto")` chooses from timings, for callers that own the process."""
         configure([layer.engine for layer in self.bilm.layers], products, threads)
 
     def set_token_embedding_table(self, words: list[str], embeddings: torch.Tensor | None) -> None:
@@ -835,7 +836,7 @@ class ElmoModel(ElmoPreTrainedModel):
             attention_mask,
             exclusive=self._reference_implementation or self.config.stateful,
         )
-        representations = tuple(mix(layers, attention_mask) for mix in self.scalar_mixes)  # the threads as set
+        representations = tuple(mix(layers, attention_mask) for mix in self.scalar_mixes)
         return ElmoModelOutput(
             last_hidden_state=layers[-1],
             hidden_states=layers if output_hidden_states else None,

@@ -1,6 +1,10 @@
-"""The CPU inference engine (`lstm_engine`) against the layer's reference recurrence, and the engine's defaults being
+"""The CPU inference engine (`lstm_engine`) against the layer's reference recurrence, and its defaults being
 predictable: the same bits whatever the load and however many Python threads call the model, and no process-wide
 setting changed by a call."""
+
+import subprocess
+import sys
+import threading
 
 import pytest
 import torch
@@ -49,3 +53,66 @@ def test_engine_runs_on_cpu_only_and_without_gradients(random_checkpoint):
         assert not LstmEngine.applies(layer, inputs)  # the layer's parameters require gradients
         assert LstmEngine.applies(layer.requires_grad_(False), inputs)
         assert not LstmEngine.applies(layer, inputs.requires_grad_())
+
+
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_calls_change_no_thread_setting(random_checkpoint, monkeypatch, two_threads):
+    """By default no call sets the thread count (a process-wide setting), not even for a moment."""
+    model = _model(random_checkpoint, seed=32)
+    ids = _char_ids(_sentences(seed=33, count=5, max_words=12))
+    settings = []
+    set_num_threads = torch.set_num_threads
+    monkeypatch.setattr(torch, "set_num_threads", lambda count: settings.append(count) or set_num_threads(count))
+    for _ in range(3):
+        _hidden_states(model, ids)
+    assert settings == [] and torch.get_num_threads() == 2
+
+
+def test_concurrent_calls_give_the_serial_bits(random_checkpoint, two_threads):
+    model = _model(random_checkpoint, seed=34, dim=256, projection_dim=64)
+    batches = [_char_ids(_sentences(seed=seed, count=6, max_words=15)) for seed in range(4)]
+    serial = [_hidden_states(model, ids) for ids in batches]
+    found, errors = {}, []
+
+    def call(index: int) -> None:
+        try:
+            for _ in range(3):
+                found.setdefault(index, []).append(_hidden_states(model, batches[index]))
+        except Exception as error:  # noqa: BLE001 (reported by the main thread)
+            errors.append(error)
+
+    workers = [threading.Thread(target=call, args=(index,)) for index in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not errors
+    for index, expected in enumerate(serial):
+        for layers in found[index]:
+            assert all(torch.equal(a, b) for a, b in zip(layers, expected, strict=True))
+
+
+BUSY_LOOP = "import time\nend = time.time() + 60\nwhile time.time() < end:\n    pass\n"
+
+
+def test_same_bits_beside_a_busy_process(random_checkpoint, two_threads):
+    """A process keeping a CPU busy changes nothing in the outputs (no timing decides anything)."""
+    model = _model(random_checkpoint, seed=35, dim=256, projection_dim=64)
+    ids = _char_ids(_sentences(seed=36, count=6, max_words=15))
+    idle = _hidden_states(model, ids)
+    busy = subprocess.Popen([sys.executable, "-c", BUSY_LOOP])
+    try:
+        beside_busy = [_hidden_states(_model(random_checkpoint, seed=35, dim=256, projection_dim=64), ids)]
+        beside_busy.append(_hidden_states(model, ids))
+    finally:
+        busy.kill()
+        busy.wait()
+    for layers in beside_busy:
+        assert all(torch.equal(a, b) for a, b in zip(layers, idle, strict=True))

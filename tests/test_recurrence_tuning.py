@@ -487,11 +487,11 @@ def test_set_lstm_inference_refuses_bad_choices(random_checkpoint, arguments, me
 
 def test_set_lstm_inference_sets_every_layer(random_checkpoint):
     model = _model(random_checkpoint, n_layers=3)
-    assert all((layer.engine.products, layer.engine.threads) == ("auto", "auto") for layer in model.bilm.layers)
-    model.set_lstm_inference("bmm", threads=1)
-    assert [(layer.engine.products, layer.engine.threads) for layer in model.bilm.layers] == [("bmm", 1)] * 3
-    model.set_lstm_inference()
-    assert [(layer.engine.products, layer.engine.threads) for layer in model.bilm.layers] == [("auto", "auto")] * 3
+    assert all((layer.engine.products, layer.engine.threads) == ("bmm", None) for layer in model.bilm.layers)
+    model.set_lstm_inference("auto", threads=1)
+    assert [(layer.engine.products, layer.engine.threads) for layer in model.bilm.layers] == [("auto", 1)] * 3
+    model.set_lstm_inference()  # back to the predictable defaults
+    assert [(layer.engine.products, layer.engine.threads) for layer in model.bilm.layers] == [("bmm", None)] * 3
 
 
 def test_set_lstm_inference_refuses_onednn_where_it_does_not_apply(random_checkpoint, monkeypatch):
@@ -681,6 +681,7 @@ def test_compressed_and_float32_calls_are_measured_apart(random_checkpoint, monk
     float32, int8 = _model(random_checkpoint, seed=6), _model(random_checkpoint, seed=6)
     int8.compress_lstm_weights("int8")
     for model in (float32, int8):
+        model.set_lstm_inference("auto", "auto")  # opt-in
         _hidden_states(model, ids)
     call_keys = {key for key, _ in spied_chooser.used if not _is_step_key(key)}
     assert len(call_keys) == 2
