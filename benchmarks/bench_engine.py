@@ -4,7 +4,8 @@ For the figures of benchmarks/RESULTS-engine.md: a random-weight 'original' mode
 `--batch-size` sentences of the benchmark corpus (`bench_inference.load_corpus`) as one batch, called `--calls` times
 in a fresh process under `torch.inference_mode()`: the first call's seconds, the median of the others (steady), peak
 RSS, and a digest of the last call's outputs (all layers), so that settings and processes can be compared bit for
-bit. `--settings` lists `products/threads` pairs for `set_lstm_inference` ("-" for the model's defaults);
+bit. `--settings` lists `products/threads` pairs for `set_lstm_inference` ("-" alone for the model's defaults,
+as threads for None);
 `--busy` runs them again beside a busy process (a Python loop keeping one CPU busy), `--omp-passive` again with
 `OMP_WAIT_POLICY=PASSIVE` beside it. `--code DIR` imports `modeling_elmo` from DIR (a checkout of an older
 version, for side-by-side runs).
@@ -38,7 +39,7 @@ def worker(args: argparse.Namespace) -> dict:
     model = AutoModel.from_pretrained(args.model_dir).eval()
     if args.setting != "-":
         products, threads = args.setting.split("/")
-        model.set_lstm_inference(products, int(threads) if threads.isdigit() else threads)
+        model.set_lstm_inference(products, None if threads == "-" else int(threads) if threads.isdigit() else threads)
     batch = tokenizer(
         load_corpus(args.conll)[: args.batch_size], is_split_into_words=True, padding=True, return_tensors="pt"
     )

@@ -116,3 +116,15 @@ def test_same_bits_beside_a_busy_process(random_checkpoint, two_threads):
         busy.wait()
     for layers in beside_busy:
         assert all(torch.equal(a, b) for a, b in zip(layers, idle, strict=True))
+
+
+def test_default_keeps_no_derived_copy_of_the_weights(random_checkpoint):
+    """The default products read the parameters as they are: nothing derived from them is kept, so nothing can go
+    stale and no copy costs memory (`products="onednn"` keeps packed weights and the copy they are checked against)."""
+    model = _model(random_checkpoint, seed=38)
+    ids = _char_ids(_sentences(seed=39, count=3, max_words=10))
+    _hidden_states(model, ids)
+    assert all(layer.engine._derived is None for layer in model.bilm.layers)
+    model.compress_lstm_weights("int8")
+    _hidden_states(model, ids)
+    assert all(layer.engine._derived is not None for layer in model.bilm.layers)
