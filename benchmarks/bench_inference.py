@@ -22,7 +22,7 @@ With compressed paths listed, every round also runs float32, int8 and bf16 side 
 batch in rotating order (`worker_compare`), and reports the speedups pass by pass.
 
 Ceilings (`--ceilings`, on by default), measured in a fresh process at the start of every round, with the model's own
-weights and the products its inference path can use (`ElmoLstmLayer._inference_linears`: oneDNN with packed weights
+weights and the products its inference path can use (`LstmEngine._linear_sets`: oneDNN with packed weights
 on x86 CPUs, and `bmm`; at each row count the faster of the two, whichever vendor):
 - GEMM: the input-to-gate product of a block (`INPUT_GATE_BLOCK_ROWS` rows) and one time step's recurrent +
   projection products of every layer and direction (the (W_hh, W_proj) pairs the model runs in turn) at row counts
@@ -269,8 +269,9 @@ def busy_process() -> subprocess.Popen:
 
 def worker_choice(args: argparse.Namespace) -> dict:
     """
-    The default inference path (`set_lstm_inference("auto", "auto")`) against every fixed choice it picks from
-    (oneDNN or `bmm` products x `--threads` or 1 thread for the whole call), in one process: per input (batch 1:
+    The automatic inference choices (`set_lstm_inference("auto", "auto")`, opt-in) and the default (`bmm`, the
+    threads as set) against every fixed choice the automatic ones pick from (oneDNN or `bmm` products x `--threads`
+    or 1 thread for the whole call), in one process: per input (batch 1:
     sentences one at a time; batch 64; one `--long-sentence`-word sentence), two untimed warm-up passes of every
     path (packing; the default measures its products and its first thread counts), then `--repeats` passes in
     rotating order, forward only. With `--busy`, a competing busy process runs throughout. Returns per input and
@@ -282,14 +283,15 @@ def worker_choice(args: argparse.Namespace) -> dict:
 
     tokenizer, model = _load(args.model_dir, args.threads)
     products = ["onednn", "bmm"] if onednn_linear_applies(torch.zeros(1), torch.zeros(1)) else ["bmm"]
-    paths = {"default": ("auto", "auto")} | {
+    paths = {"default": ("bmm", None), "auto": ("auto", "auto")} | {
         f"{name} {threads}t": (name, threads) for name in products for threads in sorted({args.threads, 1})
     }
     corpus = load_corpus(args.conll)
 
-    def use(products: str, threads: int | str) -> None:
-        """The default (threads "auto", `--threads` at most) or a fixed choice: that many threads for all of a call."""
-        torch.set_num_threads(args.threads if threads == "auto" else threads)
+    def use(products: str, threads: int | str | None) -> None:
+        """The default (`--threads`), the automatic choice (`--threads` at most) or a fixed choice: that many threads
+        for all of a call."""
+        torch.set_num_threads(args.threads if threads in ("auto", None) else threads)
         model.set_lstm_inference(products, threads)
 
     def encode(sentences: list[list[str]]) -> dict:
@@ -427,8 +429,8 @@ def _time_ms(function, repeats: int) -> float:
 def worker_ceilings(args: argparse.Namespace) -> dict:
     """
     This machine's limits for the model's products (see the module docstring), with the model's own weights and the
-    products its inference path builds (`_inference_linears`): the input-to-gate product of one block, and one time
-    step (the recurrent + projection products of every layer and direction in turn) at several row counts, in
+    products its inference engine builds (`LstmEngine._linear_sets`): the input-to-gate product of one block, and one
+    time step (the recurrent + projection products of every layer and direction in turn) at several row counts, in
     float32 and with compressed weights at 1 row.
     """
     import torch
@@ -439,7 +441,7 @@ def worker_ceilings(args: argparse.Namespace) -> dict:
     config, layers = model.config, list(model.bilm.layers)
     onednn = onednn_linear_applies(layers[0].weight_hh, torch.zeros(1))
     cells, projection = config.lstm_cell_size, config.projection_dim
-    block_rows = layers[0].INPUT_GATE_BLOCK_ROWS
+    block_rows = layers[0].engine.INPUT_GATE_BLOCK_ROWS
     generator = torch.Generator().manual_seed(0)
     inputs = torch.randn(2, max(block_rows, args.max_rows), projection, generator=generator)  # (2, rows, P)
     cell_outputs = torch.randn(2, args.max_rows, cells, generator=generator) * 0.5  # (2, rows, C)
@@ -448,7 +450,7 @@ def worker_ceilings(args: argparse.Namespace) -> dict:
         model.compress_lstm_weights(compression)
         model.set_lstm_inference(products)
         # per layer: [(directions, products)]
-        return [layer._inference_linears(inputs, args.max_rows)[1] for layer in layers]
+        return [layer.engine._linear_sets(layer, inputs, args.max_rows)[1] for layer in layers]
 
     def one_step(sets: list, rows: int) -> None:
         for layer_sets in sets:
@@ -582,15 +584,16 @@ def run_choice(args: argparse.Namespace) -> None:
             if result:
                 print(f"{name:>8} {machine}: {json.dumps(result)}", flush=True)
                 rows += [(name, label, machine, passes) for label, passes in result["tok_s"].items()]
-    print("\n| model | input | machine | default tok/s | best fixed path | its tok/s | default / best | worst fixed / "
-          "best |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| model | input | machine | default tok/s | auto tok/s | best fixed path | its tok/s | default / best "
+          "| auto / best | worst fixed / best |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, label, machine, passes in rows:
         speed = {path: statistics.median(values) for path, values in passes.items()}
-        fixed = {path: value for path, value in speed.items() if path != "default"}
+        fixed = {path: value for path, value in speed.items() if path not in ("default", "auto")}
         best = max(fixed, key=fixed.__getitem__)
-        print(f"| {name} | {label} | {machine} | {speed['default']:,.0f} | {best} | {fixed[best]:,.0f} "
-              f"| {speed['default'] / fixed[best]:.2f} | {min(fixed.values()) / fixed[best]:.2f} |")  # fmt: skip
+        print(f"| {name} | {label} | {machine} | {speed['default']:,.0f} | {speed['auto']:,.0f} | {best} "
+              f"| {fixed[best]:,.0f} | {speed['default'] / fixed[best]:.2f} | {speed['auto'] / fixed[best]:.2f} "
+              f"| {min(fixed.values()) / fixed[best]:.2f} |")  # fmt: skip
 
 
 def _median_range(values: list[float]) -> tuple[float, float, float]:

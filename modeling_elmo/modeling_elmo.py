@@ -1,7 +1,6 @@
 """PyTorch ELMo model: character CNN, bidirectional LSTM language model with projection, scalar mixes."""
 
 import contextlib
-import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -15,36 +14,16 @@ from transformers.utils import ModelOutput
 from transformers.utils.generic import can_return_tuple
 
 from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
-from .compressed_linear import WEIGHT_COMPRESSIONS, compressed_linear, compressed_linear_applies
 from .configuration_elmo import ElmoConfig
-from .cpu_linear import (
-    LinearFn,
-    linear_without_grad,
-    onednn_affine,
-    onednn_applies_without_grad,
-    onednn_linear,
-    onednn_linear_applies,
-)
+from .cpu_linear import linear_without_grad, onednn_affine, onednn_applies_without_grad
 from .crf import LinearChainCrf, bio_constraints
+from .lstm_engine import LstmEngine, compress, configure, run_call
 from .padded_recurrence import is_exporting, padded_bilm_layers
-from .recurrence_tuning import (
-    THREAD_CHOOSER,
-    choose_step_products,
-    num_threads,
-    rows_bucket,
-    same_results_at,
-    thread_counts,
-)
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
 from .weight_snapshot import WeightSnapshot
 from .word_embedding_store import WordEmbeddingStore, word_keys
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
-STEP_PRODUCTS = ("auto", "onednn", "bmm")  # choices of `ElmoModel.set_lstm_inference`
-# the directions a set of inference products computes, and its (input-to-gate, recurrent, projection) products
-LinearSet = tuple[slice, tuple[LinearFn, LinearFn, LinearFn]]
-# `run_steps(rows, steps)`: the context a block of time steps of the inference recurrence runs in
-StepRunner = Callable[[int, int], contextlib.AbstractContextManager]
 
 
 @dataclass
@@ -262,17 +241,17 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
     forward direction, index 1 the backward one. Gate order is TensorFlow's `(i, j, f, o)`; `bias` is TensorFlow's `B`,
     and `config.lstm_forget_bias` is added to the forget gate at run time as TensorFlow's `LSTMCell` does.
 
-    Both implementations work on *packed* sequences (time-major, rows sorted by decreasing length, as in
+    The layer works on *packed* sequences (time-major, rows sorted by decreasing length, as in
     `torch.nn.utils.rnn.PackedSequence`): step `t` owns rows `offsets[t] : offsets[t] + batch_sizes[t]`, so padding
     is never computed.
 
-    Gradient checkpointing (`model.activation_checkpointing_enable()`) recomputes a layer's forward in the backward
-    pass. With `use_reentrant=True` the first pass runs without autograd, so it takes the inference path: its outputs
-    and the gradients then differ from an unchecked run by float32 rounding.
-    """
+    `forward` runs the reference recurrence (`recurrence`), unless `engine` (the CPU inference engine,
+    `lstm_engine.LstmEngine`; `None` disables it) applies: on a CPU when no gradient is needed. Both step with `cell`.
 
-    INPUT_GATE_BLOCK_ROWS = 256  # packed rows per direction whose input-to-gate products are computed at once
-    PACKED_WEIGHT_ROWS = 64  # oneDNN lays the per-step weights out for products of about this many rows (any work)
+    Gradient checkpointing (`model.activation_checkpointing_enable()`) recomputes a layer's forward in the backward
+    pass. With `use_reentrant=True` the first pass runs without autograd, so it takes the inference engine: its
+    outputs and the gradients then differ from an unchecked run by float32 rounding.
+    """
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
@@ -284,18 +263,7 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self.cell_clip = config.cell_clip
         self.proj_clip = config.proj_clip
         self.forget_bias = config.lstm_forget_bias
-        # None (float32), "int8" or "bf16": how the inference path keeps the recurrent and projection weights
-        self.weight_compression: str | None = None
-        # the inference path's step products ("auto", "onednn", "bmm") and threads ("auto" or a count):
-        # `ElmoModel.set_lstm_inference`
-        self.step_products: str = "auto"
-        self.step_threads: int | str = "auto"
-        # (snapshot of the recurrent and projection weights, (compression, oneDNN), the products derived from them):
-        # `_inference_linears`
-        self._packed_linears: tuple[WeightSnapshot, tuple[str | None, bool], list] | None = None
-
-    def __getstate__(self) -> dict:
-        return {**super().__getstate__(), "_packed_linears": None}  # packed oneDNN weights cannot be pickled
+        self.engine: LstmEngine | None = LstmEngine()
 
     def gate_bias(self) -> torch.Tensor:
         """The bias the gates get, (2, 4 * cell_size): `bias` with `forget_bias` added to the forget gate."""
@@ -305,13 +273,21 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         forget_gate[2] = self.forget_bias  # gate order (i, j, f, o)
         return self.bias + forget_gate.expand(4, self.bias.shape[-1] // 4).flatten()
 
-    def _cell(self, gates: torch.Tensor, cell: torch.Tensor) -> LstmState:
-        """`gates` (2, n, 4 * cell_size), `cell` (2, n, cell_size) -> new (hidden (2, n, proj), cell)."""
+    def cell(
+        self, gates: torch.Tensor, cell: torch.Tensor, project: Callable[[torch.Tensor], torch.Tensor] | None = None
+    ) -> LstmState:
+        """
+        One step of the LSTM cell with projection (bilm-tf's `LSTMCell(num_proj=..., cell_clip=..., proj_clip=...)`)
+        for `D` directions: `gates` (D, n, 4 * cell_size), the pre-activation gates `[x; h] W + b` in the order
+        `(i, j, f, o)`, and `cell` (D, n, cell_size) -> new (hidden (D, n, proj_size), cell). `project` maps
+        (D, n, cell_size) to (D, n, proj_size); by default `weight_proj` of both directions (D = 2).
+        """
         input_gate, new_input, forget_gate, output_gate = gates.chunk(4, dim=-1)
         cell = torch.sigmoid(forget_gate) * cell + torch.sigmoid(input_gate) * torch.tanh(new_input)
         if self.cell_clip:
             cell = cell.clamp(-self.cell_clip, self.cell_clip)
-        hidden = torch.bmm(torch.sigmoid(output_gate) * torch.tanh(cell), self.weight_proj)
+        cell_output = torch.sigmoid(output_gate) * torch.tanh(cell)
+        hidden = project(cell_output) if project is not None else torch.bmm(cell_output, self.weight_proj)
         if self.proj_clip:
             hidden = hidden.clamp(-self.proj_clip, self.proj_clip)
         return hidden, cell
@@ -320,8 +296,6 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
     ) -> tuple[torch.Tensor, LstmState]:
         """
-        Fast path, on packed sequences; `forward_reference` is the straightforward one.
-
         Args:
             inputs: (2, num_packed, input_size) packed inputs of both directions (backward already reversed).
             batch_sizes: active rows per time step (non-increasing).
@@ -330,255 +304,20 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         Returns:
             outputs (2, num_packed, proj_size) and the final state (sorted rows), each row's state after its last
             step.
-
-        When no gradient is needed (inference) the recurrence runs in place, the input-to-gate products of a block of
-        time steps (`INPUT_GATE_BLOCK_ROWS`) in one product; on x86 CPUs in float32 its products go through oneDNN,
-        one direction at a time (see `_inference_linears`), elsewhere both directions run in one `bmm`. Otherwise it
-        builds a differentiable graph, both directions per step in one `bmm`.
         """
-        needs_grad = inputs.requires_grad or any(parameter.requires_grad for parameter in self.parameters())
-        if not (torch.is_grad_enabled() and needs_grad):
-            return self._forward_in_place(inputs, batch_sizes, initial_state)
-
+        if self.engine is not None and self.engine.applies(self, inputs):
+            return self.engine.run(self, inputs, batch_sizes, initial_state)
         bias = self.gate_bias().unsqueeze(1)
 
         def compute_gates(step_input_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
             return torch.baddbmm(step_input_gates, hidden, self.weight_hh) + bias  # bias last
 
-        return self._recur(torch.bmm(inputs, self.weight_ih), compute_gates, batch_sizes, initial_state)
-
-    def _forward_in_place(
-        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
-    ) -> tuple[torch.Tensor, LstmState]:
-        """Inference recurrence of `forward` (same arguments and results)."""
-        outputs = inputs.new_empty(2, inputs.shape[1], self.weight_proj.shape[-1])
-        hidden, cell = initial_state[0], initial_state[1].clone()  # `cell` is updated in place
-        offsets = list(itertools.accumulate(batch_sizes, initial=0))
-        bias = self.gate_bias().unsqueeze(1)
-        products, linear_sets = self._inference_linears(inputs, batch_sizes[0])
-        run_steps = self._step_runner(products, linear_sets)
-        for directions, linears in linear_sets:
-            self._recur_in_place(
-                linears, bias[directions], inputs[directions], offsets, hidden[directions],
-                cell[directions], outputs[directions], run_steps,
-            )  # fmt: skip
-        active = torch.tensor(batch_sizes).unsqueeze(1) > torch.arange(batch_sizes[0])  # (time, batch)
-        last_step = active.sum(dim=0) - 1
-        last_index = torch.tensor(offsets[:-1])[last_step] + torch.arange(batch_sizes[0])
-        return outputs, (outputs[:, last_index.to(outputs.device)], cell)
-
-    def _shape_key(self) -> tuple:
-        """What the run-time choices of `recurrence_tuning` depend on besides the rows: shapes and dtype."""
-        return tuple(self.weight_hh.shape), tuple(self.weight_proj.shape), self.weight_hh.dtype
-
-    def _inference_linears(self, inputs: torch.Tensor, rows: int) -> tuple[str, list[LinearSet]]:
-        """
-        The input-to-gate, recurrent and projection products of the inference path for a batch of `rows` sequences,
-        named, with the directions each set computes: "bmm" (both directions at once), or one direction at a time
-        "onednn" (x86 CPUs, float32: `cpu_linear`, the recurrent and projection weights packed once into oneDNN's
-        layout) or, with `weight_compression` set (eval mode, CPU, float32), "int8"/"bf16" (`compressed_linear`; not
-        in training mode, where the first pass of reentrant gradient checkpointing also runs without gradients).
-        Between "onednn" and "bmm", `step_products` decides; "auto" takes the faster on this machine at this many
-        rows, measured once (`choose_step_products`), `bmm` unless oneDNN is clearly faster: `bmm` reads the weights
-        as they are, so it needs neither the packed copy nor its check on every call (on 'original' 320 MiB kept and
-        10-20 ms per call, 12% of a batch-1 call).
-
-        The packed or compressed weights are kept between calls with a copy of the weights they were derived from
-        (`WeightSnapshot`) and derived again whenever the weights differ from that copy, however they were changed.
-        The input-to-gate products read `weight_ih` at call time, so they never hold on to a replaced tensor.
-        """
-        applies = not self.training and compressed_linear_applies(self.weight_hh, inputs)  # eval mode only
-        compression = self.weight_compression if applies else None
-        onednn = self.step_products != "bmm" and onednn_linear_applies(self.weight_hh, inputs)
-        bmm_linears = (
-            lambda rows: torch.bmm(rows, self.weight_ih),
-            lambda hidden: torch.bmm(hidden, self.weight_hh),
-            lambda cell_output: torch.bmm(cell_output, self.weight_proj),
-        )
-        bmm_sets = [(slice(0, 2), bmm_linears)]
-        if compression is None and not onednn:
-            return "bmm", bmm_sets
-        if compression is not None:
-            return compression, self._packed_linears_for(compression, onednn)
-        if self.step_products == "auto":
-            bucket = rows_bucket(rows)
-
-            def candidates() -> dict[str, Callable[[], object]]:
-                packed_sets = self._build_linears(None, onednn=True)  # not kept: packed again only if chosen
-                return {"bmm": self._steps_probe(bmm_sets, bucket), "onednn": self._steps_probe(packed_sets, bucket)}
-
-            if choose_step_products((self._shape_key(), bucket), candidates) == "bmm":
-                return "bmm", bmm_sets
-        return "onednn", self._packed_linears_for(None, True)
-
-    def _packed_linears_for(self, compression: str | None, onednn: bool) -> list[LinearSet]:
-        """The per-direction sets of `_inference_linears` with packed ("onednn") or compressed step weights."""
-        packed_weights, kind = [self.weight_hh, self.weight_proj], (compression, onednn)
-        cached = self._packed_linears  # one read: another thread may replace it
-        if cached is not None and cached[1] == kind and cached[0].matches(packed_weights):
-            return cached[2]
-        self._packed_linears = cached = None  # free the old packed weights before packing new ones
-        linears = self._build_linears(compression, onednn)
-        self._packed_linears = (WeightSnapshot(packed_weights), kind, linears)
-        return linears
-
-    def _build_linears(self, compression: str | None, onednn: bool) -> list[LinearSet]:
-        """The per-direction sets of `_packed_linears_for`, derived from the current weights (not kept)."""
-
-        def step_linear(weight: torch.Tensor) -> LinearFn:
-            if compression is not None:
-                return compressed_linear(weight, compression, self.PACKED_WEIGHT_ROWS)
-            return onednn_linear(weight, self.PACKED_WEIGHT_ROWS)
-
-        def input_linear(direction: int) -> LinearFn:
-            if onednn:
-                return lambda rows: onednn_linear(self.weight_ih[direction])(rows)
-            return lambda rows: torch.matmul(rows, self.weight_ih[direction])
-
-        return [
-            (
-                slice(direction, direction + 1),
-                (
-                    input_linear(direction),
-                    step_linear(self.weight_hh[direction]),
-                    step_linear(self.weight_proj[direction]),
-                ),
-            )
-            for direction in range(2)
-        ]
-
-    def _steps_probe(self, linear_sets: list[LinearSet], rows: int, steps: int = 4) -> Callable[[], object]:
-        """A callable running the inference recurrence (`_recur_in_place`) of every set for `steps` time steps of
-        `rows` rows on fixed pseudo-random inputs, the input-to-gate products left out: what `choose_step_products`
-        times."""
-        generator = torch.Generator().manual_seed(0)
-        input_size, proj_size, cell_size = (
-            self.weight_ih.shape[1],
-            self.weight_proj.shape[-1],
-            self.weight_proj.shape[-2],
-        )
-        inputs = torch.randn(2, rows * steps, input_size, generator=generator).to(self.weight_ih)
-        offsets = list(range(0, rows * (steps + 1), rows))
-        bias = self.gate_bias().detach().unsqueeze(1)
-        gates = torch.randn(2, rows * steps, 4 * cell_size, generator=generator).to(self.weight_ih)
-
-        def gates_of_block(block: torch.Tensor) -> torch.Tensor:
-            """The input-to-gate products are left out: a real block has far more steps to share them."""
-            return gates[: block.shape[0], : block.shape[1]].clone()
-
-        def run() -> None:
-            for directions, (_, recurrent, projection) in linear_sets:
-                count = directions.stop - directions.start
-                hidden, cell = inputs.new_zeros(count, rows, proj_size), inputs.new_zeros(count, rows, cell_size)
-                outputs = inputs.new_empty(count, rows * steps, proj_size)
-                self._recur_in_place(
-                    (gates_of_block, recurrent, projection), bias[directions], inputs[directions], offsets, hidden,
-                    cell, outputs, lambda rows, steps: contextlib.nullcontext(),
-                )  # fmt: skip
-
-        return run
-
-    def _step_probe(self, linear_sets: list[LinearSet], rows: int) -> Callable[[], list[torch.Tensor]]:
-        """A callable running one time step's recurrent and projection products of every set at `rows` rows, on
-        fixed pseudo-random inputs; returns the products."""
-        generator = torch.Generator().manual_seed(0)
-
-        def probe_input(directions: slice, width: int) -> torch.Tensor:
-            values = torch.randn(directions.stop - directions.start, rows, width, generator=generator)
-            return values.to(self.weight_hh)
-
-        cell_size, proj_size = self.weight_proj.shape[-2:]
-        probes = [
-            (linears[1], probe_input(directions, proj_size), linears[2], probe_input(directions, cell_size))
-            for directions, linears in linear_sets
-        ]
-        return lambda: [out for recur, hidden, project, cell in probes for out in (recur(hidden), project(cell))]
-
-    def _step_runner(self, products: str, linear_sets: list[LinearSet]) -> StepRunner:
-        """
-        `run_steps(rows, steps)`: the context a block of `steps` time steps of `rows` rows runs in. With
-        `step_threads` a count, that many threads; with "auto", the count `THREAD_CHOOSER` picks for blocks of this
-        kind, where the products give the same bits at every count it tries (`same_results_at`, probed once per
-        rows bucket), and otherwise the threads as set.
-        """
-        if self.step_threads != "auto":
-            count = self.step_threads
-            return lambda rows, steps: num_threads(count)
-        counts = thread_counts(torch.get_num_threads())
-        if len(counts) == 1:
-            return lambda rows, steps: contextlib.nullcontext()
-        key = (self._shape_key(), products, linear_sets[0][0].stop - linear_sets[0][0].start)
-
-        def run_steps(rows: int, steps: int) -> contextlib.AbstractContextManager:
-            bucket = rows_bucket(rows)
-
-            def probes() -> list[Callable[[], list[torch.Tensor]]]:
-                return [self._step_probe(linear_sets[:1], size) for size in sorted({1, bucket // 2 + 1, bucket})]
-
-            if not same_results_at((*key, bucket, counts), counts, probes):
-                return contextlib.nullcontext()
-            return THREAD_CHOOSER.run((*key, bucket), steps)
-
-        return run_steps
-
-    def _recur_in_place(
-        self,
-        linears: tuple[LinearFn, LinearFn, LinearFn],
-        bias: torch.Tensor,
-        inputs: torch.Tensor,
-        offsets: list[int],
-        hidden: torch.Tensor,
-        cell: torch.Tensor,
-        outputs: torch.Tensor,
-        run_steps: StepRunner,
-    ) -> None:
-        """
-        The inference recurrence for `D` directions (1 or 2) at once: `inputs` (D, num_packed, input_size), `bias`
-        (D, 1, 4 * cell_size), initial `hidden` (D, batch, proj_size), `cell` (D, batch, cell_size) updated in place,
-        `outputs` (D, num_packed, proj_size) written. The input-to-gate products are computed a block of time steps
-        at a time (`INPUT_GATE_BLOCK_ROWS`), so memory stays bounded on long inputs; the steps of each block run in
-        `run_steps(rows, steps)` (threads, see `_step_runner`).
-        """
-        input_to_gates, recurrent, projection = linears
-        num_steps = len(offsets) - 1
-        step = 0
-        while step < num_steps:
-            end = step + 1  # steps [step, end) share one input-to-gate product
-            while end < num_steps and offsets[end + 1] - offsets[step] <= self.INPUT_GATE_BLOCK_ROWS:
-                end += 1
-            gates_block = input_to_gates(inputs[:, offsets[step] : offsets[end]])  # (D, rows, 4 * cell_size)
-            with run_steps(offsets[step + 1] - offsets[step], end - step):
-                for time in range(step, end):
-                    size = offsets[time + 1] - offsets[time]
-                    gates = gates_block[:, offsets[time] - offsets[step] : offsets[time + 1] - offsets[step]]
-                    gates.add_(recurrent(hidden[:, :size])).add_(bias)  # the bias last, as in the reference
-                    hidden = outputs[:, offsets[time] : offsets[time + 1]]
-                    self._cell_in_place(gates, cell[:, :size], projection, hidden)
-            step = end
-
-    def _cell_in_place(
-        self, gates: torch.Tensor, cell: torch.Tensor, projection: LinearFn, hidden: torch.Tensor
-    ) -> None:
-        """
-        `_cell` in place: `gates` (D, n, 4 * cell_size) is overwritten by the activated gates, `cell` (D, n,
-        cell_size) updated and the new hidden state written to `hidden` (D, n, proj_size).
-        """
-        cell_size = cell.shape[-1]
-        gates[..., :cell_size].sigmoid_()
-        gates[..., cell_size : 2 * cell_size].tanh_()
-        gates[..., 2 * cell_size :].sigmoid_()  # forget and output gates are adjacent: one call
-        input_gate, new_input, forget_gate, output_gate = gates.chunk(4, dim=-1)
-        cell.mul_(forget_gate).addcmul_(input_gate, new_input)
-        if self.cell_clip:
-            cell.clamp_(-self.cell_clip, self.cell_clip)
-        hidden.copy_(projection(torch.tanh(cell).mul_(output_gate)))
-        if self.proj_clip:
-            hidden.clamp_(-self.proj_clip, self.proj_clip)
+        return self.recurrence(torch.bmm(inputs, self.weight_ih), compute_gates, batch_sizes, initial_state)
 
     def forward_reference(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
     ) -> tuple[torch.Tensor, LstmState]:
-        """Straightforward path for checks: per step and per direction, `[x_t; h] @ W + b` as in TensorFlow."""
+        """`forward` in TensorFlow's formulation, for checks: per step and per direction, `[x_t; h] @ W + b`."""
         weight = torch.cat([self.weight_ih, self.weight_hh], dim=1)
         bias = self.gate_bias()
 
@@ -587,9 +326,9 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
                 [torch.cat([step_inputs[d], hidden[d]], dim=-1) @ weight[d] + bias[d] for d in range(2)]
             )
 
-        return self._recur(inputs, compute_gates, batch_sizes, initial_state)
+        return self.recurrence(inputs, compute_gates, batch_sizes, initial_state)
 
-    def _recur(
+    def recurrence(
         self,
         packed_values: torch.Tensor,
         compute_gates: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
@@ -597,9 +336,9 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         initial_state: LstmState,
     ) -> tuple[torch.Tensor, LstmState]:
         """
-        Differentiable recurrence: `packed_values` (2, num_packed, D) are split per time step and passed with the
-        hidden state (2, n, proj_size) to `compute_gates`, which returns the pre-activation gates (2, n,
-        4 * cell_size). Arguments other than these and results as in `forward`.
+        The reference recurrence (differentiable): `packed_values` (2, num_packed, D) are split per time step and
+        passed with the hidden state (2, n, proj_size) to `compute_gates`, which returns the pre-activation gates
+        (2, n, 4 * cell_size) for `cell`. Arguments other than these and results as in `forward`.
         """
         hidden, cell = initial_state
         outputs, final_hidden, final_cell = [], [], []
@@ -609,7 +348,7 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
                 final_hidden.append(hidden[:, size:])
                 final_cell.append(cell[:, size:])
                 hidden, cell = hidden[:, :size], cell[:, :size]
-            hidden, cell = self._cell(compute_gates(step_values, hidden), cell)
+            hidden, cell = self.cell(compute_gates(step_values, hidden), cell)
             outputs.append(hidden)
         final_hidden.append(hidden)
         final_cell.append(cell)
@@ -976,58 +715,19 @@ class ElmoModel(ElmoPreTrainedModel):
 
     def compress_lstm_weights(self, compression: str | None) -> None:
         """
-        Opt-in for inference on CPUs: keep the biLM's recurrent and projection weights (the ones every time step
-        reads) as `"int8"` (weight-only, one float scale per output channel) or `"bf16"` for the products of the
-        no-gradient path in eval mode, with float32 accumulation (`compressed_linear`); `None` goes back to float32.
-        Faster where streaming those weights bounds the speed (small batches, batch 1 above all), slower at large
-        batches, and no longer exact: see the README (Speed and memory) for speed and errors.
-
-        The parameters stay float32 and untouched: training mode, gradients, `reference_implementation()`, other
-        dtypes or devices, CPU autocast and `torch.compile` run as before, and `save_pretrained` saves the
-        float32 weights (the choice is not saved). The compressed copies are derived on first use and checked
-        against a copy of the weights they came from on every call, so weight updates never leave them stale.
+        Opt-in for inference on CPUs: `"int8"` or `"bf16"` copies of the biLM's recurrent and projection weights for
+        the inference engine in eval mode (faster at small batches, no longer exact), `None` for float32; the
+        parameters stay untouched. See `lstm_engine.compress`.
         """
-        if compression is not None and not (isinstance(compression, str) and compression in WEIGHT_COMPRESSIONS):
-            choices = ", ".join(map(repr, WEIGHT_COMPRESSIONS))
-            raise ValueError(f"compression must be one of {choices} or None, got {compression!r}.")
-        for weight in (layer.weight_hh for layer in self.bilm.layers if compression is not None):
-            if weight.device.type != "cpu" or weight.dtype != torch.float32:
-                raise ValueError(
-                    f"compress_lstm_weights({compression!r}) needs the float32 model on a CPU; the LSTM weights are "
-                    f"{weight.dtype} on {weight.device}."
-                )
-        for layer in self.bilm.layers:
-            layer.weight_compression = compression
-            layer._packed_linears = None  # free the products derived under the previous choice
+        compress(
+            [layer.engine for layer in self.bilm.layers], [layer.weight_hh for layer in self.bilm.layers], compression
+        )
 
-    def set_lstm_inference(self, products: str = "auto", threads: int | str = "auto") -> None:
-        """
-        How the biLM's inference recurrence (no gradients) runs its time steps; the defaults choose on their own.
-
-        Args:
-            products: `"onednn"` (float32 on x86 CPUs: oneDNN with the recurrent and projection weights packed once
-                into its layout, one direction at a time), `"bmm"` (both directions in one `torch.bmm`), or `"auto"`:
-                whichever ran a few time steps faster on this machine at the batch's row count, measured once per
-                process (`bmm` unless oneDNN is clearly faster, as on 'original' at 8-32 rows, or where MKL is
-                slow). Where oneDNN does not apply (other dtypes and devices, CPU autocast, `torch.compile`), `bmm`
-                runs; `compress_lstm_weights` takes precedence.
-            threads: a thread count for the time steps, or `"auto"`: each inference call (no gradients, CPU) runs
-                under the count, out of `torch.get_num_threads()`, half of it (from 4) and 1, with the lowest
-                measured time per word for calls of its size, and each block of time steps inside under the count
-                with the lowest time per step; another count is tried now and then, so the choice follows the load
-                of other processes (`recurrence_tuning.ThreadCountChooser`). A count is only chosen for work that
-                gives the same bits at every count (checked once by a probe, `same_results_at`; on x86 CPUs in
-                float32 every product runs through oneDNN, which splits work among threads that way): outputs do
-                not depend on the choice.
-        """
-        if products not in STEP_PRODUCTS:
-            raise ValueError(f"products must be one of {', '.join(map(repr, STEP_PRODUCTS))}, got {products!r}.")
-        if products == "onednn" and not onednn_linear_applies(torch.zeros(1), torch.zeros(1)):
-            raise ValueError("products='onednn' needs PyTorch's oneDNN on an x86 CPU, which this machine lacks.")
-        if threads != "auto" and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-            raise ValueError(f"threads must be 'auto' or a positive int, got {threads!r}.")
-        for layer in self.bilm.layers:
-            layer.step_products, layer.step_threads = products, threads
+    def set_lstm_inference(self, products: str = "bmm", threads: int | str | None = None) -> None:
+        """How the biLM's inference engine (CPU, no gradients) runs its time steps: `products` and `threads` as
+        described in `lstm_engine.configure`. The defaults give the same bits in every process, whatever the load;
+        `("auto", "auto")` chooses from timings, for callers that own the process."""
+        configure([layer.engine for layer in self.bilm.layers], products, threads)
 
     def set_token_embedding_table(self, words: list[str], embeddings: torch.Tensor | None) -> None:
         """
@@ -1172,62 +872,19 @@ class ElmoModel(ElmoPreTrainedModel):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
-        with self._inference_threads(attention_mask):
-            layers = self._bilm_layers(input_ids, attention_mask, bool(output_hidden_states or self.scalar_mixes))
-        representations = tuple(mix(layers, attention_mask) for mix in self.scalar_mixes)  # the threads as set
+        layers = run_call(
+            self,
+            self.bilm.layers[0],
+            lambda: self._bilm_layers(input_ids, attention_mask, bool(output_hidden_states or self.scalar_mixes)),
+            attention_mask,
+            exclusive=self._reference_implementation or self.config.stateful,
+        )
+        representations = tuple(mix(layers, attention_mask) for mix in self.scalar_mixes)
         return ElmoModelOutput(
             last_hidden_state=layers[-1],
             hidden_states=layers if output_hidden_states else None,
             elmo_representations=representations or None,
         )
-
-    def _inference_threads(self, attention_mask: torch.Tensor) -> contextlib.AbstractContextManager:
-        """
-        The thread count a call runs under. Inference calls (no gradients, CPU, `set_lstm_inference(threads="auto")`,
-        not stateful, not the reference path) take the count `THREAD_CHOOSER` picks for calls of this model with
-        this many rows and words, so that on a CPU that other processes keep busy, where threads waiting for each
-        other at every parallel operation can make a call several times slower, the call drops to fewer threads
-        (the recurrence's time steps are chosen again per block inside). Only where a probe gives the same bits at
-        every count (`same_results_at`: the char CNN's and the biLM's products run through oneDNN on x86 CPUs);
-        otherwise, and for other calls, the threads as set.
-        """
-        layer = self.bilm.layers[0]
-        counts = thread_counts(torch.get_num_threads())
-        if (
-            torch.is_grad_enabled()
-            or self._reference_implementation
-            or self.config.stateful
-            or layer.step_threads != "auto"
-            or layer.weight_hh.device.type != "cpu"
-            or torch.compiler.is_compiling()
-            or len(counts) == 1
-        ):
-            return contextlib.nullcontext()
-        rows = rows_bucket(attention_mask.shape[0])
-        shapes = (layer._shape_key(), tuple(self.char_encoder.projection.weight.shape))
-        key = ("call", *shapes, layer.weight_compression, rows)  # compressed calls are faster: measured apart
-        if not same_results_at(
-            (*key, counts, layer.step_products), counts, lambda: [lambda: self._probe_layers(rows)]
-        ):
-            return contextlib.nullcontext()
-        words = int(attention_mask.sum()) + 2 * attention_mask.shape[0]
-        return THREAD_CHOOSER.run((*key, rows_bucket(attention_mask.shape[1])), words)
-
-    def _probe_layers(self, rows: int) -> list[torch.Tensor]:
-        """All layers for a fixed pseudo-random batch of `rows` rows of 3 words, computed as an inference call does
-        (without the word cache): the probe of `_inference_threads`."""
-        generator = torch.Generator().manual_seed(0)
-        size = (rows, 3, self.config.max_characters_per_token)
-        input_ids = torch.randint(1, self.config.char_vocab_size, size, generator=generator)
-        if self.config.has_word_embeddings:
-            word_ids = torch.randint(1, self.config.word_vocab_size, (*size[:2], 1), generator=generator)
-            input_ids = torch.cat([input_ids, word_ids], dim=-1)
-        packing = _pack_sentences(torch.ones(rows, 3, dtype=torch.bool))
-        token_char_ids = torch.cat([input_ids.flatten(0, 1), self.boundary_char_ids(input_ids.device)])
-        token_embeddings = self.char_encoder(token_char_ids.to(self.bilm.layers[0].weight_hh.device))
-        initial_states = self._initial_states(rows, packing.sort_order, token_embeddings)
-        layers, _ = self.bilm(token_embeddings, packing, initial_states, all_layers=True, reference=False)
-        return list(layers)
 
     def _bilm_layers(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, all_layers: bool

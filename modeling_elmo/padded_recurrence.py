@@ -73,7 +73,7 @@ def _lstm_layer(layer: nn.Module, inputs: torch.Tensor, active: torch.Tensor) ->
 
     Args:
         layer: the layer (`weight_ih` (2, input, 4 * cell), `weight_hh` (2, proj, 4 * cell), `weight_proj`
-            (2, cell, proj), `gate_bias()`, `cell_clip`, `proj_clip`).
+            (2, cell, proj), `gate_bias()`, and its step `cell(gates, cell, project)`).
         inputs: (time, 2, batch, input_size).
         active: (time, 1, batch, 1) bool: whether step `t` of a row is one of its sequence's steps.
 
@@ -85,7 +85,6 @@ def _lstm_layer(layer: nn.Module, inputs: torch.Tensor, active: torch.Tensor) ->
     flat_inputs = inputs.transpose(0, 1).reshape(2, num_steps * batch_size, input_size)
     input_gates = torch.bmm(flat_inputs, layer.weight_ih).view(2, num_steps, batch_size, 4 * cell_size)
     input_gates = input_gates.transpose(0, 1).contiguous()  # (time, 2, batch, 4 * cell)
-    cell_clip, proj_clip = layer.cell_clip, layer.proj_clip
 
     def step(
         hidden: torch.Tensor,
@@ -97,15 +96,10 @@ def _lstm_layer(layer: nn.Module, inputs: torch.Tensor, active: torch.Tensor) ->
         bias: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """hidden (2, batch, proj), cell (2, batch, cell), step_gates (2, batch, 4 * cell), step_active (1, batch,
-        1) -> frozen hidden, frozen cell, new hidden (2, batch, proj)."""
+        1) -> frozen hidden, frozen cell, new hidden (2, batch, proj): the layer's `cell`, with the weights passed in
+        as the scan's constants."""
         gates = (step_gates + torch.bmm(hidden, weight_hh)) + bias  # the bias last, as the packed path
-        input_gate, new_input, forget_gate, output_gate = gates.chunk(4, dim=-1)
-        new_cell = torch.sigmoid(forget_gate) * cell + torch.sigmoid(input_gate) * torch.tanh(new_input)
-        if cell_clip:
-            new_cell = new_cell.clamp(-cell_clip, cell_clip)
-        new_hidden = torch.bmm(torch.sigmoid(output_gate) * torch.tanh(new_cell), weight_proj)
-        if proj_clip:
-            new_hidden = new_hidden.clamp(-proj_clip, proj_clip)
+        new_hidden, new_cell = layer.cell(gates, cell, lambda cell_output: torch.bmm(cell_output, weight_proj))
         return torch.where(step_active, new_hidden, hidden), torch.where(step_active, new_cell, cell), new_hidden
 
     init = (

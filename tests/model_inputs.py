@@ -3,7 +3,7 @@ ElmoModels with random weights written in the original format, and records of on
 
 import torch
 
-import modeling_elmo.modeling_elmo as modeling
+import modeling_elmo.lstm_engine as lstm_engine
 from modeling_elmo import ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
 from modeling_elmo.conversion.original_checkpoint import load_original_checkpoint
@@ -27,32 +27,31 @@ def random_model(random_checkpoint, seed: int = 0, **architecture) -> ElmoModel:
 
 def record_onednn_calls(monkeypatch, lstm_only: bool = False) -> list[torch.Size]:
     """The input shape of every oneDNN linear call from now on (with `lstm_only`, only those made inside the biLM's
-    inference recurrence, `ElmoLstmLayer._forward_in_place`: its products and their measurement, not the char
-    CNN's)."""
+    inference engine, `LstmEngine.run`: its products and their measurement, not the char CNN's)."""
     calls, inside = [], []
-    linear, forward = torch.ops.mkldnn._linear_pointwise, modeling.ElmoLstmLayer._forward_in_place
+    linear, run = torch.ops.mkldnn._linear_pointwise, lstm_engine.LstmEngine.run
 
     def spy(inputs, *args):
         if inside or not lstm_only:
             calls.append(inputs.shape)
         return linear(inputs, *args)
 
-    def flagged_forward(self, *args):
+    def flagged_run(self, *args):
         inside.append(self)
         try:
-            return forward(self, *args)
+            return run(self, *args)
         finally:
             inside.pop()
 
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
-    monkeypatch.setattr(modeling.ElmoLstmLayer, "_forward_in_place", flagged_forward)
+    monkeypatch.setattr(lstm_engine.LstmEngine, "run", flagged_run)
     return calls
 
 
 def drop_thread_probe_calls(monkeypatch, calls: list) -> None:
     """Drop from `calls` what the thread-count probes of the automatic threads add to them (`same_results_at`, once
     per process and shape: the step products of a block, or the whole model for a call)."""
-    probe = modeling.same_results_at
+    probe = lstm_engine.same_results_at
 
     def probe_uncounted(*args):
         start = len(calls)
@@ -61,4 +60,4 @@ def drop_thread_probe_calls(monkeypatch, calls: list) -> None:
         finally:
             del calls[start:]
 
-    monkeypatch.setattr(modeling, "same_results_at", probe_uncounted)
+    monkeypatch.setattr(lstm_engine, "same_results_at", probe_uncounted)

@@ -251,7 +251,7 @@ def test_none_restores_exact_float32_and_reference_path_is_untouched(random_chec
         with model.reference_implementation():
             assert _max_difference(_layers(model, ids), reference) == 0
     model.compress_lstm_weights(None)
-    assert all(layer.weight_compression is None for layer in model.bilm.layers)
+    assert all(layer.engine.compression is None for layer in model.bilm.layers)
     assert _max_difference(_layers(model, ids), expected) == 0
 
 
@@ -285,7 +285,7 @@ def _fresh_compressed_outputs(model: ElmoModel, ids: torch.Tensor, compression: 
     clone = copy.deepcopy(model)
     clone.compress_lstm_weights(compression)
     for layer in clone.bilm.layers:
-        layer._packed_linears = None
+        layer.engine.forget_derived_weights()
     return _layers(clone, ids)
 
 
@@ -328,7 +328,7 @@ def test_bad_compression_is_refused(random_checkpoint, compression):
     model = _model(random_checkpoint, seed=14)
     with pytest.raises(ValueError, match=r"compression must be one of 'int8', 'bf16' or None, got"):
         model.compress_lstm_weights(compression)
-    assert all(layer.weight_compression is None for layer in model.bilm.layers)
+    assert all(layer.engine.compression is None for layer in model.bilm.layers)
 
 
 def test_compression_needs_a_float32_cpu_model(random_checkpoint):
@@ -349,7 +349,7 @@ def test_compression_is_not_saved(random_checkpoint, tmp_path):
     model.save_pretrained(tmp_path)
     assert "compress" not in (tmp_path / "config.json").read_text()
     loaded = ElmoModel.from_pretrained(tmp_path).eval()
-    assert all(layer.weight_compression is None for layer in loaded.bilm.layers)
+    assert all(layer.engine.compression is None for layer in loaded.bilm.layers)
     assert loaded.state_dict().keys() == state.keys()
     for name, value in loaded.state_dict().items():
         assert value.dtype == state[name].dtype and torch.equal(value, state[name]), name
@@ -362,7 +362,7 @@ def test_compressed_model_can_be_copied_and_pickled(random_checkpoint):
     model.compress_lstm_weights("int8")
     expected = _layers(model, ids)
     for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
-        assert all(layer.weight_compression == "int8" for layer in clone.bilm.layers)
+        assert all(layer.engine.compression == "int8" for layer in clone.bilm.layers)
         assert _max_difference(_layers(clone, ids), expected) == 0
 
 

@@ -18,6 +18,7 @@ from modeling_elmo.conversion.original_checkpoint import load_original_checkpoin
 from modeling_elmo.conversion.testing_utils import ARCHITECTURES
 from modeling_elmo.cpu_linear import onednn_linear_applies
 from modeling_elmo.embed.token_embeddings import load_token_embedding_table, read_token_embedding_table
+from modeling_elmo.lstm_engine import LstmEngine
 from modeling_elmo.modeling_elmo import ElmoCharacterEncoder, ElmoLstmLayer, _PackedBatch
 from modeling_elmo.word_embedding_store import WordEmbeddingStore, word_keys
 
@@ -77,20 +78,20 @@ def backend(request, monkeypatch) -> str:
     if request.param == "onednn" and not onednn_linear_applies(torch.zeros(1), torch.zeros(1)):
         pytest.skip("oneDNN's linear is used on x86 CPUs only")
     monkeypatch.setattr(torch.backends.mkldnn, "enabled", request.param == "onednn")
-    init = ElmoLstmLayer.__init__
+    init = LstmEngine.__init__
 
-    def init_with_products(self, config):
-        init(self, config)
-        self.step_products = request.param
+    def init_with_products(self):
+        init(self)
+        self.products = request.param
 
-    monkeypatch.setattr(ElmoLstmLayer, "__init__", init_with_products)
+    monkeypatch.setattr(LstmEngine, "__init__", init_with_products)
     return request.param
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURE_CASES.values(), ids=ARCHITECTURE_CASES.keys())
-@pytest.mark.parametrize("block_rows", [3, ElmoLstmLayer.INPUT_GATE_BLOCK_ROWS])
+@pytest.mark.parametrize("block_rows", [3, LstmEngine.INPUT_GATE_BLOCK_ROWS])
 def test_fast_paths_match_reference(random_checkpoint, monkeypatch, backend, architecture, block_rows):
-    monkeypatch.setattr(ElmoLstmLayer, "INPUT_GATE_BLOCK_ROWS", block_rows)  # 3: many input-gate blocks
+    monkeypatch.setattr(LstmEngine, "INPUT_GATE_BLOCK_ROWS", block_rows)  # 3: many input-gate blocks
     model = _model(random_checkpoint, seed=1, **architecture)
     ids = _char_ids(_sentences(seed=0, count=9, max_words=25))
     reference = _layers(model, ids, reference=True)
@@ -167,6 +168,8 @@ OPTIMIZERS = {**{name: _trainer_optimizer(name) for name in TRAINER_OPTIMIZERS},
 
 def _assert_inference_follows(model: ElmoModel, ids: torch.Tensor, change) -> None:
     """After `change()`, the inference path (packed weights, word cache) gives the reference path's new outputs."""
+    if onednn_linear_applies(model.bilm.layers[0].weight_hh, torch.zeros(1)):
+        model.set_lstm_inference("onednn")  # packed weights kept between calls (the default `bmm` keeps none)
     model.enable_word_cache(max_words=1000)
     before = _layers(model, ids, reference=True)
     for _ in range(2):  # the second call would be served from anything kept between calls
@@ -245,6 +248,8 @@ def test_model_built_under_inference_mode_runs(random_checkpoint):
 
 def test_model_can_be_copied_and_pickled_after_inference(random_checkpoint):
     model = _model(random_checkpoint, seed=14)
+    if onednn_linear_applies(model.bilm.layers[0].weight_hh, torch.zeros(1)):
+        model.set_lstm_inference("onednn")
     ids = _char_ids(_sentences(seed=15, count=3, max_words=10))
     expected = _layers(model, ids, reference=False)  # builds the packed weights
     for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):

@@ -10,6 +10,7 @@ from transformers import AutoConfig, AutoModel
 
 from modeling_elmo import ElmoConfig, ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
+from modeling_elmo.lstm_engine import LstmEngine
 from modeling_elmo.modeling_elmo import ElmoLstmLayer
 
 ORIGINAL_TOLERANCE = 2e-6
@@ -65,6 +66,18 @@ def test_stateful_reproduces_original_for_all_batches(
     model = ElmoModel.from_pretrained(converted_fixture, stateful=True)
     with model.reference_implementation(enabled=reference):
         assert run_fixture_batches(model, fixture_sentences, expected_top_layers) <= ORIGINAL_TOLERANCE
+
+
+@pytest.mark.parametrize("stateful", [False, True], ids=["stateless", "stateful"])
+def test_model_without_inference_engine_reproduces_original(
+    converted_fixture, fixture_sentences, expected_top_layers, stateful
+):
+    """The reference recurrence alone (the CPU inference engine disabled) is a correct model."""
+    model = ElmoModel.from_pretrained(converted_fixture, stateful=stateful)
+    for layer in model.bilm.layers:
+        layer.engine = None
+    num_batches = 10 if stateful else 1  # stateless: only the first batch starts from the original's zero states
+    assert run_fixture_batches(model, fixture_sentences, expected_top_layers, num_batches) <= ORIGINAL_TOLERANCE
 
 
 def test_stateless_reproduces_original_first_batch(converted_fixture, fixture_sentences, expected_top_layers):
@@ -365,11 +378,10 @@ def test_gradient_checkpointing_gives_the_same_gradients(
     assert model.supports_gradient_checkpointing
     batch = encode([fixture_sentences[0][3], fixture_sentences[2][7], ["tiny"]])
     runs = []
-    for name in ("_recur", "_forward_in_place"):  # the two recurrences behind ElmoLstmLayer.forward
-        method = getattr(ElmoLstmLayer, name)
-        monkeypatch.setattr(
-            ElmoLstmLayer, name, lambda self, *args, method=method: runs.append(1) or method(self, *args)
-        )
+    # the two recurrences behind ElmoLstmLayer.forward: the reference one and the inference engine's
+    for owner, name in ((ElmoLstmLayer, "recurrence"), (LstmEngine, "run")):
+        method = getattr(owner, name)
+        monkeypatch.setattr(owner, name, lambda self, *args, method=method: runs.append(1) or method(self, *args))
 
     def gradients() -> dict[str, torch.Tensor]:
         model.zero_grad()

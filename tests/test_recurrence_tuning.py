@@ -14,9 +14,10 @@ from model_inputs import char_ids as _char_ids
 from model_inputs import random_model as _model
 from model_inputs import record_onednn_calls
 
-import modeling_elmo.modeling_elmo as modeling
+import modeling_elmo.lstm_engine as modeling
 from modeling_elmo import recurrence_tuning
 from modeling_elmo.cpu_linear import onednn_linear_applies
+from modeling_elmo.lstm_engine import LstmEngine
 from modeling_elmo.modeling_elmo import ElmoLstmLayer
 from modeling_elmo.recurrence_tuning import (
     ThreadCountChooser,
@@ -481,16 +482,16 @@ def test_set_lstm_inference_refuses_bad_choices(random_checkpoint, arguments, me
     model.set_lstm_inference("bmm", 3)
     with pytest.raises(ValueError, match=message):
         model.set_lstm_inference(**arguments)
-    assert all((layer.step_products, layer.step_threads) == ("bmm", 3) for layer in model.bilm.layers)  # unchanged
+    assert all((layer.engine.products, layer.engine.threads) == ("bmm", 3) for layer in model.bilm.layers)  # unchanged
 
 
 def test_set_lstm_inference_sets_every_layer(random_checkpoint):
     model = _model(random_checkpoint, n_layers=3)
-    assert all((layer.step_products, layer.step_threads) == ("auto", "auto") for layer in model.bilm.layers)
-    model.set_lstm_inference("bmm", threads=1)
-    assert [(layer.step_products, layer.step_threads) for layer in model.bilm.layers] == [("bmm", 1)] * 3
-    model.set_lstm_inference()
-    assert [(layer.step_products, layer.step_threads) for layer in model.bilm.layers] == [("auto", "auto")] * 3
+    assert all((layer.engine.products, layer.engine.threads) == ("bmm", None) for layer in model.bilm.layers)
+    model.set_lstm_inference("auto", threads=1)
+    assert [(layer.engine.products, layer.engine.threads) for layer in model.bilm.layers] == [("auto", 1)] * 3
+    model.set_lstm_inference()  # back to the predictable defaults
+    assert [(layer.engine.products, layer.engine.threads) for layer in model.bilm.layers] == [("bmm", None)] * 3
 
 
 def test_set_lstm_inference_refuses_onednn_where_it_does_not_apply(random_checkpoint, monkeypatch):
@@ -538,7 +539,7 @@ def test_outputs_do_not_depend_on_the_thread_count(
 ):
     if products == "onednn" and not _onednn_applies():
         pytest.skip("oneDNN's products apply on x86 CPUs only")
-    monkeypatch.setattr(ElmoLstmLayer, "INPUT_GATE_BLOCK_ROWS", 3)  # many blocks, each run at the chooser's count
+    monkeypatch.setattr(LstmEngine, "INPUT_GATE_BLOCK_ROWS", 3)  # many blocks, each run at the chooser's count
     model = _model(random_checkpoint, seed=3)
     ids = _char_ids(SENTENCES)
     with model.reference_implementation():
@@ -578,7 +579,7 @@ def lstm_onednn_calls(onednn_calls, monkeypatch) -> list[torch.Size]:
     return record_onednn_calls(monkeypatch, lstm_only=True)
 
 
-PROBE_STEPS = 4  # the default of ElmoLstmLayer._steps_probe
+PROBE_STEPS = 4  # the default of LstmEngine._steps_probe
 
 
 @pytest.mark.parametrize(
@@ -595,10 +596,13 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
         pytest.skip("the choice is between oneDNN and bmm on x86 CPUs only")
     clock = SimpleNamespace(now=0.0)
     monkeypatch.setattr(recurrence_tuning, "time", SimpleNamespace(perf_counter=lambda: clock.now))
-    probe = ElmoLstmLayer._steps_probe
+    probe = LstmEngine._steps_probe
 
-    def timed_probe(self, linear_sets, rows, steps=PROBE_STEPS):
-        run, kind = probe(self, linear_sets, rows, steps), "bmm" if linear_sets[0][0] == slice(0, 2) else "onednn"
+    def timed_probe(self, layer, linear_sets, rows, steps=PROBE_STEPS):
+        run, kind = (
+            probe(self, layer, linear_sets, rows, steps),
+            "bmm" if linear_sets[0][0] == slice(0, 2) else "onednn",
+        )
 
         def timed_run():
             clock.now += costs[kind]
@@ -606,7 +610,7 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
 
         return timed_run
 
-    monkeypatch.setattr(ElmoLstmLayer, "_steps_probe", timed_probe)
+    monkeypatch.setattr(LstmEngine, "_steps_probe", timed_probe)
     model = _model(random_checkpoint, seed=4)
     ids = _char_ids(SENTENCES)
     model.set_lstm_inference("auto", threads=1)
@@ -627,7 +631,7 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
     assert len(lstm_onednn_calls) == onednn_forward
     assert all(shape[0] == 1 for shape in lstm_onednn_calls)  # one direction at a time
     # the packed copy (and its check on every call) is kept only where oneDNN runs
-    assert all((layer._packed_linears is not None) == (expected == "onednn") for layer in model.bilm.layers)
+    assert all((layer.engine._derived is not None) == (expected == "onednn") for layer in model.bilm.layers)
     model.set_lstm_inference(expected, threads=1)
     forced = _hidden_states(model, ids)
     assert _equal(first, forced) and _equal(found, forced)
@@ -643,7 +647,7 @@ def test_automatic_products_are_bmm_where_onednn_does_not_apply(random_checkpoin
 
 @pytest.mark.parametrize("threads", [1, 2, "auto"])
 def test_the_callers_thread_count_is_restored(random_checkpoint, monkeypatch, two_threads, spied_chooser, threads):
-    monkeypatch.setattr(ElmoLstmLayer, "INPUT_GATE_BLOCK_ROWS", 3)
+    monkeypatch.setattr(LstmEngine, "INPUT_GATE_BLOCK_ROWS", 3)
     monkeypatch.setattr(modeling, "same_results_at", lambda *args: True)  # the chooser runs every block
     model = _model(random_checkpoint, seed=5)
     ids = _char_ids(SENTENCES)
@@ -653,14 +657,14 @@ def test_the_callers_thread_count_is_restored(random_checkpoint, monkeypatch, tw
     counts = {count for _, count in spied_chooser.used}
     assert counts == ({1, 2} if threads == "auto" else set())
 
-    cell = ElmoLstmLayer._cell_in_place
+    cell = ElmoLstmLayer.cell
 
     def cell_failing_at_one_thread(self, *args):
         if torch.get_num_threads() == 1:
             raise RuntimeError("interrupted")
         return cell(self, *args)
 
-    monkeypatch.setattr(ElmoLstmLayer, "_cell_in_place", cell_failing_at_one_thread)
+    monkeypatch.setattr(ElmoLstmLayer, "cell", cell_failing_at_one_thread)
     if threads == 2:
         _hidden_states(model, ids)  # never at one thread
     else:
@@ -677,6 +681,7 @@ def test_compressed_and_float32_calls_are_measured_apart(random_checkpoint, monk
     float32, int8 = _model(random_checkpoint, seed=6), _model(random_checkpoint, seed=6)
     int8.compress_lstm_weights("int8")
     for model in (float32, int8):
+        model.set_lstm_inference("auto", "auto")  # opt-in
         _hidden_states(model, ids)
     call_keys = {key for key, _ in spied_chooser.used if not _is_step_key(key)}
     assert len(call_keys) == 2

@@ -1,0 +1,115 @@
+"""First call, steady calls, peak memory and output bits of the biLM's inference engine, one setting per process.
+
+For the figures of benchmarks/RESULTS-engine.md: a random-weight 'original' model (or `--models`), the first
+`--batch-size` sentences of the benchmark corpus (`bench_inference.load_corpus`) as one batch, called `--calls` times
+in a fresh process under `torch.inference_mode()`: the first call's seconds, the median of the others (steady), peak
+RSS, and a digest of the last call's outputs (all layers), so that settings and processes can be compared bit for
+bit. `--settings` lists `products/threads` pairs for `set_lstm_inference` ("-" alone for the model's defaults,
+as threads for None);
+`--busy` runs them again beside a busy process (a Python loop keeping one CPU busy), `--omp-passive` again with
+`OMP_WAIT_POLICY=PASSIVE` beside it. `--code DIR` imports `modeling_elmo` from DIR (a checkout of an older
+version, for side-by-side runs).
+
+    python benchmarks/bench_engine.py [--models original] [--batch-size 64] [--calls 4]
+        [--settings -,auto/auto] [--busy] [--omp-passive] [--code DIR]
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_inference import DEFAULT_CONLL, _peak_rss_mib, busy_process, ensure_model, load_corpus  # noqa: E402
+
+
+def worker(args: argparse.Namespace) -> dict:
+    """One setting in this process: the first and the steady call's seconds, peak RSS and the outputs' digest."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    import modeling_elmo
+
+    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
+    model = AutoModel.from_pretrained(args.model_dir).eval()
+    if args.setting != "-":
+        products, threads = args.setting.split("/")
+        model.set_lstm_inference(products, None if threads == "-" else int(threads) if threads.isdigit() else threads)
+    batch = tokenizer(
+        load_corpus(args.conll)[: args.batch_size], is_split_into_words=True, padding=True, return_tensors="pt"
+    )
+    threads_before = torch.get_num_threads()
+    seconds = []
+    with torch.inference_mode():
+        for _ in range(args.calls):
+            start = time.perf_counter()
+            layers = model(**batch, output_hidden_states=True).hidden_states
+            seconds.append(time.perf_counter() - start)
+    digest = hashlib.sha256(b"".join(layer.numpy().tobytes() for layer in layers)).hexdigest()[:16]
+    return {
+        "code": str(Path(modeling_elmo.__file__).parent),
+        "first_s": round(seconds[0], 2),
+        "steady_s": round(statistics.median(seconds[1:]), 2),
+        "first_over_steady": round(seconds[0] / statistics.median(seconds[1:]), 2),
+        "calls_s": [round(value, 2) for value in seconds],
+        "peak_rss_mib": round(_peak_rss_mib()),
+        "threads_unchanged": torch.get_num_threads() == threads_before,
+        "digest": digest,
+    }
+
+
+def spawn(args: argparse.Namespace, model_dir: Path, setting: str, busy: bool, passive: bool) -> dict:
+    command = [sys.executable, __file__, "--worker", "--model-dir", str(model_dir), "--setting", setting]
+    command += ["--batch-size", str(args.batch_size), "--calls", str(args.calls), "--conll", str(args.conll)]
+    environment = dict(os.environ)
+    if args.code:
+        environment["PYTHONPATH"] = str(args.code)
+    if passive:
+        environment["OMP_WAIT_POLICY"] = "PASSIVE"
+    competitor = busy_process() if busy else None
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, env=environment)
+    finally:
+        if competitor is not None:
+            competitor.kill()
+    lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    if result.returncode != 0 or not lines:
+        return {"failed": result.stderr[-1500:]}
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="original")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--calls", type=int, default=4)
+    parser.add_argument("--settings", default="-")
+    parser.add_argument("--busy", action="store_true")
+    parser.add_argument("--omp-passive", action="store_true")
+    parser.add_argument("--code", type=Path)
+    parser.add_argument("--conll", type=Path, default=DEFAULT_CONLL)
+    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/elmo-bench"))
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--setting", default="-", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print("RESULT " + json.dumps(worker(args)), flush=True)
+        return
+    states = [(False, False)] + [(True, False)] * args.busy + [(True, True)] * args.omp_passive
+    for name in args.models.split(","):
+        model_dir = ensure_model(args.work_dir, name)
+        for busy, passive in states:
+            for setting in args.settings.split(","):
+                row = spawn(args, model_dir, setting, busy, passive)
+                label = {"model": name, "setting": setting, "busy": busy, "omp_passive": passive}
+                print(json.dumps(label | row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

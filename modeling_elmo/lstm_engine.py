@@ -1,0 +1,407 @@
+"""
+The CPU inference engine of the biLM: what runs an `ElmoLstmLayer` when no gradient is needed on a CPU, in place of
+the layer's reference recurrence. It serves `modeling_elmo.py` (one switch in `ElmoLstmLayer.forward`, one in
+`ElmoModel.forward`) and, through `ElmoModel.set_lstm_inference` / `compress_lstm_weights`, the callers that tune
+inference.
+
+Public interface:
+
+- `LstmEngine`: one per layer (`ElmoLstmLayer.engine`; `None` there disables it). `applies(layer, inputs)` says
+  whether it runs the layer's call (CPU, no gradient needed); `run(layer, inputs, batch_sizes, initial_state)`
+  computes what `ElmoLstmLayer.forward` returns, with the layer's own cell (`ElmoLstmLayer.cell`).
+  `products`, `threads` and `compression` are its settings.
+- `run_call(model, layer, compute, attention_mask, exclusive)`: runs a whole inference call (`compute()`), under
+  the thread count chosen for it when `threads="auto"`.
+- `configure(engines, products, threads)` and `compress(engines, compression)`: the checked setters behind
+  `ElmoModel.set_lstm_inference` and `ElmoModel.compress_lstm_weights`.
+
+What it does: the recurrence runs in place on packed sequences, the input-to-gate products of a block of time steps
+(`INPUT_GATE_BLOCK_ROWS`) in one product. The per-step products run as one `bmm` for both directions, or one
+direction at a time through oneDNN (`cpu_linear`, x86 CPUs, float32) with the recurrent and projection weights
+packed once into its layout, or with compressed weights (`compressed_linear`). Packed and compressed weights are
+kept between calls with a copy of the weights they were derived from (`weight_snapshot`) and derived again whenever
+the weights differ from that copy, however they were changed.
+
+Predictable by default: the step products are `bmm` (no timing decides anything, no packed copy, nothing to check
+on each call) and no call changes the thread count, a process-wide setting, so the same inputs give the same bits
+whatever the load of the machine and however many Python threads call the model at once. Callers that own the
+process may opt in to the choices `recurrence_tuning` makes from timings (`products="auto"`, `threads="auto"`).
+"""
+
+import contextlib
+import itertools
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import torch
+
+from .compressed_linear import WEIGHT_COMPRESSIONS, compressed_linear, compressed_linear_applies
+from .cpu_linear import LinearFn, onednn_linear, onednn_linear_applies
+from .recurrence_tuning import (
+    THREAD_CHOOSER,
+    choose_step_products,
+    num_threads,
+    rows_bucket,
+    same_results_at,
+    thread_counts,
+)
+from .weight_snapshot import WeightSnapshot
+
+LstmState = tuple[torch.Tensor, torch.Tensor]
+STEP_PRODUCTS = ("auto", "onednn", "bmm")  # choices of `ElmoModel.set_lstm_inference`
+# the directions a set of inference products computes, and its (input-to-gate, recurrent, projection) products
+LinearSet = tuple[slice, tuple[LinearFn, LinearFn, LinearFn]]
+# `run_steps(rows, steps)`: the context a block of time steps of the inference recurrence runs in
+StepRunner = Callable[[int, int], contextlib.AbstractContextManager]
+Result = TypeVar("Result")
+
+
+class LstmEngine:
+    """
+    The inference recurrence of one `ElmoLstmLayer` and what it keeps between calls.
+
+    Settings (`ElmoModel.set_lstm_inference`, `ElmoModel.compress_lstm_weights`): `products` ("bmm", "onednn",
+    "auto"), `threads` (None: as set; "auto" or a count) and `compression` (None, "int8", "bf16").
+    """
+
+    INPUT_GATE_BLOCK_ROWS = 256  # packed rows per direction whose input-to-gate products are computed at once
+    PACKED_WEIGHT_ROWS = 64  # oneDNN lays the per-step weights out for products of about this many rows (any work)
+
+    def __init__(self) -> None:
+        self.products: str = "bmm"
+        self.threads: int | str | None = None
+        self.compression: str | None = None
+        # (snapshot of the recurrent and projection weights, (compression, oneDNN), the products derived from them)
+        self._derived: tuple[WeightSnapshot, tuple[str | None, bool], list[LinearSet]] | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_derived": None}  # packed oneDNN weights cannot be pickled
+
+    def forget_derived_weights(self) -> None:
+        """Drop the packed or compressed weights (they are derived again on next use)."""
+        self._derived = None
+
+    @staticmethod
+    def applies(layer: torch.nn.Module, inputs: torch.Tensor) -> bool:
+        """Whether the engine runs `layer` on `inputs`: on a CPU, when no gradient is needed."""
+        if inputs.device.type != "cpu":
+            return False
+        needs_grad = inputs.requires_grad or any(parameter.requires_grad for parameter in layer.parameters())
+        return not (torch.is_grad_enabled() and needs_grad)
+
+    def run(
+        self, layer: torch.nn.Module, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
+        """`layer.forward` (same arguments and results) without gradients: the in-place recurrence."""
+        outputs = inputs.new_empty(2, inputs.shape[1], layer.weight_proj.shape[-1])
+        hidden, cell = initial_state[0], initial_state[1].clone()  # `cell` is updated in place
+        offsets = list(itertools.accumulate(batch_sizes, initial=0))
+        bias = layer.gate_bias().unsqueeze(1)
+        products, linear_sets = self._linear_sets(layer, inputs, batch_sizes[0])
+        run_steps = self._step_runner(layer, products, linear_sets)
+        for directions, linears in linear_sets:
+            self._recur_in_place(
+                layer, linears, bias[directions], inputs[directions], offsets, hidden[directions],
+                cell[directions], outputs[directions], run_steps,
+            )  # fmt: skip
+        active = torch.tensor(batch_sizes).unsqueeze(1) > torch.arange(batch_sizes[0])  # (time, batch)
+        last_step = active.sum(dim=0) - 1
+        last_index = torch.tensor(offsets[:-1])[last_step] + torch.arange(batch_sizes[0])
+        return outputs, (outputs[:, last_index.to(outputs.device)], cell)
+
+    def _recur_in_place(
+        self,
+        layer: torch.nn.Module,
+        linears: tuple[LinearFn, LinearFn, LinearFn],
+        bias: torch.Tensor,
+        inputs: torch.Tensor,
+        offsets: list[int],
+        hidden: torch.Tensor,
+        cell: torch.Tensor,
+        outputs: torch.Tensor,
+        run_steps: StepRunner,
+    ) -> None:
+        """
+        The inference recurrence for `D` directions (1 or 2) at once: `inputs` (D, num_packed, input_size), `bias`
+        (D, 1, 4 * cell_size), initial `hidden` (D, batch, proj_size), `cell` (D, batch, cell_size) updated in place,
+        `outputs` (D, num_packed, proj_size) written. The input-to-gate products are computed a block of time steps
+        at a time (`INPUT_GATE_BLOCK_ROWS`), so memory stays bounded on long inputs; the steps of each block run in
+        `run_steps(rows, steps)` (threads, see `_step_runner`). Each step is `layer.cell`.
+        """
+        input_to_gates, recurrent, projection = linears
+        num_steps = len(offsets) - 1
+        step = 0
+        while step < num_steps:
+            end = step + 1  # steps [step, end) share one input-to-gate product
+            while end < num_steps and offsets[end + 1] - offsets[step] <= self.INPUT_GATE_BLOCK_ROWS:
+                end += 1
+            gates_block = input_to_gates(inputs[:, offsets[step] : offsets[end]])  # (D, rows, 4 * cell_size)
+            with run_steps(offsets[step + 1] - offsets[step], end - step):
+                for time in range(step, end):
+                    size = offsets[time + 1] - offsets[time]
+                    gates = gates_block[:, offsets[time] - offsets[step] : offsets[time + 1] - offsets[step]]
+                    gates.add_(recurrent(hidden[:, :size])).add_(bias)  # the bias last, as in the reference
+                    new_hidden, new_cell = layer.cell(gates, cell[:, :size], projection)
+                    hidden = outputs[:, offsets[time] : offsets[time + 1]]
+                    hidden.copy_(new_hidden)
+                    cell[:, :size] = new_cell
+            step = end
+
+    def _shape_key(self, layer: torch.nn.Module) -> tuple:
+        """What the run-time choices of `recurrence_tuning` depend on besides the rows: shapes and dtype."""
+        return tuple(layer.weight_hh.shape), tuple(layer.weight_proj.shape), layer.weight_hh.dtype
+
+    def _linear_sets(self, layer: torch.nn.Module, inputs: torch.Tensor, rows: int) -> tuple[str, list[LinearSet]]:
+        """
+        The input-to-gate, recurrent and projection products for a batch of `rows` sequences, named, with the
+        directions each set computes: "bmm" (both directions at once), or one direction at a time "onednn" (x86
+        CPUs, float32: `cpu_linear`, the recurrent and projection weights packed once into oneDNN's layout) or,
+        with `compression` set (eval mode, CPU, float32), "int8"/"bf16" (`compressed_linear`; not in training
+        mode, where the first pass of reentrant gradient checkpointing also runs without gradients). Between
+        "onednn" and "bmm", `products` decides; "auto" takes the faster on this machine at this many rows, measured
+        once (`choose_step_products`), `bmm` unless oneDNN is clearly faster: `bmm` reads the weights as they are,
+        so it needs neither the packed copy nor its check on every call.
+
+        The input-to-gate products read `weight_ih` at call time, so they never hold on to a replaced tensor.
+        """
+        applies = not layer.training and compressed_linear_applies(layer.weight_hh, inputs)  # eval mode only
+        compression = self.compression if applies else None
+        onednn = self.products != "bmm" and onednn_linear_applies(layer.weight_hh, inputs)
+        bmm_linears = (
+            lambda rows: torch.bmm(rows, layer.weight_ih),
+            lambda hidden: torch.bmm(hidden, layer.weight_hh),
+            lambda cell_output: torch.bmm(cell_output, layer.weight_proj),
+        )
+        bmm_sets = [(slice(0, 2), bmm_linears)]
+        if compression is None and not onednn:
+            return "bmm", bmm_sets
+        if compression is not None:
+            return compression, self._derived_linears(layer, compression, onednn)
+        if self.products == "auto":
+            bucket = rows_bucket(rows)
+
+            def candidates() -> dict[str, Callable[[], object]]:
+                packed_sets = self._build_linears(layer, None, onednn=True)  # not kept: packed again only if chosen
+                return {
+                    "bmm": self._steps_probe(layer, bmm_sets, bucket),
+                    "onednn": self._steps_probe(layer, packed_sets, bucket),
+                }
+
+            if choose_step_products((self._shape_key(layer), bucket), candidates) == "bmm":
+                return "bmm", bmm_sets
+        return "onednn", self._derived_linears(layer, None, True)
+
+    def _derived_linears(self, layer: torch.nn.Module, compression: str | None, onednn: bool) -> list[LinearSet]:
+        """The per-direction sets of `_linear_sets` with packed ("onednn") or compressed step weights, kept while the
+        weights hold the bits they were derived from."""
+        derived_from, kind = [layer.weight_hh, layer.weight_proj], (compression, onednn)
+        cached = self._derived  # one read: another thread may replace it
+        if cached is not None and cached[1] == kind and cached[0].matches(derived_from):
+            return cached[2]
+        self._derived = cached = None  # free the old derived weights before deriving new ones
+        linears = self._build_linears(layer, compression, onednn)
+        self._derived = (WeightSnapshot(derived_from), kind, linears)
+        return linears
+
+    def _build_linears(self, layer: torch.nn.Module, compression: str | None, onednn: bool) -> list[LinearSet]:
+        """The per-direction sets of `_derived_linears`, derived from the current weights (not kept)."""
+
+        def step_linear(weight: torch.Tensor) -> LinearFn:
+            if compression is not None:
+                return compressed_linear(weight, compression, self.PACKED_WEIGHT_ROWS)
+            return onednn_linear(weight, self.PACKED_WEIGHT_ROWS)
+
+        def input_linear(direction: int) -> LinearFn:
+            if onednn:
+                return lambda rows: onednn_linear(layer.weight_ih[direction])(rows)
+            return lambda rows: torch.matmul(rows, layer.weight_ih[direction])
+
+        return [
+            (
+                slice(direction, direction + 1),
+                (
+                    input_linear(direction),
+                    step_linear(layer.weight_hh[direction]),
+                    step_linear(layer.weight_proj[direction]),
+                ),
+            )
+            for direction in range(2)
+        ]
+
+    def _steps_probe(
+        self, layer: torch.nn.Module, linear_sets: list[LinearSet], rows: int, steps: int = 4
+    ) -> Callable[[], object]:
+        """A callable running the inference recurrence (`_recur_in_place`) of every set for `steps` time steps of
+        `rows` rows on fixed pseudo-random inputs, the input-to-gate products left out: what `choose_step_products`
+        times."""
+        generator = torch.Generator().manual_seed(0)
+        input_size, proj_size, cell_size = (
+            layer.weight_ih.shape[1],
+            layer.weight_proj.shape[-1],
+            layer.weight_proj.shape[-2],
+        )
+        inputs = torch.randn(2, rows * steps, input_size, generator=generator).to(layer.weight_ih)
+        offsets = list(range(0, rows * (steps + 1), rows))
+        bias = layer.gate_bias().detach().unsqueeze(1)
+        gates = torch.randn(2, rows * steps, 4 * cell_size, generator=generator).to(layer.weight_ih)
+
+        def gates_of_block(block: torch.Tensor) -> torch.Tensor:
+            """The input-to-gate products are left out: a real block has far more steps to share them."""
+            return gates[: block.shape[0], : block.shape[1]].clone()
+
+        def run() -> None:
+            for directions, (_, recurrent, projection) in linear_sets:
+                count = directions.stop - directions.start
+                hidden, cell = inputs.new_zeros(count, rows, proj_size), inputs.new_zeros(count, rows, cell_size)
+                outputs = inputs.new_empty(count, rows * steps, proj_size)
+                self._recur_in_place(
+                    layer, (gates_of_block, recurrent, projection), bias[directions], inputs[directions], offsets,
+                    hidden, cell, outputs, lambda rows, steps: contextlib.nullcontext(),
+                )  # fmt: skip
+
+        return run
+
+    def _step_probe(
+        self, layer: torch.nn.Module, linear_sets: list[LinearSet], rows: int
+    ) -> Callable[[], list[torch.Tensor]]:
+        """A callable running one time step's recurrent and projection products of every set at `rows` rows, on
+        fixed pseudo-random inputs; returns the products."""
+        generator = torch.Generator().manual_seed(0)
+
+        def probe_input(directions: slice, width: int) -> torch.Tensor:
+            values = torch.randn(directions.stop - directions.start, rows, width, generator=generator)
+            return values.to(layer.weight_hh)
+
+        cell_size, proj_size = layer.weight_proj.shape[-2:]
+        probes = [
+            (linears[1], probe_input(directions, proj_size), linears[2], probe_input(directions, cell_size))
+            for directions, linears in linear_sets
+        ]
+        return lambda: [out for recur, hidden, project, cell in probes for out in (recur(hidden), project(cell))]
+
+    def _step_runner(self, layer: torch.nn.Module, products: str, linear_sets: list[LinearSet]) -> StepRunner:
+        """
+        `run_steps(rows, steps)`: the context a block of `steps` time steps of `rows` rows runs in. With `threads`
+        None, the threads as set; with a count, that many threads; with "auto", the count `THREAD_CHOOSER` picks
+        for blocks of this kind, where the products give the same bits at every count it tries (`same_results_at`,
+        probed once per rows bucket), and otherwise the threads as set.
+        """
+        if self.threads is None:
+            return lambda rows, steps: contextlib.nullcontext()
+        if self.threads != "auto":
+            count = self.threads
+            return lambda rows, steps: num_threads(count)
+        counts = thread_counts(torch.get_num_threads())
+        if len(counts) == 1:
+            return lambda rows, steps: contextlib.nullcontext()
+        key = (self._shape_key(layer), products, linear_sets[0][0].stop - linear_sets[0][0].start)
+
+        def run_steps(rows: int, steps: int) -> contextlib.AbstractContextManager:
+            bucket = rows_bucket(rows)
+
+            def probes() -> list[Callable[[], list[torch.Tensor]]]:
+                return [
+                    self._step_probe(layer, linear_sets[:1], size) for size in sorted({1, bucket // 2 + 1, bucket})
+                ]
+
+            if not same_results_at((*key, bucket, counts), counts, probes):
+                return contextlib.nullcontext()
+            return THREAD_CHOOSER.run((*key, bucket), steps)
+
+        return run_steps
+
+
+def run_call(
+    model: torch.nn.Module,
+    layer: torch.nn.Module,
+    compute: Callable[[], Result],
+    attention_mask: torch.Tensor,
+    exclusive: bool,
+) -> Result:
+    """
+    `compute()`, one inference call of `model` on a batch with word mask `attention_mask` (batch, words), under the
+    thread count `THREAD_CHOOSER` picks for calls of this model and size when the engine of `layer` (its first biLM
+    layer) has `threads="auto"`: on a CPU that other processes keep busy, where threads waiting for each other at
+    every parallel operation can make a call several times slower, the call drops to fewer threads (the blocks of
+    time steps choose again inside). Only where the call gives the same bits at every count (`same_results_at`,
+    checked on the first call of its kind by running it at each count); otherwise, for `exclusive` calls (whose
+    repetition would change state) and for calls with gradients or off the CPU, `compute()` as it is.
+    """
+    engine: LstmEngine | None = layer.engine
+    counts = thread_counts(torch.get_num_threads())
+    if (
+        exclusive
+        or engine is None
+        or engine.threads != "auto"
+        or torch.is_grad_enabled()
+        or layer.weight_hh.device.type != "cpu"
+        or torch.compiler.is_compiling()
+        or len(counts) == 1
+    ):
+        return compute()
+    rows, words = attention_mask.shape[0], int(attention_mask.sum()) + 2 * attention_mask.shape[0]
+    shapes = tuple(tuple(parameter.shape) for parameter in model.parameters())
+    key = ("call", engine._shape_key(layer), shapes, engine.compression, rows_bucket(rows))
+    if not same_results_at((*key, counts, engine.products), counts, lambda: [lambda: list(compute())]):
+        return compute()
+    with THREAD_CHOOSER.run((*key, rows_bucket(attention_mask.shape[1])), words):
+        return compute()
+
+
+def configure(engines: Sequence[LstmEngine], products: str, threads: int | str | None) -> None:
+    """
+    Set `products` and `threads` of every engine, checked first (`ElmoModel.set_lstm_inference`).
+
+    Args:
+        products: `"bmm"` (the default: both directions in one `torch.bmm`, on the weights as they are), `"onednn"`
+            (float32 on x86 CPUs: oneDNN with the recurrent and projection weights packed once into its layout, one
+            direction at a time; the packed copy and the copy it is checked against cost twice those weights in
+            memory), or `"auto"`: whichever ran a few time steps faster on this machine at the batch's row count,
+            measured once per process (`bmm` unless oneDNN is clearly faster), so the choice and the bits can
+            differ between processes. Where oneDNN does not apply (other dtypes and devices, CPU autocast,
+            `torch.compile`), `bmm` runs; a `compression` takes precedence.
+        threads: None (the default: the calls run under `torch.get_num_threads()` and never change it), a thread
+            count for the time steps (set process-wide while they run), or `"auto"`: each inference call (no
+            gradients, CPU) runs under the count, out of `torch.get_num_threads()`, half of it (from 4) and 1, with
+            the lowest measured time per word for calls of its size (`run_call`), and each block of time steps
+            inside under the count with the lowest time per step; another count is tried now and then, so the choice
+            follows the load of other processes (`recurrence_tuning.ThreadCountChooser`). A count is only chosen for
+            work that gives the same bits at every count (checked once, `same_results_at`; on x86 CPUs in float32
+            every product runs through oneDNN, which splits work among threads that way): outputs do not depend on
+            the choice.
+    """
+    if products not in STEP_PRODUCTS:
+        raise ValueError(f"products must be one of {', '.join(map(repr, STEP_PRODUCTS))}, got {products!r}.")
+    if products == "onednn" and not onednn_linear_applies(torch.zeros(1), torch.zeros(1)):
+        raise ValueError("products='onednn' needs PyTorch's oneDNN on an x86 CPU, which this machine lacks.")
+    if threads not in (None, "auto") and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be 'auto' or a positive int, got {threads!r} (None: leave them as set).")
+    for engine in engines:
+        engine.products, engine.threads = products, threads
+
+
+def compress(engines: Sequence[LstmEngine], weights: Sequence[torch.Tensor], compression: str | None) -> None:
+    """
+    Set `compression` of every engine, checked first against the layers' recurrent `weights`
+    (`ElmoModel.compress_lstm_weights`): the recurrent and projection weights (the ones every time step reads) are
+    kept as `"int8"` (weight-only, one float scale per output channel) or `"bf16"` for the engine's products in eval
+    mode, with float32 accumulation (`compressed_linear`); `None` goes back to float32. Faster where streaming those
+    weights bounds the speed (small batches, batch 1 above all), slower at large batches, and no longer exact.
+
+    The parameters stay float32 and untouched: training mode, gradients, `reference_implementation()`, other dtypes
+    or devices, CPU autocast and `torch.compile` run as before, and `save_pretrained` saves the float32 weights (the
+    choice is not saved). The compressed copies are derived on first use and checked against a copy of the weights
+    they came from on every call, so weight updates never leave them stale.
+    """
+    if compression is not None and not (isinstance(compression, str) and compression in WEIGHT_COMPRESSIONS):
+        choices = ", ".join(map(repr, WEIGHT_COMPRESSIONS))
+        raise ValueError(f"compression must be one of {choices} or None, got {compression!r}.")
+    for weight in weights if compression is not None else ():
+        if weight.device.type != "cpu" or weight.dtype != torch.float32:
+            raise ValueError(
+                f"compress_lstm_weights({compression!r}) needs the float32 model on a CPU; the LSTM weights are "
+                f"{weight.dtype} on {weight.device}."
+            )
+    for engine in engines:
+        engine.compression = compression
+        engine.forget_derived_weights()  # free the products derived under the previous choice

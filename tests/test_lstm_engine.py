@@ -1,0 +1,130 @@
+"""The CPU inference engine (`lstm_engine`) against the layer's reference recurrence, and its defaults being
+predictable: the same bits whatever the load and however many Python threads call the model, and no process-wide
+setting changed by a call."""
+
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+from model_inputs import char_ids as _char_ids
+from model_inputs import random_model as _model
+from test_fast_paths import ARCHITECTURE_CASES, _max_difference, _sentences
+
+from modeling_elmo import ElmoModel
+from modeling_elmo.lstm_engine import LstmEngine
+
+TOLERANCE = 1e-6
+
+
+def _disable_engine(model: ElmoModel) -> None:
+    for layer in model.bilm.layers:
+        layer.engine = None
+
+
+def _hidden_states(model: ElmoModel, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    with torch.inference_mode():
+        return model(ids, output_hidden_states=True).hidden_states
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURE_CASES.values(), ids=ARCHITECTURE_CASES.keys())
+def test_engine_and_reference_recurrence_agree(random_checkpoint, monkeypatch, architecture):
+    model = _model(random_checkpoint, seed=30, **architecture)
+    ids = _char_ids(_sentences(seed=31, count=7, max_words=20))
+    runs = []
+    run = LstmEngine.run
+    monkeypatch.setattr(LstmEngine, "run", lambda self, *args: runs.append(1) or run(self, *args))
+    with_engine = _hidden_states(model, ids)
+    assert len(runs) == len(model.bilm.layers)
+    _disable_engine(model)
+    without_engine = _hidden_states(model, ids)
+    assert len(runs) == len(model.bilm.layers)  # the reference recurrence only
+    assert _max_difference(with_engine, without_engine) <= TOLERANCE
+
+
+def test_engine_runs_on_cpu_only_and_without_gradients(random_checkpoint):
+    layer = _model(random_checkpoint, seed=37).bilm.layers[0]
+    inputs = torch.zeros(2, 3, layer.weight_ih.shape[1])
+    with torch.no_grad():
+        assert LstmEngine.applies(layer, inputs)
+        assert not LstmEngine.applies(layer, inputs.to("meta"))  # any other device: the reference recurrence
+    with torch.enable_grad():
+        assert not LstmEngine.applies(layer, inputs)  # the layer's parameters require gradients
+        assert LstmEngine.applies(layer.requires_grad_(False), inputs)
+        assert not LstmEngine.applies(layer, inputs.requires_grad_())
+
+
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_calls_change_no_thread_setting(random_checkpoint, monkeypatch, two_threads):
+    """By default no call sets the thread count (a process-wide setting), not even for a moment."""
+    model = _model(random_checkpoint, seed=32)
+    ids = _char_ids(_sentences(seed=33, count=5, max_words=12))
+    settings = []
+    set_num_threads = torch.set_num_threads
+    monkeypatch.setattr(torch, "set_num_threads", lambda count: settings.append(count) or set_num_threads(count))
+    for _ in range(3):
+        _hidden_states(model, ids)
+    assert settings == [] and torch.get_num_threads() == 2
+
+
+def test_concurrent_calls_give_the_serial_bits(random_checkpoint, two_threads):
+    model = _model(random_checkpoint, seed=34, dim=256, projection_dim=64)
+    batches = [_char_ids(_sentences(seed=seed, count=6, max_words=15)) for seed in range(4)]
+    serial = [_hidden_states(model, ids) for ids in batches]
+    found, errors = {}, []
+
+    def call(index: int) -> None:
+        try:
+            for _ in range(3):
+                found.setdefault(index, []).append(_hidden_states(model, batches[index]))
+        except Exception as error:  # noqa: BLE001 (reported by the main thread)
+            errors.append(error)
+
+    workers = [threading.Thread(target=call, args=(index,)) for index in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not errors
+    for index, expected in enumerate(serial):
+        for layers in found[index]:
+            assert all(torch.equal(a, b) for a, b in zip(layers, expected, strict=True))
+
+
+BUSY_LOOP = "import time\nend = time.time() + 60\nwhile time.time() < end:\n    pass\n"
+
+
+def test_same_bits_beside_a_busy_process(random_checkpoint, two_threads):
+    """A process keeping a CPU busy changes nothing in the outputs (no timing decides anything)."""
+    model = _model(random_checkpoint, seed=35, dim=256, projection_dim=64)
+    ids = _char_ids(_sentences(seed=36, count=6, max_words=15))
+    idle = _hidden_states(model, ids)
+    busy = subprocess.Popen([sys.executable, "-c", BUSY_LOOP])
+    try:
+        beside_busy = [_hidden_states(_model(random_checkpoint, seed=35, dim=256, projection_dim=64), ids)]
+        beside_busy.append(_hidden_states(model, ids))
+    finally:
+        busy.kill()
+        busy.wait()
+    for layers in beside_busy:
+        assert all(torch.equal(a, b) for a, b in zip(layers, idle, strict=True))
+
+
+def test_default_keeps_no_derived_copy_of_the_weights(random_checkpoint):
+    """The default products read the parameters as they are: nothing derived from them is kept, so nothing can go
+    stale and no copy costs memory (`products="onednn"` keeps packed weights and the copy they are checked against)."""
+    model = _model(random_checkpoint, seed=38)
+    ids = _char_ids(_sentences(seed=39, count=3, max_words=10))
+    _hidden_states(model, ids)
+    assert all(layer.engine._derived is None for layer in model.bilm.layers)
+    model.compress_lstm_weights("int8")
+    _hidden_states(model, ids)
+    assert all(layer.engine._derived is not None for layer in model.bilm.layers)
