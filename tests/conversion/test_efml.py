@@ -14,7 +14,7 @@ from efml_numpy import NON_LATIN_WORDS, efml_numpy_layers, small_architecture, w
 from test_pipeline_remote_code import run_without_package
 from transformers import AutoModel, AutoTokenizer, pipeline
 
-from modeling_elmo import ElmoForTokenClassification
+from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
 from modeling_elmo.conversion import efml
 from modeling_elmo.conversion.convert import main as convert_main
 from modeling_elmo.conversion.efml import (
@@ -158,6 +158,25 @@ def test_works_as_an_english_model(converted, tmp_path):
     with h5py.File(tmp_path / "out.hdf5", "r") as handle:
         assert np.abs(handle["0"][()] - expected).max() <= TOLERANCE
         assert np.abs(handle["1"][()] - efml_numpy_layers(source, SENTENCES[1])).max() <= TOLERANCE
+
+
+def test_sentence_pair_classification_as_on_an_english_model(converted):
+    """ElmoForSequenceClassification reads the lexicon model's ids (word id column included) for text pairs: a pair's
+    logits do not depend on the batch it is in, and the loss trains."""
+    _, folder = converted
+    model = ElmoForSequenceClassification.from_pretrained(folder, num_labels=2, classifier_sentence_pairs=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    firsts, seconds = [SENTENCES[0], SENTENCES[4], SENTENCES[1]], [SENTENCES[2], SENTENCES[3], SENTENCES[4]]
+    batch = tokenizer(firsts, seconds, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**batch).logits
+        for row, (first, second) in enumerate(zip(firsts, seconds, strict=True)):
+            alone = tokenizer([first], [second], is_split_into_words=True, return_tensors="pt")
+            assert (model(**alone).logits[0] - logits[row]).abs().max() <= TOLERANCE
+    model.train()
+    loss = model(**batch, labels=torch.tensor([0, 1, 1])).loss
+    loss.backward()
+    assert torch.isfinite(loss) and model.classifier.weight.grad.abs().sum() > 0
 
 
 def test_elmo_export_refuses_a_lexicon_model(converted, tmp_path, capsys):
