@@ -5,28 +5,12 @@ import os
 from pathlib import Path
 
 import pytest
+from shared_paths import require_shared
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Before torch is imported: idle OpenMP threads sleep instead of spinning, which keeps the many small per-step
 # operations of the LSTM fast when other processes share the CPU.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def _shared_dir() -> Path:
-    return Path(os.environ.get("ELMO_SHARED_DIR", REPO_ROOT.parent / "shared"))
-
-
-def require_shared(relative: str) -> Path:
-    """Path under ../shared; fail loudly in CI, skip elsewhere, when it is missing."""
-    path = _shared_dir() / relative
-    if not path.exists():
-        message = f"{path} is missing: set ELMO_SHARED_DIR or place ../shared beside the repo."
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
 
 
 @pytest.fixture(scope="session")

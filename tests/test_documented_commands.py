@@ -24,9 +24,9 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import REPO_ROOT, require_shared
 from doc_commands import RUNNABLE_LANGUAGES, Block, all_blocks, make_sandbox, run_bash
 from pretraining.pretraining_inputs import write_options
+from shared_paths import REPO_ROOT, require_shared
 from transformers import (
     AutoModel,
     AutoModelForPreTraining,
@@ -341,7 +341,7 @@ def check_seqcls_tiny_pair_model(sandbox: Sandbox, output: str) -> None:
 
 def printed_values(output: str) -> list:
     """The Python values a block printed (lines that start a dict or a list; progress bars are left out)."""
-    return [ast.literal_eval(line) for line in output.splitlines() if line.startswith(("{", "["))]
+    return [ast.literal_eval(line) for line in output.splitlines() if line.startswith(("{", "[{", "[["))]
 
 
 def check_seqcls_pipeline_pairs(sandbox: Sandbox, output: str) -> None:

@@ -22,7 +22,7 @@ from modeling_elmo.lstm_engine import LstmEngine
 from modeling_elmo.modeling_elmo import ElmoCharacterEncoder, ElmoLstmLayer, _PackedBatch
 from modeling_elmo.word_embedding_store import WordEmbeddingStore, word_keys
 
-TOLERANCE = 1e-6
+TOLERANCE = 2e-6  # float32 paths summing in other orders: 1.2e-6 (10 ulps at 1.4) measured on an AVX2 AMD EPYC
 WORDS = "the bank closed its doors . river boats go by Zürich naïve café 日本語 ! a , of".split()
 LONG_WORD = "pneumonoultramicroscopicsilicovolcanoconiosis-and-then-some-more-letters"  # cut at 48 bytes
 
