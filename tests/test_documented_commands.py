@@ -340,14 +340,15 @@ def check_seqcls_tiny_pair_model(sandbox: Sandbox, output: str) -> None:
 
 
 def printed_values(output: str) -> list:
-    """The Python values a block printed (lines that start a dict or a list; progress bars are left out)."""
+    """The Python values a block printed, in order (lines that start a dict or a list of them: the logs of the
+    Trainer too; progress bars and load reports are left out)."""
     return [ast.literal_eval(line) for line in output.splitlines() if line.startswith(("{", "[{", "[["))]
 
 
 def check_seqcls_pipeline_pairs(sandbox: Sandbox, output: str) -> None:
     """The printed label is the model's own argmax for that pair; top_k=None gives every label, summing to 1."""
     folder = sandbox.work / "elmo-nli-tiny"
-    first, second = printed_values(output)
+    first, second = printed_values(output)[-2:]
     tokenizer, model = (
         AutoTokenizer.from_pretrained(folder),
         AutoModelForSequenceClassification.from_pretrained(folder),
@@ -381,7 +382,7 @@ def check_train_classifier_single(sandbox: Sandbox, output: str) -> None:
 def check_train_classifier_pair(sandbox: Sandbox, output: str) -> None:
     out = sandbox.work / "elmo-doc" / "pair"
     assert AutoModelForSequenceClassification.from_pretrained(out).config.classifier_sentence_pairs
-    (printed,) = printed_values(output)
+    printed = printed_values(output)[-1]
     assert printed["label"] in ("entailment", "contradiction")
 
 
