@@ -33,7 +33,7 @@ from transformers import (
 )
 
 from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
-from ..finetuning.trainer import ElmoCardTrainer, TimeBudgetCallback, attach_activation_cache, config_overrides
+from ..finetuning.trainer import ElmoCardTrainer, HeadArguments, TimeBudgetCallback, attach_activation_cache
 from ..hub.model_card import render_classifier_model_card
 from . import data as task_data
 from .metrics import build_compute_metrics
@@ -46,32 +46,12 @@ from .output_folder import (
 )
 
 PROG = "elmo-train-classifier"
-HEAD_FIELDS = (
-    "classifier_head",
-    "classifier_pooling",
-    "freeze_elmo",
-    "tagger_hidden_size",
-    "tagger_num_layers",
-    "classifier_dropout",
-    "scalar_mix_l2_coef",
-    "scalar_mix_layer_norm",
-)
 logger = logging.getLogger(PROG)
 
 
 @dataclass
-class ModelArguments:
-    model_name_or_path: str = field(metadata={"help": "an ELMo folder (elmo-convert / elmo-pretrain) or a classifier"})
-    classifier_head: str | None = field(default=None, metadata={"help": "'linear' or 'bilstm' (an encoder first)"})
+class ModelArguments(HeadArguments):
     classifier_pooling: str | None = field(default=None, metadata={"help": "'mean', 'max' or 'mean_max'"})
-    freeze_elmo: bool | None = field(default=None, metadata={"help": "keep the biLM fixed (the config default: True)"})
-    tagger_hidden_size: int | None = field(default=None, metadata={"help": "BiLSTM encoder size per direction"})
-    tagger_num_layers: int | None = field(default=None, metadata={"help": "BiLSTM encoder layers"})
-    classifier_dropout: float | None = field(default=None, metadata={"help": "dropout of the head"})
-    scalar_mix_l2_coef: float | None = field(default=None, metadata={"help": "L2 penalty on the scalar-mix weights"})
-    scalar_mix_layer_norm: bool | None = field(
-        default=None, metadata={"help": "layer-normalise biLM layers in the mix"}
-    )
 
 
 @dataclass
@@ -183,7 +163,7 @@ def read_task(files: dict[str, str], data: DataArguments, model_name_or_path: st
 
 
 def _load_model(model_args: ModelArguments, task: Task, trains: bool, pairs: bool):
-    overrides = config_overrides(model_args, HEAD_FIELDS)
+    overrides = model_args.config_overrides()
     if trains:
         names = task.label_names or ["score"]
         overrides.update(

@@ -2,6 +2,7 @@
 the activation-cache wiring, and a `Trainer` that keeps the ELMo model card the command wrote."""
 
 import time
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from transformers import Trainer, TrainerCallback
@@ -27,9 +28,31 @@ class TimeBudgetCallback(TrainerCallback):
         return control
 
 
-def config_overrides(arguments: object, names: tuple[str, ...]) -> dict[str, object]:
-    """The `ElmoConfig` fields among `names` that were given on the command line (not None) in `arguments`."""
-    return {name: value for name in names if (value := getattr(arguments, name)) is not None}
+@dataclass
+class HeadArguments:
+    """The model flags of both fine-tuning commands: the model to start from and the `ElmoConfig` fields of the head
+    (a flag left out, `None`, keeps the model folder's value). Each command adds the fields of its own head."""
+
+    model_name_or_path: str = field(
+        metadata={"help": "an ELMo folder (elmo-convert, elmo-pretrain) or a model this command fine-tuned"}
+    )
+    classifier_head: str | None = field(default=None, metadata={"help": "'linear' or 'bilstm' (a BiLSTM first)"})
+    freeze_elmo: bool | None = field(default=None, metadata={"help": "keep the biLM fixed (the config default: True)"})
+    tagger_hidden_size: int | None = field(default=None, metadata={"help": "BiLSTM size per direction"})
+    tagger_num_layers: int | None = field(default=None, metadata={"help": "BiLSTM layers"})
+    classifier_dropout: float | None = field(default=None, metadata={"help": "dropout of the head"})
+    scalar_mix_l2_coef: float | None = field(default=None, metadata={"help": "L2 penalty on the scalar-mix weights"})
+    scalar_mix_layer_norm: bool | None = field(
+        default=None, metadata={"help": "layer-normalise biLM layers in the mix"}
+    )
+
+    def config_overrides(self) -> dict[str, object]:
+        """The `ElmoConfig` fields given on the command line."""
+        return {
+            name: value
+            for name in (item.name for item in fields(self) if item.name != "model_name_or_path")
+            if (value := getattr(self, name)) is not None
+        }
 
 
 def attach_activation_cache(model, enabled: bool, directory: str | None) -> ElmoActivationCache | None:
@@ -52,4 +75,4 @@ class ElmoCardTrainer(Trainer):
             super().create_model_card(**kwargs)
 
 
-__all__ = ["ElmoCardTrainer", "TimeBudgetCallback", "attach_activation_cache", "config_overrides"]
+__all__ = ["ElmoCardTrainer", "HeadArguments", "TimeBudgetCallback", "attach_activation_cache"]

@@ -29,7 +29,7 @@ from transformers import (
 )
 
 from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
-from ..finetuning.trainer import ElmoCardTrainer, TimeBudgetCallback, attach_activation_cache, config_overrides
+from ..finetuning.trainer import ElmoCardTrainer, HeadArguments, TimeBudgetCallback, attach_activation_cache
 from ..hub.model_card import render_ner_model_card
 from .conll import encode_for_elmo, load_conll
 from .metrics import build_compute_metrics, decode_tags
@@ -38,19 +38,8 @@ logger = logging.getLogger("elmo-train-ner")
 
 
 @dataclass
-class ModelArguments:
-    model_name_or_path: str = field(metadata={"help": "an ELMo folder (from elmo-convert) or a fine-tuned NER model"})
-    classifier_head: str | None = field(
-        default=None, metadata={"help": "'linear' or 'bilstm' (default: the config's)"}
-    )
+class ModelArguments(HeadArguments):
     use_crf: bool | None = field(default=None, metadata={"help": "top the head with a CRF"})
-    freeze_elmo: bool | None = field(default=None, metadata={"help": "keep the biLM fixed (the config default: True)"})
-    tagger_hidden_size: int | None = field(default=None, metadata={"help": "BiLSTM tagger size per direction"})
-    classifier_dropout: float | None = field(default=None, metadata={"help": "dropout of the head"})
-    scalar_mix_l2_coef: float | None = field(default=None, metadata={"help": "L2 penalty on the scalar-mix weights"})
-    scalar_mix_layer_norm: bool | None = field(
-        default=None, metadata={"help": "layer-normalise biLM layers in the mix"}
-    )
 
 
 @dataclass
@@ -81,18 +70,7 @@ def _data_files(data: DataArguments) -> dict[str, str]:
 
 
 def _load_model(model_args: ModelArguments, label_names: list[str] | None):
-    overrides = config_overrides(
-        model_args,
-        (
-            "classifier_head",
-            "use_crf",
-            "freeze_elmo",
-            "tagger_hidden_size",
-            "classifier_dropout",
-            "scalar_mix_l2_coef",
-            "scalar_mix_layer_norm",
-        ),
-    )
+    overrides = model_args.config_overrides()
     if label_names is not None:
         overrides.update(
             num_labels=len(label_names),
