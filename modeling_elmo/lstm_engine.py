@@ -12,8 +12,9 @@ Public interface:
   `products`, `threads` and `compression` are its settings.
 - `run_call(model, layer, compute, attention_mask, exclusive)`: runs a whole inference call (`compute()`), under
   the thread count chosen for it when `threads="auto"`.
-- `configure(engines, products, threads)` and `compress(engines, compression)`: the checked setters behind
-  `ElmoModel.set_lstm_inference` and `ElmoModel.compress_lstm_weights`.
+- `LstmInferenceMixin`: the model's public settings, `set_lstm_inference` and `compress_lstm_weights` (a base of
+  `ElmoModel`), over `configure(engines, products, threads)` and `compress(engines, compression)`, their checked
+  setters.
 
 What it does: the recurrence runs in place on packed sequences, the input-to-gate products of a block of time steps
 (`INPUT_GATE_BLOCK_ROWS`) in one product. The per-step products run as one `bmm` for both directions, or one
@@ -405,3 +406,22 @@ def compress(engines: Sequence[LstmEngine], weights: Sequence[torch.Tensor], com
     for engine in engines:
         engine.compression = compression
         engine.forget_derived_weights()  # free the products derived under the previous choice
+
+
+class LstmInferenceMixin:
+    """The inference settings of a model whose biLM layers (`self.bilm.layers`) each hold an `LstmEngine`."""
+
+    def compress_lstm_weights(self, compression: str | None) -> None:
+        """
+        Opt-in for inference on CPUs: `"int8"` or `"bf16"` copies of the biLM's recurrent and projection weights for
+        the inference engine in eval mode (faster at small batches, no longer exact), `None` for float32; the
+        parameters stay untouched. See `compress`.
+        """
+        layers = self.bilm.layers
+        compress([layer.engine for layer in layers], [layer.weight_hh for layer in layers], compression)
+
+    def set_lstm_inference(self, products: str = "bmm", threads: int | str | None = None) -> None:
+        """How the biLM's inference engine (CPU, no gradients) runs its time steps: `products` and `threads` as
+        described in `configure`. The defaults give the same bits in every process, whatever the load;
+        `("auto", "auto")` chooses from timings, for callers that own the process."""
+        configure([layer.engine for layer in self.bilm.layers], products, threads)

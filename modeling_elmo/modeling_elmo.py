@@ -17,7 +17,7 @@ from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
 from .cpu_linear import linear_without_grad, onednn_affine, onednn_applies_without_grad
 from .crf import LinearChainCrf, bio_constraints
-from .lstm_engine import LstmEngine, compress, configure, run_call
+from .lstm_engine import LstmEngine, LstmInferenceMixin, run_call
 from .padded_recurrence import is_exporting, padded_bilm_layers
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
 from .weight_snapshot import WeightSnapshot
@@ -646,7 +646,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 init.zeros_(parameter)
 
 
-class ElmoModel(ElmoPreTrainedModel):
+class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
     r"""
     The ELMo biLM. Takes character ids `(batch_size, num_words, max_characters_per_token)` from [`ElmoTokenizer`]
     and returns every layer's contextual word vectors, without the sentence boundary tokens that it adds inside.
@@ -712,22 +712,6 @@ class ElmoModel(ElmoPreTrainedModel):
     def disable_word_cache(self) -> None:
         """Drop the word cache of `enable_word_cache`."""
         self.char_encoder.word_cache = None
-
-    def compress_lstm_weights(self, compression: str | None) -> None:
-        """
-        Opt-in for inference on CPUs: `"int8"` or `"bf16"` copies of the biLM's recurrent and projection weights for
-        the inference engine in eval mode (faster at small batches, no longer exact), `None` for float32; the
-        parameters stay untouched. See `lstm_engine.compress`.
-        """
-        compress(
-            [layer.engine for layer in self.bilm.layers], [layer.weight_hh for layer in self.bilm.layers], compression
-        )
-
-    def set_lstm_inference(self, products: str = "bmm", threads: int | str | None = None) -> None:
-        """How the biLM's inference engine (CPU, no gradients) runs its time steps: `products` and `threads` as
-        described in `lstm_engine.configure`. The defaults give the same bits in every process, whatever the load;
-        `("auto", "auto")` chooses from timings, for callers that own the process."""
-        configure([layer.engine for layer in self.bilm.layers], products, threads)
 
     def set_token_embedding_table(self, words: list[str], embeddings: torch.Tensor | None) -> None:
         """
