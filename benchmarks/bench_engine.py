@@ -7,11 +7,12 @@ RSS, and a digest of the last call's outputs (all layers), so that settings and 
 bit. `--settings` lists `products/threads` pairs for `set_lstm_inference` ("-" alone for the model's defaults,
 as threads for None);
 `--busy` runs them again beside a busy process (a Python loop keeping one CPU busy), `--omp-passive` again with
-`OMP_WAIT_POLICY=PASSIVE` beside it. `--code DIR` imports `modeling_elmo` from DIR (a checkout of an older
+`OMP_WAIT_POLICY=PASSIVE` beside it. `--concurrent` also calls the model from 4 Python threads at once and reports
+whether each got the serial call's bits. `--code DIR` imports `modeling_elmo` from DIR (a checkout of an older
 version, for side-by-side runs).
 
     python benchmarks/bench_engine.py [--models original] [--batch-size 64] [--calls 4]
-        [--settings -,auto/auto] [--busy] [--omp-passive] [--code DIR]
+        [--settings -,auto/auto,packed/-,bmm/-] [--busy] [--omp-passive] [--concurrent] [--code DIR]
 """
 
 import argparse
@@ -21,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -50,22 +52,46 @@ def worker(args: argparse.Namespace) -> dict:
             start = time.perf_counter()
             layers = model(**batch, output_hidden_states=True).hidden_states
             seconds.append(time.perf_counter() - start)
-    digest = hashlib.sha256(b"".join(layer.numpy().tobytes() for layer in layers)).hexdigest()[:16]
+    digest, peak_rss_mib = _digest(layers), round(_peak_rss_mib())  # before the concurrent calls add theirs
+    concurrent = {"concurrent_same": _concurrent_digests(model, batch) == [digest] * 4} if args.concurrent else {}
     return {
         "code": str(Path(modeling_elmo.__file__).parent),
         "first_s": round(seconds[0], 2),
         "steady_s": round(statistics.median(seconds[1:]), 2),
         "first_over_steady": round(seconds[0] / statistics.median(seconds[1:]), 2),
         "calls_s": [round(value, 2) for value in seconds],
-        "peak_rss_mib": round(_peak_rss_mib()),
+        "peak_rss_mib": peak_rss_mib,
         "threads_unchanged": torch.get_num_threads() == threads_before,
         "digest": digest,
-    }
+    } | concurrent
+
+
+def _digest(layers) -> str:
+    return hashlib.sha256(b"".join(layer.numpy().tobytes() for layer in layers)).hexdigest()[:16]
+
+
+def _concurrent_digests(model, batch) -> list[str]:
+    """The digests of 4 calls of `model` on `batch` from 4 Python threads started together."""
+    import torch
+
+    digests = [None] * 4
+
+    def call(index: int) -> None:
+        with torch.inference_mode():
+            digests[index] = _digest(model(**batch, output_hidden_states=True).hidden_states)
+
+    workers = [threading.Thread(target=call, args=(index,)) for index in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return digests
 
 
 def spawn(args: argparse.Namespace, model_dir: Path, setting: str, busy: bool, passive: bool) -> dict:
     command = [sys.executable, __file__, "--worker", "--model-dir", str(model_dir), "--setting", setting]
     command += ["--batch-size", str(args.batch_size), "--calls", str(args.calls), "--conll", str(args.conll)]
+    command += ["--concurrent"] * (args.concurrent and not busy)
     environment = dict(os.environ)
     if args.code:
         environment["PYTHONPATH"] = str(args.code)
@@ -91,6 +117,7 @@ def main() -> None:
     parser.add_argument("--settings", default="-")
     parser.add_argument("--busy", action="store_true")
     parser.add_argument("--omp-passive", action="store_true")
+    parser.add_argument("--concurrent", action="store_true")
     parser.add_argument("--code", type=Path)
     parser.add_argument("--conll", type=Path, default=DEFAULT_CONLL)
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/elmo-bench"))

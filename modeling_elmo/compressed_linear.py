@@ -1,14 +1,15 @@
 """
-Compressed recurrent and projection weights for inference on CPUs (opt-in: `ElmoModel.compress_lstm_weights`).
+Compressed recurrent and projection weights for the biLM's inference engine (`lstm_engine`), for callers that trade
+exactness for speed at small batches (opt-in: `ElmoModel.compress_lstm_weights`).
 
 At batch 1 every time step of the biLM reads all its recurrent and projection weights for a product of one row, so
-its speed is bound by how fast they stream from memory: 160 MiB per token on 'original' in float32. Kept in 8 or 16
-bits they stream 4x or 2x faster. The products still accumulate in float32; what changes is the rounding:
+its speed is bound by how fast they stream from memory; in 8 or 16 bits they are a quarter or half the bytes. The
+products still accumulate in float32; what changes is the rounding:
 
 - `"int8"`: weight-only int8, symmetric, one scale per output channel (`|q| <= 127`, error at most half a scale per
   weight), through ATen's `_weight_int8pack_mm`: weight (N, K) int8, scales (N,) and activations (M, K) of one
   dtype, output (M, N) of that dtype, float32 accumulation. Its x86 kernels (AVX2 and AVX-512, chosen by instruction
-  set, not vendor) take bfloat16 activations only: float32 ones go to a scalar loop about 8x slower than the float32
+  set, not vendor) take bfloat16 activations only: float32 ones go to a scalar loop, slower than the float32
   product. So on those CPUs the activations and scales are bfloat16 (each scale rounded up, so that `|q| <= 127`
   still holds) and the output is rounded to bfloat16 after the float32 sums; elsewhere (aarch64's NEON kernel, or
   ATen's scalar fallback) everything stays float32. The vectorised kernels read K in blocks of 8 or 16 with no tail

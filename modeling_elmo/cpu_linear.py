@@ -1,10 +1,12 @@
 """
-Float32 matrix products for inference on x86 CPUs through oneDNN, which is part of PyTorch's x86 CPU builds.
+Float32 matrix products through oneDNN for inference on x86 CPUs, for the biLM's inference engine (`lstm_engine`) and
+the model's character encoder and projections (`modeling_elmo`).
 
-PyTorch sends float32 `mm`/`bmm` on CPUs to MKL, whose kernels are slow on non-Intel CPUs; oneDNN picks its kernels
-from the CPU's instruction sets, and its weight can be reordered once into the kernel's blocked layout, which matters
-for products with few rows such as the biLM's per-time-step ones. Both are plain float32 arithmetic; only the order
-of the additions differs. oneDNN's linear has no backward: these products are for inference only.
+PyTorch sends float32 `mm`/`bmm` on CPUs to MKL, whose kernels are chosen by CPU vendor; oneDNN, part of PyTorch's
+x86 builds, picks its kernels from the CPU's instruction sets and splits a product among threads by output columns,
+so its sums do not depend on the thread count. It takes the weight as it is (a transposed view needs no copy) or
+reordered once into its blocked layout. Both are plain float32 arithmetic; only the order of the additions differs
+from MKL's. oneDNN's linear has no backward: these products are for inference only.
 """
 
 import functools
@@ -50,9 +52,9 @@ def onednn_linear_applies(weight: torch.Tensor, inputs: torch.Tensor) -> bool:
 def onednn_linear(weight: torch.Tensor, pack_rows: int | None = None) -> LinearFn:
     """
     `inputs (*, in_features) -> inputs @ weight (*, out_features)` through oneDNN, for a fixed `weight` (in_features,
-    out_features). With `pack_rows` (a hint for the usual number of rows; any number works) the weight is copied once
-    into oneDNN's packed layout, which costs its memory again; otherwise oneDNN reorders it on every call, which only
-    large products amortise.
+    out_features). Without `pack_rows` it reads `weight` as it is, through its transposed view; with `pack_rows` (a
+    hint for the usual number of rows; any number works) the weight is copied once into oneDNN's packed layout,
+    which costs its memory again and no longer follows changes to `weight`.
     """
     transposed = weight.detach().t()  # (out_features, in_features), as oneDNN's linear expects
     if pack_rows is not None:
@@ -74,10 +76,9 @@ def onednn_affine(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
 
 def linear_without_grad(module: torch.nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
     """
-    `module(inputs)` for an `nn.Linear`, through oneDNN where it applies and no gradient is needed: besides being
-    faster than MKL's float32 products on most of the model's shapes, oneDNN gives the same bits at every thread
-    count (MKL's can split the inner dimension differently), which lets the thread count be chosen at run time
-    without changing outputs (`recurrence_tuning`).
+    `module(inputs)` for an `nn.Linear`, through oneDNN where it applies and no gradient is needed: the same bits at
+    every thread count (MKL's can split the inner dimension differently), so the thread count can be chosen at run
+    time without changing outputs (`recurrence_tuning`).
     """
     if onednn_applies_without_grad(module.weight, inputs):
         return onednn_affine(inputs, module.weight, module.bias)

@@ -1,32 +1,26 @@
 """
-The CPU inference engine of the biLM: what runs an `ElmoLstmLayer` when no gradient is needed on a CPU, in place of
-the layer's reference recurrence. It serves `modeling_elmo.py` (one switch in `ElmoLstmLayer.forward`, one in
-`ElmoModel.forward`) and, through `ElmoModel.set_lstm_inference` / `compress_lstm_weights`, the callers that tune
-inference.
+The CPU inference engine of the biLM: what runs an `ElmoLstmLayer` on a CPU when no gradient is needed, in place of
+the layer's reference recurrence, with the layer's own cell (`ElmoLstmLayer.cell`). It serves `modeling_elmo.py`
+(one switch in `ElmoLstmLayer.forward`, one in `ElmoModel.forward`) and the callers that tune inference through
+`ElmoModel.set_lstm_inference` / `compress_lstm_weights`.
 
 Public interface:
 
-- `LstmEngine`: one per layer (`ElmoLstmLayer.engine`; `None` there disables it). `applies(layer, inputs)` says
-  whether it runs the layer's call (CPU, no gradient needed); `run(layer, inputs, batch_sizes, initial_state)`
-  computes what `ElmoLstmLayer.forward` returns, with the layer's own cell (`ElmoLstmLayer.cell`).
-  `products`, `threads` and `compression` are its settings.
-- `run_call(model, layer, compute, attention_mask, exclusive)`: runs a whole inference call (`compute()`), under
-  the thread count chosen for it when `threads="auto"`.
-- `LstmInferenceMixin`: the model's public settings, `set_lstm_inference` and `compress_lstm_weights` (a base of
-  `ElmoModel`), over `configure(engines, products, threads)` and `compress(engines, compression)`, their checked
-  setters.
+- `LstmEngine()`: one per layer (`ElmoLstmLayer.engine`; `None` there disables it). `applies(layer, inputs)`: whether
+  it runs the layer's call (CPU, no gradient needed). `run(layer, inputs, batch_sizes, initial_state)`: what
+  `ElmoLstmLayer.forward` returns. Settings: `products`, `threads`, `compression`.
+- `run_call(model, layer, compute, attention_mask, exclusive)`: one whole inference call (`compute()`), under the
+  thread count chosen for it when `threads="auto"`.
+- `LstmInferenceMixin`: `set_lstm_inference(products, threads)` and `compress_lstm_weights(compression)`, the
+  model's settings (a base of `ElmoModel`), over the checked setters `configure` and `compress`.
 
-What it does: the recurrence runs in place on packed sequences, the input-to-gate products of a block of time steps
-(`INPUT_GATE_BLOCK_ROWS`) in one product. The per-step products run as one `bmm` for both directions, or one
-direction at a time through oneDNN (`cpu_linear`, x86 CPUs, float32) with the recurrent and projection weights
-packed once into its layout, or with compressed weights (`compressed_linear`). Packed and compressed weights are
-kept between calls with a copy of the weights they were derived from (`weight_snapshot`) and derived again whenever
-the weights differ from that copy, however they were changed.
-
-Predictable by default: the step products are `bmm` (no timing decides anything, no packed copy, nothing to check
-on each call) and no call changes the thread count, a process-wide setting, so the same inputs give the same bits
-whatever the load of the machine and however many Python threads call the model at once. Callers that own the
-process may opt in to the choices `recurrence_tuning` makes from timings (`products="auto"`, `threads="auto"`).
+The default is predictable: the step products are fixed by facts of the call (device, dtype, oneDNN available), not
+by timings, and read the weights as they are (oneDNN on their transposed views where it applies, `bmm` elsewhere),
+so nothing derived from the weights is kept or can go stale, and no call changes the thread count. The same inputs
+give the same bits in every process, under any load and from any number of Python threads at once. Opt-in:
+`products="packed"` (weights packed into oneDNN's layout, kept with a `weight_snapshot` to check them against),
+`products="auto"` and `threads="auto"` (choices from timings, `recurrence_tuning`) and compressed weights
+(`compressed_linear`).
 """
 
 import contextlib
@@ -49,7 +43,7 @@ from .recurrence_tuning import (
 from .weight_snapshot import WeightSnapshot
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
-STEP_PRODUCTS = ("auto", "onednn", "bmm")  # choices of `ElmoModel.set_lstm_inference`
+STEP_PRODUCTS = ("onednn", "bmm", "packed", "auto")  # choices of `ElmoModel.set_lstm_inference`
 # the directions a set of inference products computes, and its (input-to-gate, recurrent, projection) products
 LinearSet = tuple[slice, tuple[LinearFn, LinearFn, LinearFn]]
 # `run_steps(rows, steps)`: the context a block of time steps of the inference recurrence runs in
@@ -61,15 +55,15 @@ class LstmEngine:
     """
     The inference recurrence of one `ElmoLstmLayer` and what it keeps between calls.
 
-    Settings (`ElmoModel.set_lstm_inference`, `ElmoModel.compress_lstm_weights`): `products` ("bmm", "onednn",
-    "auto"), `threads` (None: as set; "auto" or a count) and `compression` (None, "int8", "bf16").
+    Settings (`ElmoModel.set_lstm_inference`, `ElmoModel.compress_lstm_weights`): `products` (one of
+    `STEP_PRODUCTS`), `threads` (None: as set; "auto" or a count) and `compression` (None, "int8", "bf16").
     """
 
     INPUT_GATE_BLOCK_ROWS = 256  # packed rows per direction whose input-to-gate products are computed at once
     PACKED_WEIGHT_ROWS = 64  # oneDNN lays the per-step weights out for products of about this many rows (any work)
 
     def __init__(self) -> None:
-        self.products: str = "bmm"
+        self.products: str = "onednn"
         self.threads: int | str | None = None
         self.compression: str | None = None
         # (snapshot of the recurrent and projection weights, (compression, oneDNN), the products derived from them)
@@ -155,62 +149,56 @@ class LstmEngine:
     def _linear_sets(self, layer: torch.nn.Module, inputs: torch.Tensor, rows: int) -> tuple[str, list[LinearSet]]:
         """
         The input-to-gate, recurrent and projection products for a batch of `rows` sequences, named, with the
-        directions each set computes: "bmm" (both directions at once), or one direction at a time "onednn" (x86
-        CPUs, float32: `cpu_linear`, the recurrent and projection weights packed once into oneDNN's layout) or,
-        with `compression` set (eval mode, CPU, float32), "int8"/"bf16" (`compressed_linear`; not in training
-        mode, where the first pass of reentrant gradient checkpointing also runs without gradients). Between
-        "onednn" and "bmm", `products` decides; "auto" takes the faster on this machine at this many rows, measured
-        once (`choose_step_products`), `bmm` unless oneDNN is clearly faster: `bmm` reads the weights as they are,
-        so it needs neither the packed copy nor its check on every call.
+        directions each set computes. With `compression` set (eval mode, CPU, float32; not in training mode, where
+        the first pass of reentrant gradient checkpointing also runs without gradients): "int8"/"bf16"
+        (`compressed_linear`). Otherwise, where oneDNN applies (`onednn_linear_applies`), `products` decides:
+        "onednn", one direction at a time on the weights' own transposed views (nothing derived, nothing kept),
+        "packed", one direction at a time with the recurrent and projection weights packed into oneDNN's layout
+        (`_derived_linears`), "bmm", or "auto": "packed" or "bmm", whichever ran a few steps faster at this many rows,
+        measured once (`choose_step_products`; `bmm` unless packed is clearly faster). Where oneDNN does not apply:
+        "bmm", both directions in one product on the weights as they are.
 
         The input-to-gate products read `weight_ih` at call time, so they never hold on to a replaced tensor.
         """
         applies = not layer.training and compressed_linear_applies(layer.weight_hh, inputs)  # eval mode only
         compression = self.compression if applies else None
-        onednn = self.products != "bmm" and onednn_linear_applies(layer.weight_hh, inputs)
-        bmm_linears = (
-            lambda rows: torch.bmm(rows, layer.weight_ih),
-            lambda hidden: torch.bmm(hidden, layer.weight_hh),
-            lambda cell_output: torch.bmm(cell_output, layer.weight_proj),
-        )
-        bmm_sets = [(slice(0, 2), bmm_linears)]
-        if compression is None and not onednn:
-            return "bmm", bmm_sets
+        onednn = onednn_linear_applies(layer.weight_hh, inputs)
         if compression is not None:
             return compression, self._derived_linears(layer, compression, onednn)
+        bmm_sets = [(slice(0, 2), self._bmm_linears(layer))]
+        if not onednn or self.products == "bmm":
+            return "bmm", bmm_sets
+        if self.products == "onednn":
+            return "onednn", self._direction_sets(layer, onednn_linear, onednn=True)
         if self.products == "auto":
             bucket = rows_bucket(rows)
 
             def candidates() -> dict[str, Callable[[], object]]:
-                packed_sets = self._build_linears(layer, None, onednn=True)  # not kept: packed again only if chosen
+                packed_sets = self._build_linears(layer, None)  # not kept: packed again only if chosen
                 return {
                     "bmm": self._steps_probe(layer, bmm_sets, bucket),
-                    "onednn": self._steps_probe(layer, packed_sets, bucket),
+                    "packed": self._steps_probe(layer, packed_sets, bucket),
                 }
 
             if choose_step_products((self._shape_key(layer), bucket), candidates) == "bmm":
                 return "bmm", bmm_sets
-        return "onednn", self._derived_linears(layer, None, True)
+        return "packed", self._derived_linears(layer, None, True)
 
-    def _derived_linears(self, layer: torch.nn.Module, compression: str | None, onednn: bool) -> list[LinearSet]:
-        """The per-direction sets of `_linear_sets` with packed ("onednn") or compressed step weights, kept while the
-        weights hold the bits they were derived from."""
-        derived_from, kind = [layer.weight_hh, layer.weight_proj], (compression, onednn)
-        cached = self._derived  # one read: another thread may replace it
-        if cached is not None and cached[1] == kind and cached[0].matches(derived_from):
-            return cached[2]
-        self._derived = cached = None  # free the old derived weights before deriving new ones
-        linears = self._build_linears(layer, compression, onednn)
-        self._derived = (WeightSnapshot(derived_from), kind, linears)
-        return linears
+    @staticmethod
+    def _bmm_linears(layer: torch.nn.Module) -> tuple[LinearFn, LinearFn, LinearFn]:
+        """The products of both directions at once, each one `torch.bmm` on the weights as they are."""
+        return (
+            lambda rows: torch.bmm(rows, layer.weight_ih),
+            lambda hidden: torch.bmm(hidden, layer.weight_hh),
+            lambda cell_output: torch.bmm(cell_output, layer.weight_proj),
+        )
 
-    def _build_linears(self, layer: torch.nn.Module, compression: str | None, onednn: bool) -> list[LinearSet]:
-        """The per-direction sets of `_derived_linears`, derived from the current weights (not kept)."""
-
-        def step_linear(weight: torch.Tensor) -> LinearFn:
-            if compression is not None:
-                return compressed_linear(weight, compression, self.PACKED_WEIGHT_ROWS)
-            return onednn_linear(weight, self.PACKED_WEIGHT_ROWS)
+    @staticmethod
+    def _direction_sets(
+        layer: torch.nn.Module, step_linear: Callable[[torch.Tensor], LinearFn], onednn: bool
+    ) -> list[LinearSet]:
+        """One set per direction: the recurrent and projection products `step_linear(weight)` of that direction's
+        weights, the input-to-gate one through oneDNN (`onednn`) or `torch.matmul`."""
 
         def input_linear(direction: int) -> LinearFn:
             if onednn:
@@ -228,6 +216,28 @@ class LstmEngine:
             )
             for direction in range(2)
         ]
+
+    def _derived_linears(self, layer: torch.nn.Module, compression: str | None, onednn: bool) -> list[LinearSet]:
+        """The per-direction sets of `_linear_sets` with packed ("packed") or compressed step weights, kept while the
+        weights hold the bits they were derived from."""
+        derived_from, kind = [layer.weight_hh, layer.weight_proj], (compression, onednn)
+        cached = self._derived  # one read: another thread may replace it
+        if cached is not None and cached[1] == kind and cached[0].matches(derived_from):
+            return cached[2]
+        self._derived = cached = None  # free the old derived weights before deriving new ones
+        linears = self._build_linears(layer, compression, onednn)
+        self._derived = (WeightSnapshot(derived_from), kind, linears)
+        return linears
+
+    def _build_linears(self, layer: torch.nn.Module, compression: str | None, onednn: bool = True) -> list[LinearSet]:
+        """The per-direction sets of `_derived_linears`, derived from the current weights (not kept)."""
+
+        def step_linear(weight: torch.Tensor) -> LinearFn:
+            if compression is not None:
+                return compressed_linear(weight, compression, self.PACKED_WEIGHT_ROWS)
+            return onednn_linear(weight, self.PACKED_WEIGHT_ROWS)
+
+        return self._direction_sets(layer, step_linear, onednn)
 
     def _steps_probe(
         self, layer: torch.nn.Module, linear_sets: list[LinearSet], rows: int, steps: int = 4
@@ -354,13 +364,15 @@ def configure(engines: Sequence[LstmEngine], products: str, threads: int | str |
     Set `products` and `threads` of every engine, checked first (`ElmoModel.set_lstm_inference`).
 
     Args:
-        products: `"bmm"` (the default: both directions in one `torch.bmm`, on the weights as they are), `"onednn"`
-            (float32 on x86 CPUs: oneDNN with the recurrent and projection weights packed once into its layout, one
-            direction at a time; the packed copy and the copy it is checked against cost twice those weights in
-            memory), or `"auto"`: whichever ran a few time steps faster on this machine at the batch's row count,
-            measured once per process (`bmm` unless oneDNN is clearly faster), so the choice and the bits can
-            differ between processes. Where oneDNN does not apply (other dtypes and devices, CPU autocast,
-            `torch.compile`), `bmm` runs; a `compression` takes precedence.
+        products: `"onednn"` (the default): where oneDNN applies (float32 on x86 CPUs, no CPU autocast, not inside
+            `torch.compile`), each direction's products through oneDNN on the weights' own transposed views, with
+            nothing derived from them or kept between calls; elsewhere `"bmm"`. `"bmm"`: both directions in one
+            `torch.bmm` on the weights as they are. `"packed"` (needs oneDNN): the recurrent and projection weights
+            packed once into oneDNN's layout and kept, with a copy of the weights they were packed from to check
+            on every call, which costs twice those weights in memory. `"auto"`: `"packed"` or `"bmm"`, whichever ran
+            a few time steps faster on this machine at the batch's row count, measured once per process (`bmm`
+            unless packed is clearly faster), so the choice and the bits can differ between processes. A
+            `compression` takes precedence.
         threads: None (the default: the calls run under `torch.get_num_threads()` and never change it), a thread
             count for the time steps (set process-wide while they run), or `"auto"`: each inference call (no
             gradients, CPU) runs under the count, out of `torch.get_num_threads()`, half of it (from 4) and 1, with
@@ -373,12 +385,13 @@ def configure(engines: Sequence[LstmEngine], products: str, threads: int | str |
     """
     if products not in STEP_PRODUCTS:
         raise ValueError(f"products must be one of {', '.join(map(repr, STEP_PRODUCTS))}, got {products!r}.")
-    if products == "onednn" and not onednn_linear_applies(torch.zeros(1), torch.zeros(1)):
-        raise ValueError("products='onednn' needs PyTorch's oneDNN on an x86 CPU, which this machine lacks.")
+    if products == "packed" and not onednn_linear_applies(torch.zeros(1), torch.zeros(1)):
+        raise ValueError("products='packed' needs PyTorch's oneDNN on an x86 CPU, which this machine lacks.")
     if threads not in (None, "auto") and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be 'auto' or a positive int, got {threads!r} (None: leave them as set).")
     for engine in engines:
         engine.products, engine.threads = products, threads
+        engine.forget_derived_weights()  # free what the previous choice packed
 
 
 def compress(engines: Sequence[LstmEngine], weights: Sequence[torch.Tensor], compression: str | None) -> None:
@@ -420,7 +433,7 @@ class LstmInferenceMixin:
         layers = self.bilm.layers
         compress([layer.engine for layer in layers], [layer.weight_hh for layer in layers], compression)
 
-    def set_lstm_inference(self, products: str = "bmm", threads: int | str | None = None) -> None:
+    def set_lstm_inference(self, products: str = "onednn", threads: int | str | None = None) -> None:
         """How the biLM's inference engine (CPU, no gradients) runs its time steps: `products` and `threads` as
         described in `configure`. The defaults give the same bits in every process, whatever the load;
         `("auto", "auto")` chooses from timings, for callers that own the process."""

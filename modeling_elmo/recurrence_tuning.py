@@ -1,18 +1,16 @@
 """
-Run-time choices for ELMo's inference on CPUs: which products compute the biLM's time steps, and how many threads
-run a call and each block of its time steps.
+Opt-in run-time choices for the biLM's inference engine (`lstm_engine`), for callers that own their process (such
+as `elmo-embed`): which products compute the time steps (`products="auto"`), and how many threads run a call and
+each block of its time steps (`threads="auto"`).
 
 A time step is a handful of small operations (two matrix products, a few element-wise ones), and a sentence has one
 per word, so each of them pays the fixed costs of a parallel region. How much threads help depends on the model's
-shapes, on the CPU and on what else the machine is doing: on 2 cores with a busy process beside it, OpenMP threads
-waiting for each other at every parallel region made whole calls 2-10x slower than on one thread, while on the idle
-machine two threads were up to 2x faster. Neither a fixed count nor a rule by shape is right in both cases, so the
-count is chosen online (`ThreadCountChooser`), from the measured time of the work itself, and only for work whose
-results do not depend on it (`same_results_at`).
-
-The step products (oneDNN with packed weights, or `bmm`) are chosen once per process and shape by timing a few
-steps of the recurrence with each (`choose_step_products`): which one is faster depends on the CPU and on the
-model's size (oneDNN's fixed cost per call outweighs its faster kernels on small models at small batches).
+shapes, on the CPU and on what else the machine is doing: beside a busy process, OpenMP threads waiting for each
+other at every parallel region can make a call several times slower than one thread, while on an idle machine more
+threads are faster. Neither a fixed count nor a rule by shape is right in both cases, so the count is chosen online
+(`ThreadCountChooser`), from the measured time of the work itself, and only for work whose results do not depend on
+it (`same_results_at`). The step products ("packed" oneDNN weights or `bmm`) are chosen once per process and shape by
+timing a few steps of the recurrence with each (`choose_step_products`).
 """
 
 import contextlib
@@ -153,7 +151,7 @@ class ThreadCountChooser:
     and forth between counts that are about as fast. Trials are spaced so that a losing one costs at
     most about `TRIAL_BUDGET` of the time in between (`trial_interval`): a count twice as slow is tried every 34
     blocks, one ten times as slow every 300 (at most every `MAX_TRIAL_INTERVAL` blocks, so a count over 30x slower
-    costs more than the budget; none measured on this machine was). Counts: `thread_counts(torch.get_num_threads())`,
+    costs more than the budget). Counts: `thread_counts(torch.get_num_threads())`,
     so `torch.set_num_threads` still sets the maximum.
     """
 

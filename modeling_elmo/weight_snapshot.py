@@ -1,14 +1,13 @@
-"""Copies of weights that caches derived from them are checked against, bit by bit, on every use.
+"""
+Copies of weights that caches derived from them are checked against, bit by bit, on every use: for the engine's
+opt-in packed and compressed weights (`lstm_engine`) and the model's word cache (`modeling_elmo`).
 
 Fused optimizers (the Trainer's default `adamw_torch_fused`), writes through `.data` and reloads can change a
-parameter without a trace in its version counter or address, so a cache of something computed from weights (packed
-oneDNN weights, character-CNN word embeddings) is only kept while the weights still hold the bits of the copy it was
-computed from: the same bits give the same derived values (NaN included), and any other bits count as a change.
-
-On 'original' the recurrent and projection weights are 160 MiB, checked on every inference call, so the comparison
-runs at memory speed: libc's `memcmp` on CPU tensors, split over `torch.get_num_threads()` Python threads (ctypes
-releases the GIL), twice as fast per thread as `torch.equal` (measured: 10 vs 20 ms for 2 x 160 MiB on 2 threads,
-21 vs 40 ms on one); elsewhere `torch.equal` on integer views of the same bits.
+parameter without a trace in its version counter or address, so a cache of something computed from weights is only
+kept while the weights still hold the bits of the copy it was computed from: the same bits give the same derived
+values (NaN included), and any other bits count as a change. The comparison reads every byte, so it runs at memory
+speed: libc's `memcmp` on contiguous CPU tensors, split over `torch.get_num_threads()` Python threads (ctypes
+releases the GIL); elsewhere `torch.equal` on integer views of the same bits.
 """
 
 import ctypes

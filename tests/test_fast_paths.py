@@ -120,7 +120,7 @@ def test_onednn_is_used_per_direction_with_weights_packed_once(
     model = _model(random_checkpoint, seed=18)
     if not onednn_linear_applies(model.bilm.layers[0].weight_hh, torch.zeros(1)):
         pytest.skip("oneDNN's linear is used on x86 CPUs only")
-    model.set_lstm_inference("onednn")  # "auto" may take `bmm`, and measures both with more oneDNN calls
+    model.set_lstm_inference("packed")  # "auto" may take `bmm`, and measures both with more oneDNN calls
     ids = _char_ids(_sentences(seed=19, count=3, max_words=8))
     packings = []
     reorder = torch.ops.mkldnn._reorder_linear_weight
@@ -169,7 +169,7 @@ OPTIMIZERS = {**{name: _trainer_optimizer(name) for name in TRAINER_OPTIMIZERS},
 def _assert_inference_follows(model: ElmoModel, ids: torch.Tensor, change) -> None:
     """After `change()`, the inference path (packed weights, word cache) gives the reference path's new outputs."""
     if onednn_linear_applies(model.bilm.layers[0].weight_hh, torch.zeros(1)):
-        model.set_lstm_inference("onednn")  # packed weights kept between calls (the default `bmm` keeps none)
+        model.set_lstm_inference("packed")  # packed weights kept between calls (the default keeps none)
     model.enable_word_cache(max_words=1000)
     before = _layers(model, ids, reference=True)
     for _ in range(2):  # the second call would be served from anything kept between calls
@@ -249,7 +249,7 @@ def test_model_built_under_inference_mode_runs(random_checkpoint):
 def test_model_can_be_copied_and_pickled_after_inference(random_checkpoint):
     model = _model(random_checkpoint, seed=14)
     if onednn_linear_applies(model.bilm.layers[0].weight_hh, torch.zeros(1)):
-        model.set_lstm_inference("onednn")
+        model.set_lstm_inference("packed")
     ids = _char_ids(_sentences(seed=15, count=3, max_words=10))
     expected = _layers(model, ids, reference=False)  # builds the packed weights
     for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):

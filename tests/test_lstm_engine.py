@@ -10,9 +10,11 @@ import pytest
 import torch
 from model_inputs import char_ids as _char_ids
 from model_inputs import random_model as _model
+from model_inputs import record_onednn_calls
 from test_fast_paths import ARCHITECTURE_CASES, _max_difference, _sentences
 
 from modeling_elmo import ElmoModel
+from modeling_elmo.cpu_linear import onednn_linear_applies
 from modeling_elmo.lstm_engine import LstmEngine
 
 TOLERANCE = 1e-6
@@ -120,7 +122,7 @@ def test_same_bits_beside_a_busy_process(random_checkpoint, two_threads):
 
 def test_default_keeps_no_derived_copy_of_the_weights(random_checkpoint):
     """The default products read the parameters as they are: nothing derived from them is kept, so nothing can go
-    stale and no copy costs memory (`products="onednn"` keeps packed weights and the copy they are checked against)."""
+    stale and no copy costs memory (`products="packed"` keeps packed weights and the copy they are checked against)."""
     model = _model(random_checkpoint, seed=38)
     ids = _char_ids(_sentences(seed=39, count=3, max_words=10))
     _hidden_states(model, ids)
@@ -128,3 +130,73 @@ def test_default_keeps_no_derived_copy_of_the_weights(random_checkpoint):
     model.compress_lstm_weights("int8")
     _hidden_states(model, ids)
     assert all(layer.engine._derived is not None for layer in model.bilm.layers)
+
+
+def _onednn_applies() -> bool:
+    return onednn_linear_applies(torch.zeros(1), torch.zeros(1))
+
+
+@pytest.mark.parametrize("products", ["onednn", "packed", "bmm", "auto"])
+def test_every_product_setting_agrees_with_the_reference_recurrence(random_checkpoint, products):
+    if products == "packed" and not _onednn_applies():
+        pytest.skip("packed oneDNN weights need oneDNN on an x86 CPU")
+    model = _model(random_checkpoint, seed=40, dim=256, projection_dim=64)
+    ids = _char_ids(_sentences(seed=41, count=6, max_words=15))
+    model.set_lstm_inference(products)
+    with_engine = _hidden_states(model, ids)
+    _disable_engine(model)
+    assert _max_difference(with_engine, _hidden_states(model, ids)) <= TOLERANCE
+
+
+@pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN:UserWarning")
+def test_default_runs_onednn_on_the_weights_own_views(random_checkpoint, monkeypatch):
+    """Where oneDNN applies, the default step products go through it one direction at a time, on the parameters
+    themselves: nothing is packed; where it does not, `bmm` runs (no error, same results within the tolerance)."""
+    model = _model(random_checkpoint, seed=42)
+    ids = _char_ids(_sentences(seed=43, count=4, max_words=10))
+    calls = record_onednn_calls(monkeypatch, lstm_only=True)
+    packings = []
+    reorder = torch.ops.mkldnn._reorder_linear_weight
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", lambda *args: packings.append(1) or reorder(*args))
+    found = _hidden_states(model, ids)
+    num_steps = int((ids != 0).any(dim=-1).sum(dim=1).max()) + 2
+    if _onednn_applies():
+        # per layer and direction: 1 input-to-gate block, then per step the recurrent and projection products
+        assert len(calls) == len(model.bilm.layers) * 2 * (1 + 2 * num_steps)
+        assert all(shape[0] == 1 for shape in calls)  # one direction at a time
+    assert not packings and all(layer.engine._derived is None for layer in model.bilm.layers)
+    calls.clear()
+    with torch.backends.mkldnn.flags(enabled=False):
+        assert _max_difference(_hidden_states(model, ids), found) <= TOLERANCE
+    assert not calls  # oneDNN switched off: `bmm`
+
+
+def test_default_sees_every_weight_change_on_the_next_call(random_checkpoint):
+    """The default reads the weights at each call: writes through `.data`, tensors swapped in through `.data` and
+    in-place updates show in the next call's outputs, exactly as in the reference recurrence's."""
+    model = _model(random_checkpoint, seed=44)
+    reference = _model(random_checkpoint, seed=44)
+    _disable_engine(reference)
+    ids = _char_ids(_sentences(seed=45, count=4, max_words=10))
+    _hidden_states(model, ids)
+
+    def scale_through_data(module: ElmoModel) -> None:
+        for layer in module.bilm.layers:
+            layer.weight_hh.data.mul_(1.5)
+
+    def swap_through_data(module: ElmoModel) -> None:
+        for layer in module.bilm.layers:
+            layer.weight_proj.data = layer.weight_proj.data * 0.5 + 0.01
+
+    def update_in_place(module: ElmoModel) -> None:
+        with torch.no_grad():
+            for layer in module.bilm.layers:
+                layer.weight_ih.add_(0.02)
+
+    for change in (scale_through_data, swap_through_data, update_in_place):
+        before = _hidden_states(model, ids)
+        change(model)
+        change(reference)
+        expected = _hidden_states(reference, ids)
+        assert not _max_difference(before, expected) <= 100 * TOLERANCE  # the change shows in the outputs
+        assert _max_difference(_hidden_states(model, ids), expected) <= TOLERANCE

@@ -459,7 +459,7 @@ def _max_difference(left, right) -> float:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"products": "mkl"}, r"products must be one of 'auto', 'onednn', 'bmm', got 'mkl'"),
+        ({"products": "mkl"}, r"products must be one of 'onednn', 'bmm', 'packed', 'auto', got 'mkl'"),
         ({"products": "BMM"}, r"products must be one of"),
         ({"threads": 0}, r"threads must be 'auto' or a positive int, got 0"),
         ({"threads": -2}, r"threads must be 'auto' or a positive int, got -2"),
@@ -487,24 +487,25 @@ def test_set_lstm_inference_refuses_bad_choices(random_checkpoint, arguments, me
 
 def test_set_lstm_inference_sets_every_layer(random_checkpoint):
     model = _model(random_checkpoint, n_layers=3)
-    assert all((layer.engine.products, layer.engine.threads) == ("bmm", None) for layer in model.bilm.layers)
+    assert all((layer.engine.products, layer.engine.threads) == ("onednn", None) for layer in model.bilm.layers)
     model.set_lstm_inference("auto", threads=1)
     assert [(layer.engine.products, layer.engine.threads) for layer in model.bilm.layers] == [("auto", 1)] * 3
     model.set_lstm_inference()  # back to the predictable defaults
-    assert [(layer.engine.products, layer.engine.threads) for layer in model.bilm.layers] == [("bmm", None)] * 3
+    assert [(layer.engine.products, layer.engine.threads) for layer in model.bilm.layers] == [("onednn", None)] * 3
 
 
-def test_set_lstm_inference_refuses_onednn_where_it_does_not_apply(random_checkpoint, monkeypatch):
+def test_set_lstm_inference_refuses_packed_where_onednn_does_not_apply(random_checkpoint, monkeypatch):
     model = _model(random_checkpoint)
     monkeypatch.setattr(torch.backends.mkldnn, "enabled", False)  # as on a machine without oneDNN
     with pytest.raises(ValueError, match="needs PyTorch's oneDNN on an x86 CPU"):
-        model.set_lstm_inference("onednn")
+        model.set_lstm_inference("packed")
+    model.set_lstm_inference("onednn")  # the default: `bmm` where oneDNN does not apply
 
 
 def _is_step_key(key: tuple) -> bool:
     """Whether a key of THREAD_CHOOSER or `same_results_at` is one of the recurrence's blocks of time steps:
     (shapes, products, ...), not one of a whole call."""
-    return key[1] in ("onednn", "bmm", "int8", "bf16")
+    return key[1] in ("onednn", "packed", "bmm", "int8", "bf16")
 
 
 @pytest.fixture
@@ -533,11 +534,11 @@ def spied_chooser(monkeypatch):
     return chooser
 
 
-@pytest.mark.parametrize("products", ["onednn", "bmm"])
+@pytest.mark.parametrize("products", ["onednn", "packed", "bmm"])
 def test_outputs_do_not_depend_on_the_thread_count(
     random_checkpoint, monkeypatch, two_threads, spied_chooser, products
 ):
-    if products == "onednn" and not _onednn_applies():
+    if products != "bmm" and not _onednn_applies():
         pytest.skip("oneDNN's products apply on x86 CPUs only")
     monkeypatch.setattr(LstmEngine, "INPUT_GATE_BLOCK_ROWS", 3)  # many blocks, each run at the chooser's count
     model = _model(random_checkpoint, seed=3)
@@ -556,8 +557,8 @@ def test_outputs_do_not_depend_on_the_thread_count(
     used = [(key, count) for key, count in spied_chooser.used if _is_step_key(key)]
     assert verdicts and all(key[1] == products for key in verdicts)
     assert {key for key, _ in used} == {key for key, same in verdicts.items() if same}
-    if products == "onednn":
-        assert all(verdicts.values())  # oneDNN's packed products split the output columns among threads
+    if products != "bmm":
+        assert all(verdicts.values())  # oneDNN's products split the output columns among threads
     if all(verdicts.values()):
         assert {count for _, count in used} == {1, 2}
         assert _equal(results[1], results[2])
@@ -585,10 +586,10 @@ PROBE_STEPS = 4  # the default of LstmEngine._steps_probe
 @pytest.mark.parametrize(
     ("costs", "expected"),
     [
-        ({"onednn": 1.0, "bmm": 0.5}, "bmm"),
-        ({"onednn": 0.95, "bmm": 1.0}, "bmm"),  # oneDNN faster, but not by the margin: bmm needs no packed copy
-        ({"onednn": 1.0, "bmm": 1.0}, "bmm"),
-        ({"onednn": 0.5, "bmm": 1.0}, "onednn"),
+        ({"packed": 1.0, "bmm": 0.5}, "bmm"),
+        ({"packed": 0.95, "bmm": 1.0}, "bmm"),  # packed faster, but not by the margin: bmm needs no packed copy
+        ({"packed": 1.0, "bmm": 1.0}, "bmm"),
+        ({"packed": 0.5, "bmm": 1.0}, "packed"),
     ],
 )
 def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatch, lstm_onednn_calls, costs, expected):
@@ -601,7 +602,7 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
     def timed_probe(self, layer, linear_sets, rows, steps=PROBE_STEPS):
         run, kind = (
             probe(self, layer, linear_sets, rows, steps),
-            "bmm" if linear_sets[0][0] == slice(0, 2) else "onednn",
+            "bmm" if linear_sets[0][0] == slice(0, 2) else "packed",
         )
 
         def timed_run():
@@ -616,12 +617,12 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
     model.set_lstm_inference("auto", threads=1)
     num_steps = max(map(len, SENTENCES)) + 2
     # per layer and direction: 1 input-to-gate block, then per step the recurrent and projection products
-    onednn_forward = len(model.bilm.layers) * 2 * (1 + 2 * num_steps) if expected == "onednn" else 0
+    onednn_forward = len(model.bilm.layers) * 2 * (1 + 2 * num_steps) if expected == "packed" else 0
     first = _hidden_states(model, ids)
     choices = recurrence_tuning._STEP_PRODUCTS_CHOICES
     # both layers: one shape, one row count (decided for every thread setting the measurement covers)
     assert len({key for key, _ in choices}) == 1 and set(choices.values()) == {expected}
-    # the measurement: per direction, the oneDNN candidate's recurrence over PROBE_STEPS steps (per step the
+    # the measurement: per direction, the packed candidate's recurrence over PROBE_STEPS steps (per step the
     # recurrent and projection products; the input-to-gate product is left out), untimed then repeated
     counts = len(recurrence_tuning.thread_counts(torch.get_num_threads()))  # timed at each
     measured = counts * (1 + recurrence_tuning.STEP_PRODUCTS_REPEATS) * 2 * 2 * PROBE_STEPS
@@ -631,7 +632,7 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
     assert len(lstm_onednn_calls) == onednn_forward
     assert all(shape[0] == 1 for shape in lstm_onednn_calls)  # one direction at a time
     # the packed copy (and its check on every call) is kept only where oneDNN runs
-    assert all((layer.engine._derived is not None) == (expected == "onednn") for layer in model.bilm.layers)
+    assert all((layer.engine._derived is not None) == (expected == "packed") for layer in model.bilm.layers)
     model.set_lstm_inference(expected, threads=1)
     forced = _hidden_states(model, ids)
     assert _equal(first, forced) and _equal(found, forced)

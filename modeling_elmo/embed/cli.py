@@ -236,7 +236,7 @@ def run(args: argparse.Namespace) -> Path:
     if args.word_cache:
         model.enable_word_cache(args.word_cache)
     if device.type == "cpu":  # this command owns its process: fewer threads where the machine is busy, same bits
-        model.set_lstm_inference(products="bmm", threads="auto")
+        model.set_lstm_inference(threads="auto")
     split = (lambda text: [word for word, _, _ in tokenizer.split_words(text)]) if args.raw else None
     batches = bucketed_batches(
         read_sentences(input_path, split),
