@@ -1,4 +1,12 @@
-"""PyTorch ELMo model: character CNN, bidirectional LSTM language model with projection, scalar mixes."""
+"""
+PyTorch ELMo (Peters et al., 2018, "Deep contextualized word representations"): the character CNN, the bidirectional
+LSTM language model with projection (biLM) and the scalar mixes of its layers, as `ElmoModel`, with heads for token
+and sequence classification and for (continued) pretraining. It serves users of Transformers (the Auto classes,
+`Trainer`, pipelines, remote code) and reads top-down: outputs, building blocks, `ElmoPreTrainedModel`, `ElmoModel`,
+heads. Each block names its counterpart in the original implementations (bilm-tf's variable scopes, AllenNLP's
+classes). The CPU inference engines (`char_cnn_engine`, `lstm_engine`) and the export path (`padded_recurrence`) live
+in their own modules, which the blocks call through one switch each.
+"""
 
 import contextlib
 from collections.abc import Callable, Iterator
@@ -236,9 +244,11 @@ class ElmoCharacterEncoder(nn.Module):
 
 class ElmoLstmLayer(GradientCheckpointingLayer):
     r"""
-    One biLM layer: a forward and a backward LSTM cell with projection (TensorFlow `LSTMCell(num_proj=...)`), stored
-    stacked so that both directions can run in the same batched matrix products. Index 0 of every parameter is the
-    forward direction, index 1 the backward one. Gate order is TensorFlow's `(i, j, f, o)`; `bias` is TensorFlow's `B`,
+    One biLM layer: a forward and a backward LSTM cell with projection (TensorFlow `LSTMCell(num_proj=...)`, AllenNLP's
+    `LstmCellWithProjection`), stored stacked so that both directions can run in the same batched matrix products.
+    Index 0 of every parameter is the forward direction, index 1 the backward one: bilm-tf's
+    `RNN_{0,1}/RNN/MultiRNNCell/Cell{layer}/LSTMCell`, whose `W_0` (input_size + proj_size, 4 * cell_size) is
+    `[weight_ih; weight_hh]`, `B` is `bias` and `W_P_0` is `weight_proj`. Gate order is TensorFlow's `(i, j, f, o)`,
     and `config.lstm_forget_bias` is added to the forget gate at run time as TensorFlow's `LSTMCell` does.
 
     The layer works on *packed* sequences (time-major, rows sorted by decreasing length, as in
@@ -292,42 +302,6 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
             hidden = hidden.clamp(-self.proj_clip, self.proj_clip)
         return hidden, cell
 
-    def forward(
-        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
-    ) -> tuple[torch.Tensor, LstmState]:
-        """
-        Args:
-            inputs: (2, num_packed, input_size) packed inputs of both directions (backward already reversed).
-            batch_sizes: active rows per time step (non-increasing).
-            initial_state: hidden (2, batch, proj_size) and cell (2, batch, cell_size), sorted rows.
-
-        Returns:
-            outputs (2, num_packed, proj_size) and the final state (sorted rows), each row's state after its last
-            step.
-        """
-        if self.engine is not None and self.engine.applies(self, inputs):
-            return self.engine.run(self, inputs, batch_sizes, initial_state)
-        bias = self.gate_bias().unsqueeze(1)
-
-        def compute_gates(step_input_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-            return torch.baddbmm(step_input_gates, hidden, self.weight_hh) + bias  # bias last
-
-        return self.recurrence(torch.bmm(inputs, self.weight_ih), compute_gates, batch_sizes, initial_state)
-
-    def forward_reference(
-        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
-    ) -> tuple[torch.Tensor, LstmState]:
-        """`forward` in TensorFlow's formulation, for checks: per step and per direction, `[x_t; h] @ W + b`."""
-        weight = torch.cat([self.weight_ih, self.weight_hh], dim=1)
-        bias = self.gate_bias()
-
-        def compute_gates(step_inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-            return torch.stack(
-                [torch.cat([step_inputs[d], hidden[d]], dim=-1) @ weight[d] + bias[d] for d in range(2)]
-            )
-
-        return self.recurrence(inputs, compute_gates, batch_sizes, initial_state)
-
     def recurrence(
         self,
         packed_values: torch.Tensor,
@@ -355,9 +329,49 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         final_state = (torch.cat(final_hidden[::-1], dim=1), torch.cat(final_cell[::-1], dim=1))
         return torch.cat(outputs, dim=1), final_state
 
+    def forward(
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
+        """
+        Args:
+            inputs: (2, num_packed, input_size) packed inputs of both directions (backward already reversed).
+            batch_sizes: active rows per time step (non-increasing).
+            initial_state: hidden (2, batch, proj_size) and cell (2, batch, cell_size), sorted rows.
+
+        Returns:
+            outputs (2, num_packed, proj_size) and the final state (sorted rows), each row's state after its last
+            step.
+        """
+        if self.engine is not None and self.engine.applies(self, inputs):
+            return self.engine.run(self, inputs, batch_sizes, initial_state)
+        bias = self.gate_bias().unsqueeze(1)
+
+        def compute_gates(step_input_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+            return torch.baddbmm(step_input_gates, hidden, self.weight_hh) + bias  # the bias last, as the engine
+
+        return self.recurrence(torch.bmm(inputs, self.weight_ih), compute_gates, batch_sizes, initial_state)
+
+    def forward_reference(
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
+        """`forward` in TensorFlow's formulation, for checks: per step and per direction, `[x_t; h] @ W + b`."""
+        weight = torch.cat([self.weight_ih, self.weight_hh], dim=1)
+        bias = self.gate_bias()
+
+        def compute_gates(step_inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+            return torch.stack(
+                [torch.cat([step_inputs[d], hidden[d]], dim=-1) @ weight[d] + bias[d] for d in range(2)]
+            )
+
+        return self.recurrence(inputs, compute_gates, batch_sizes, initial_state)
+
 
 class ElmoBiLm(nn.Module):
-    """The stack of biLM layers over packed `<S> words </S>` sequences, with optional skip connections."""
+    """
+    The biLM: the stack of `ElmoLstmLayer`s over packed `<S> words </S>` sequences (bilm-tf's `MultiRNNCell` of each
+    direction, AllenNLP's `ElmoLstm`), where every layer after the first adds its input to its output when
+    `config.use_skip_connections` (bilm-tf's `ResidualWrapper`).
+    """
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
@@ -467,7 +481,8 @@ class ElmoBiLm(nn.Module):
 
 class ElmoScalarMix(nn.Module):
     """
-    `gamma * sum_k softmax(s)_k * h_k` over all `num_hidden_layers + 1` layers `h_k`. With
+    The task-specific combination of the biLM's layers (AllenNLP's `ScalarMix`, bilm-tf's `weight_layers` with its
+    `ELMo_W` and `ELMo_gamma`): `gamma * sum_k softmax(s)_k * h_k` over all `num_hidden_layers + 1` layers `h_k`. With
     `config.scalar_mix_layer_norm`, each `h_k` is first normalised with the mean and variance of its unpadded
     elements (words x features), taken as `config.scalar_mix_layer_norm_scope` says:
 
@@ -562,7 +577,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
         # Close to bilm-tf's initialisers: fan-in scaled normals and U(-1, 1) characters. (With the generic std of
-        # 0.02 a randomly initialised ELMo starts with token embeddings of ~1e-4 and trains very slowly.)
+        # 0.02 a randomly initialised ELMo starts with tiny token embeddings and trains very slowly.)
         if isinstance(module, ElmoCharacterProjection) and module.is_identity:
             init.copy_(module.weight, torch.eye(module.in_features))
             init.zeros_(module.bias)
