@@ -1,11 +1,10 @@
 """
 PyTorch ELMo (Peters et al., 2018, "Deep contextualized word representations"): the character CNN, the bidirectional
-LSTM language model with projection (biLM) and the scalar mixes of its layers, as `ElmoModel`, with heads for token
-and sequence classification and for (continued) pretraining. It serves users of Transformers (the Auto classes,
-`Trainer`, pipelines, remote code) and reads top-down: outputs, building blocks, `ElmoPreTrainedModel`, `ElmoModel`,
-heads. Each block names its counterpart in the original implementations (bilm-tf's variable scopes, AllenNLP's
-classes). The CPU inference engines (`char_cnn_engine`, `lstm_engine`) and the export path (`padded_recurrence`) live
-in their own modules, which the blocks call through one switch each.
+LSTM language model with projection (biLM) and the scalar mixes of its layers (`ElmoModel`), with heads for token and
+sequence classification and for (continued) pretraining, for users of Transformers (the Auto classes, `Trainer`,
+pipelines, remote code). Each block names its counterpart in bilm-tf (variable scopes) and AllenNLP (classes). The CPU
+inference engines (`char_cnn_engine`, `lstm_engine`) and the export path (`padded_recurrence`) live in their own
+modules, each reached through one switch.
 """
 
 import contextlib
@@ -188,8 +187,8 @@ class ElmoCharacterEncoder(nn.Module):
         products: CharCnnProducts = ElmoCharCnnProducts
         if self.engine is not None and self.engine.applies(self, chars):
             products = self.engine
-        filters = [products.max_pooled_convolution(conv, chars) for conv in self.convolutions]
-        hidden = self.activation(torch.cat(filters, dim=-1))
+        pooled = [products.max_pooled_convolution(conv, chars) for conv in self.convolutions]
+        hidden = self.activation(torch.cat(pooled, dim=-1))  # (num_words, num_char_filters)
         for highway in self.highways:
             hidden = highway(hidden, products)
         if word_ids is not None:
