@@ -1,4 +1,11 @@
-"""PyTorch ELMo model: character CNN, bidirectional LSTM language model with projection, scalar mixes."""
+"""
+PyTorch ELMo (Peters et al., 2018, "Deep contextualized word representations"): the character CNN, the bidirectional
+LSTM language model with projection (biLM) and the scalar mixes of its layers (`ElmoModel`), with heads for token and
+sequence classification and for (continued) pretraining, for users of Transformers (the Auto classes, `Trainer`,
+pipelines, remote code). Each block names its counterpart in bilm-tf (variable scopes) and AllenNLP (classes). The CPU
+inference engines (`char_cnn_engine`, `lstm_engine`) and the export path (`padded_recurrence`) live in their own
+modules, each reached through one switch.
+"""
 
 import contextlib
 from collections.abc import Callable, Iterator
@@ -13,15 +20,15 @@ from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassif
 from transformers.utils import ModelOutput
 from transformers.utils.generic import can_return_tuple
 
+from .char_cnn_engine import CharCnnEngine
 from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
-from .cpu_linear import linear_without_grad, onednn_affine, onednn_applies_without_grad
 from .crf import LinearChainCrf, bio_constraints
 from .lstm_engine import LstmEngine, LstmInferenceMixin, run_call
+from .packed_sentences import PackedBatch, pack_sentences
 from .padded_recurrence import is_exporting, padded_bilm_layers
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
-from .weight_snapshot import WeightSnapshot
-from .word_embedding_store import WordEmbeddingStore, word_keys
+from .word_embedding_store import WordEmbeddingCache, WordEmbeddingStore, stored_or_computed, word_keys
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
 
@@ -48,62 +55,86 @@ class ElmoModelOutput(ModelOutput):
     elmo_representations: tuple[torch.FloatTensor, ...] | None = None
 
 
-def _check_indices(name: str, values: torch.Tensor, size: int, ignore_index: int | None = None) -> None:
-    """Refuse `values` that are not integer indices in `[0, size)` (or `ignore_index`), naming `name` and one."""
-    if not isinstance(values, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(values).__name__}.")
-    if values.device.type == "meta":
-        raise ValueError(f"{name} is on the meta device, which holds no values: move it to a real device first.")
-    if values.dtype.is_floating_point or values.dtype.is_complex or values.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integer ids (e.g. torch.long), got dtype {values.dtype}.")
-    if values.numel() == 0:
-        return
-    low, high = torch.aminmax(values)  # one pass; the offending value is looked for only on failure
-    if low >= 0 and high < size:
-        return
-    invalid = (values < 0) | (values >= size)
-    if ignore_index is not None:
-        invalid &= values != ignore_index
-    if invalid.any():
-        allowed = f"[0, {size - 1}]" + (f" or {ignore_index}" if ignore_index is not None else "")
-        raise ValueError(f"{name} must be in {allowed}, found {int(values[invalid][0])}.")
+@dataclass
+class ElmoForPreTrainingOutput(ModelOutput):
+    r"""
+    Outputs of [`ElmoForPreTraining`] on stream windows.
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when labels are given):
+            `0.5 * (forward_loss + backward_loss)`, bilm-tf's training loss.
+        forward_loss, backward_loss (`torch.FloatTensor` of shape `()`, *optional*):
+            Mean cross-entropy of each direction's next-token predictions: sampled softmax in training mode (when
+            `config.lm_num_negative_samples` is set and smaller than the vocabulary), full softmax otherwise.
+        forward_hidden_state, backward_hidden_state (`torch.FloatTensor` of shape `(batch_size, unroll_steps,
+        projection_dim)`):
+            Top biLM layer of each direction at every position of its window (before the output dropout).
+        hidden_states (`tuple(torch.FloatTensor)`, *optional*, returned when `output_hidden_states=True`):
+            `num_hidden_layers + 1` tensors of shape `(batch_size, unroll_steps, 2 * projection_dim)`: the token
+            embeddings, then every LSTM layer, each `[forward; backward]` at position `t` of the two windows (the
+            backward window runs the other way through the stream, so the halves belong to different tokens).
+    """
+
+    loss: torch.FloatTensor | None = None
+    forward_loss: torch.FloatTensor | None = None
+    backward_loss: torch.FloatTensor | None = None
+    forward_hidden_state: torch.FloatTensor | None = None
+    backward_hidden_state: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
 
 
-class ElmoLinear(nn.Linear):
-    """`nn.Linear` whose products without gradients go through oneDNN on x86 CPUs in float32
-    (`cpu_linear.linear_without_grad`): the same bits at every thread count."""
+class ElmoCharCnnProducts:
+    """
+    The products of the character CNN as PyTorch computes them: the reference, which also serves gradients. The
+    blocks take their products from here or, for inference, from `ElmoCharacterEncoder.engine`
+    (`char_cnn_engine.CharCnnEngine`), which offers the same two.
+    """
 
-    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        return linear_without_grad(self, inputs)
+    @staticmethod
+    def linear(module: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
+        """`module(inputs)`: (..., in_features) -> (..., out_features)."""
+        return module(inputs)
+
+    @staticmethod
+    def max_pooled_convolution(conv: nn.Conv1d, chars: torch.Tensor) -> torch.Tensor:
+        """`conv` over `chars` (num_words, num_chars, char_embedding_dim), max-pooled over positions: (num_words,
+        num_filters)."""
+        return conv(chars.transpose(1, 2)).max(dim=-1).values
 
 
-class ElmoHighwayGate(ElmoLinear):
-    """The transform-gate projection of a highway layer (its bias starts at -2: a new layer starts close to the
-    identity)."""
+CharCnnProducts = type[ElmoCharCnnProducts] | CharCnnEngine  # what the character CNN's blocks take products from
+
+
+class ElmoHighwayGate(nn.Linear):
+    """The transform gate's linear map of a highway layer, bilm-tf's `CNN_high_{i}/W_carry`, `b_carry` (its bias
+    starts at -2: a new layer starts close to the identity)."""
 
 
 class ElmoHighway(nn.Module):
     """
-    One highway layer as in the original: `g * relu(x W_t + b_t) + (1 - g) * x` with the transform gate
-    `g = sigmoid(x W_g + b_g)`. (bilm-tf stores `W_g`, `b_g` as `W_carry`, `b_carry`; checkpoints saved before
-    the rename name them `carry` too, see `ElmoPreTrainedModel.from_pretrained`.)
+    One highway layer of the character CNN, bilm-tf's `CNN_high_{i}`: `g * relu(x W_t + b_t) + (1 - g) * x` with the
+    transform gate `g = sigmoid(x W_g + b_g)`. bilm-tf stores `W_g`, `b_g` as `W_carry`, `b_carry` and `W_t`, `b_t` as
+    `W_transform`, `b_transform`; checkpoints saved before the rename name the gate `carry` too (see
+    `ElmoPreTrainedModel.from_pretrained`).
     """
 
     def __init__(self, size: int):
         super().__init__()
         self.transform_gate = ElmoHighwayGate(size, size)
-        self.transform = ElmoLinear(size, size)
+        self.transform = nn.Linear(size, size)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        """`hidden`: (num_words, size) -> (num_words, size)."""
-        gate = torch.sigmoid(self.transform_gate(hidden))
-        return gate * torch.relu(self.transform(hidden)) + (1 - gate) * hidden
+    def forward(self, hidden: torch.Tensor, products: CharCnnProducts = ElmoCharCnnProducts) -> torch.Tensor:
+        """`hidden`: (num_words, size) -> (num_words, size), the linear maps computed by `products.linear`."""
+        gate = torch.sigmoid(products.linear(self.transform_gate, hidden))
+        return gate * torch.relu(products.linear(self.transform, hidden)) + (1 - gate) * hidden
 
 
-class ElmoCharacterProjection(ElmoLinear):
-    """The character CNN's projection to `projection_dim`. bilm-tf has none when the filters already give
-    `projection_dim` features (`is_identity`): it then starts (and in `ElmoForPreTraining` stays) the identity, so
-    that the weights can be written back in bilm-tf's format."""
+class ElmoCharacterProjection(nn.Linear):
+    """
+    The character CNN's projection to `projection_dim`, bilm-tf's `CNN_proj/W_proj`, `b_proj`. bilm-tf has none when
+    the filters already give `projection_dim` features (`is_identity`): it then starts (and in `ElmoForPreTraining`
+    stays) the identity, so that the weights can be written back in bilm-tf's format.
+    """
 
     @property
     def is_identity(self) -> bool:
@@ -111,14 +142,23 @@ class ElmoCharacterProjection(ElmoLinear):
 
 
 class ElmoCharacterEncoder(nn.Module):
-    """Context-independent word embeddings from characters: char embedding, CNN + max-pool, highways, projection."""
+    """
+    Context-independent word embeddings from characters (AllenNLP's `_ElmoCharacterEncoder`): the character embedding
+    (bilm-tf's `char_embed`), one convolution per filter width max-pooled over the word's characters
+    (`CNN/W_cnn_{i}`, `b_cnn_{i}`) and the activation, the highway layers (`CNN_high_{i}`), then the projection to
+    `projection_dim` (`CNN_proj`). ELMoForManyLangs models add a word embedding, whose vector comes before the
+    character features in the projection.
+
+    `forward` takes its products from `engine` (the CPU inference engine, `char_cnn_engine.CharCnnEngine`; `None`
+    disables it) when it applies, on a CPU when no gradient is needed, and from `ElmoCharCnnProducts` otherwise.
+    `embed_words` runs it once per distinct word, through the optional token-embedding table and word cache.
+    """
 
     WORDS_PER_CHUNK = 256  # words per char-CNN call in `embed_words`: bounds the convolution buffers
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
         self.char_embeddings = nn.Embedding(config.char_vocab_size, config.char_embedding_dim, padding_idx=0)
-        # optional word embedding (ELMoForManyLangs): its vector comes before the character features in the projection
         self.word_embeddings = (
             nn.Embedding(config.word_vocab_size, config.word_embedding_dim, padding_idx=0)
             if config.has_word_embeddings
@@ -133,9 +173,9 @@ class ElmoCharacterEncoder(nn.Module):
         self.highways = nn.ModuleList(ElmoHighway(config.num_char_filters) for _ in range(config.num_highway_layers))
         self.projection = ElmoCharacterProjection(config.token_features, config.projection_dim)
         self.max_filter_width = max(width for width, _ in config.char_filters)
+        self.engine: CharCnnEngine | None = CharCnnEngine()
         self.token_embedding_table: WordEmbeddingStore | None = None
-        self.word_cache: WordEmbeddingStore | None = None
-        self._word_cache_weights: WeightSnapshot | None = None  # the weights the cached rows were computed with
+        self.word_cache: WordEmbeddingCache | None = None
 
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
         """
@@ -143,13 +183,17 @@ class ElmoCharacterEncoder(nn.Module):
         by a column of word ids -> (num_words, projection_dim).
         """
         char_ids, word_ids = self.split_word_ids(token_ids)
-        chars = self.char_embeddings(char_ids)  # (num_words, num_chars, char_dim)
-        hidden = self.activation(torch.cat([self._max_pooled(conv, chars) for conv in self.convolutions], dim=-1))
+        chars = self.char_embeddings(char_ids)  # (num_words, num_chars, char_embedding_dim)
+        products: CharCnnProducts = ElmoCharCnnProducts
+        if self.engine is not None and self.engine.applies(self, chars):
+            products = self.engine
+        pooled = [products.max_pooled_convolution(conv, chars) for conv in self.convolutions]
+        hidden = self.activation(torch.cat(pooled, dim=-1))  # (num_words, num_char_filters)
         for highway in self.highways:
-            hidden = highway(hidden)
+            hidden = highway(hidden, products)
         if word_ids is not None:
             hidden = torch.cat([self.word_embeddings(word_ids), hidden], dim=-1)
-        return self.projection(hidden)
+        return products.linear(self.projection, hidden)
 
     def split_word_ids(self, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """`token_ids` (..., columns) -> the character ids (..., chars) and, with a word embedding, the word ids
@@ -157,19 +201,6 @@ class ElmoCharacterEncoder(nn.Module):
         if self.word_embeddings is None:
             return token_ids, None
         return token_ids[..., :-1], token_ids[..., -1]
-
-    @staticmethod
-    def _max_pooled(conv: nn.Conv1d, chars: torch.Tensor) -> torch.Tensor:
-        """
-        `conv` over `chars` (num_words, num_chars, char_dim), max-pooled over positions: (num_words, filters).
-        Without gradients on x86 CPUs in float32, each window of characters is one row of a oneDNN product (10x
-        faster than PyTorch's convolution on 'original''s shapes, and the same bits at every thread count).
-        """
-        width = conv.kernel_size[0]
-        if onednn_applies_without_grad(conv.weight, chars) and chars.shape[1] >= width:
-            windows = chars.unfold(1, width, 1).flatten(2)  # (num_words, positions, char_dim * width)
-            return onednn_affine(windows, conv.weight.flatten(1), conv.bias).amax(dim=1)
-        return conv(chars.transpose(1, 2)).max(dim=-1).values
 
     def embed_words(self, char_ids: torch.Tensor) -> torch.Tensor:
         """
@@ -180,23 +211,11 @@ class ElmoCharacterEncoder(nn.Module):
         unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
         if torch.is_grad_enabled() or torch.is_autocast_enabled(char_ids.device.type):  # stores hold exact rows
             return self._embed_by_length(unique)[inverse]
-        stores = [store for store in (self.token_embedding_table, self._current_word_cache()) if store is not None]
-        if not stores:
-            return self._embed_by_length(unique)[inverse]
-        keys = word_keys(unique)
-        embeddings = self.projection.weight.new_empty(unique.shape[0], self.projection.out_features)
-        missing = list(range(unique.shape[0]))
-        for store in stores:
-            found, rows = store.lookup([keys[index] for index in missing])
-            if rows is not None:
-                embeddings[torch.tensor([missing[index] for index in found])] = rows.to(embeddings)
-                found_set = set(found)
-                missing = [index for position, index in enumerate(missing) if position not in found_set]
-        if missing:
-            computed = self._embed_by_length(unique[torch.tensor(missing, device=unique.device)])
-            embeddings[torch.tensor(missing, device=unique.device)] = computed
-            if self.word_cache is not None:
-                self.word_cache.add([keys[index] for index in missing], computed)
+        if self.word_cache is not None:
+            self.word_cache.forget_if_changed(list(self.parameters()))
+        embeddings = stored_or_computed(
+            unique, self._embed_by_length, self.projection.bias, self.token_embedding_table, self.word_cache
+        )
         return embeddings[inverse]
 
     def _embed_by_length(self, token_ids: torch.Tensor) -> torch.Tensor:
@@ -219,26 +238,16 @@ class ElmoCharacterEncoder(nn.Module):
 
     def enable_word_cache(self, max_words: int) -> None:
         """Keep the embeddings of up to `max_words` recently seen words between inference calls (LRU)."""
-        self.word_cache = WordEmbeddingStore(capacity=max_words)
-        self._word_cache_weights = None
-
-    def _current_word_cache(self) -> WordEmbeddingStore | None:
-        """The word cache, emptied first if any weight of the encoder differs from the copy its rows were computed
-        with (`WeightSnapshot`: values are compared, whatever changed them)."""
-        if self.word_cache is None:
-            return None
-        weights = list(self.parameters())
-        if self._word_cache_weights is None or not self._word_cache_weights.matches(weights):
-            self.word_cache.clear()
-            self._word_cache_weights = WeightSnapshot(weights)
-        return self.word_cache
+        self.word_cache = WordEmbeddingCache(capacity=max_words)
 
 
 class ElmoLstmLayer(GradientCheckpointingLayer):
     r"""
-    One biLM layer: a forward and a backward LSTM cell with projection (TensorFlow `LSTMCell(num_proj=...)`), stored
-    stacked so that both directions can run in the same batched matrix products. Index 0 of every parameter is the
-    forward direction, index 1 the backward one. Gate order is TensorFlow's `(i, j, f, o)`; `bias` is TensorFlow's `B`,
+    One biLM layer: a forward and a backward LSTM cell with projection (TensorFlow `LSTMCell(num_proj=...)`, AllenNLP's
+    `LstmCellWithProjection`), stored stacked so that both directions can run in the same batched matrix products.
+    Index 0 of every parameter is the forward direction, index 1 the backward one: bilm-tf's
+    `RNN_{0,1}/RNN/MultiRNNCell/Cell{layer}/LSTMCell`, whose `W_0` (input_size + proj_size, 4 * cell_size) is
+    `[weight_ih; weight_hh]`, `B` is `bias` and `W_P_0` is `weight_proj`. Gate order is TensorFlow's `(i, j, f, o)`,
     and `config.lstm_forget_bias` is added to the forget gate at run time as TensorFlow's `LSTMCell` does.
 
     The layer works on *packed* sequences (time-major, rows sorted by decreasing length, as in
@@ -292,42 +301,6 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
             hidden = hidden.clamp(-self.proj_clip, self.proj_clip)
         return hidden, cell
 
-    def forward(
-        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
-    ) -> tuple[torch.Tensor, LstmState]:
-        """
-        Args:
-            inputs: (2, num_packed, input_size) packed inputs of both directions (backward already reversed).
-            batch_sizes: active rows per time step (non-increasing).
-            initial_state: hidden (2, batch, proj_size) and cell (2, batch, cell_size), sorted rows.
-
-        Returns:
-            outputs (2, num_packed, proj_size) and the final state (sorted rows), each row's state after its last
-            step.
-        """
-        if self.engine is not None and self.engine.applies(self, inputs):
-            return self.engine.run(self, inputs, batch_sizes, initial_state)
-        bias = self.gate_bias().unsqueeze(1)
-
-        def compute_gates(step_input_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-            return torch.baddbmm(step_input_gates, hidden, self.weight_hh) + bias  # bias last
-
-        return self.recurrence(torch.bmm(inputs, self.weight_ih), compute_gates, batch_sizes, initial_state)
-
-    def forward_reference(
-        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
-    ) -> tuple[torch.Tensor, LstmState]:
-        """`forward` in TensorFlow's formulation, for checks: per step and per direction, `[x_t; h] @ W + b`."""
-        weight = torch.cat([self.weight_ih, self.weight_hh], dim=1)
-        bias = self.gate_bias()
-
-        def compute_gates(step_inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-            return torch.stack(
-                [torch.cat([step_inputs[d], hidden[d]], dim=-1) @ weight[d] + bias[d] for d in range(2)]
-            )
-
-        return self.recurrence(inputs, compute_gates, batch_sizes, initial_state)
-
     def recurrence(
         self,
         packed_values: torch.Tensor,
@@ -355,86 +328,49 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         final_state = (torch.cat(final_hidden[::-1], dim=1), torch.cat(final_cell[::-1], dim=1))
         return torch.cat(outputs, dim=1), final_state
 
-
-@dataclass
-class _PackedBatch:
-    """Index maps between padded word positions and the packed biLM sequences (`<S> words </S>` per row)."""
-
-    padded_shape: tuple[int, int]  # (batch, max_words) of the padded layers
-    batch_sizes: list[int]
-    sort_order: torch.Tensor  # (batch,) original row of each sorted row
-    source: torch.Tensor  # (2, num_packed) index into [word embeddings; <S>; </S>] for each direction
-    word_to_packed: torch.Tensor  # (2, num_words) packed position of every real word, per direction
-    word_positions: torch.Tensor  # (num_words,) flat index into (batch * max_words) of every real word
-
-    def pad(self, words: torch.Tensor) -> torch.Tensor:
-        """`words` (num_words, width), in `word_positions` order -> (batch, max_words, width), zero at padding."""
-        batch_size, max_words = self.padded_shape
-        width = words.shape[-1]
-        padded = words.new_zeros(batch_size * max_words, width).index_copy(0, self.word_positions, words)
-        return padded.view(batch_size, max_words, width)
-
-    @property
-    def packed_words(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Index of the words' packed rows: `packed[packed_words]` is (2, num_words, dim) in `word_positions` order."""
-        return torch.arange(2, device=self.word_to_packed.device).unsqueeze(1), self.word_to_packed
-
-    def unpack(self, packed: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
         """
-        `packed` (2, num_packed, dim) -> its word rows as a padded layer `[forward; backward]`: (batch, max_words,
-        2 * dim).
+        Args:
+            inputs: (2, num_packed, input_size) packed inputs of both directions (backward already reversed).
+            batch_sizes: active rows per time step (non-increasing).
+            initial_state: hidden (2, batch, proj_size) and cell (2, batch, cell_size), sorted rows.
+
+        Returns:
+            outputs (2, num_packed, proj_size) and the final state (sorted rows), each row's state after its last
+            step.
         """
-        return self.pad(packed[self.packed_words].transpose(0, 1).flatten(1))
+        if self.engine is not None and self.engine.applies(self, inputs):
+            return self.engine.run(self, inputs, batch_sizes, initial_state)
+        bias = self.gate_bias().unsqueeze(1)
 
-    def repack(self, layer: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
-        """
-        `packed` (2, num_packed, dim) with its word rows read back from `layer` (batch, max_words, 2 * dim), the
-        `unpack` of `packed`: the same values, but whatever is computed from the result depends on `layer` in the
-        autograd graph. The `<S>`/`</S>` rows, which no layer returns, stay those of `packed`.
-        """
-        words = layer.flatten(0, 1)[self.word_positions].unflatten(-1, (2, -1)).transpose(0, 1)  # (2, words, dim)
-        return packed.index_put(self.packed_words, words)
+        def compute_gates(step_input_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+            return torch.baddbmm(step_input_gates, hidden, self.weight_hh) + bias  # the bias last, as the engine
 
+        return self.recurrence(torch.bmm(inputs, self.weight_ih), compute_gates, batch_sizes, initial_state)
 
-def _pack_sentences(attention_mask: torch.Tensor) -> _PackedBatch:
-    """Build the packing of a batch from its word mask (batch, max_words); any padding side is accepted."""
-    batch_size, max_words = attention_mask.shape
-    mask = attention_mask.bool()
-    num_words = mask.sum(dim=1)
-    seq_lengths = num_words + 2
-    sorted_lengths, sort_order = seq_lengths.sort(descending=True, stable=True)
+    def forward_reference(
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
+        """`forward` in TensorFlow's formulation, for checks: per step and per direction, `[x_t; h] @ W + b`."""
+        weight = torch.cat([self.weight_ih, self.weight_hh], dim=1)
+        bias = self.gate_bias()
 
-    steps = torch.arange(int(sorted_lengths[0]), device=mask.device).unsqueeze(1)
-    active = steps < sorted_lengths.unsqueeze(0)  # (time, batch): rows active at each step, a prefix
-    time_index = steps.expand_as(active)[active]
-    row = sort_order[torch.arange(batch_size, device=mask.device).expand_as(active)[active]]
-    lengths = seq_lengths[row]
-    positions = torch.stack([time_index, lengths - 1 - time_index])  # sequence position, forward and backward
+        def compute_gates(step_inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+            return torch.stack(
+                [torch.cat([step_inputs[d], hidden[d]], dim=-1) @ weight[d] + bias[d] for d in range(2)]
+            )
 
-    first_word = torch.cumsum(num_words, dim=0) - num_words  # index of each row's first word
-    total_words = int(num_words.sum())
-    source = torch.where(
-        positions == 0,
-        total_words,
-        torch.where(positions == lengths - 1, total_words + 1, first_word[row] + positions - 1),
-    )
-    is_word = (positions > 0) & (positions < lengths - 1)
-    word_to_packed = torch.empty(2, total_words, dtype=torch.long, device=mask.device)
-    packed_index = torch.arange(time_index.numel(), device=mask.device)
-    for direction in range(2):
-        word_to_packed[direction, source[direction, is_word[direction]]] = packed_index[is_word[direction]]
-    return _PackedBatch(
-        padded_shape=(batch_size, max_words),
-        batch_sizes=active.sum(dim=1).tolist(),
-        sort_order=sort_order,
-        source=source,
-        word_to_packed=word_to_packed,
-        word_positions=mask.flatten().nonzero().squeeze(1),
-    )
+        return self.recurrence(inputs, compute_gates, batch_sizes, initial_state)
 
 
 class ElmoBiLm(nn.Module):
-    """The stack of biLM layers over packed `<S> words </S>` sequences, with optional skip connections."""
+    """
+    The biLM: the stack of `ElmoLstmLayer`s over packed `<S> words </S>` sequences (bilm-tf's `MultiRNNCell` of each
+    direction, AllenNLP's `ElmoLstm`), where every layer after the first adds its input to its output when
+    `config.use_skip_connections` (bilm-tf's `ResidualWrapper`).
+    """
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
@@ -444,7 +380,7 @@ class ElmoBiLm(nn.Module):
     def forward(
         self,
         token_embeddings: torch.Tensor,
-        packing: _PackedBatch,
+        packing: PackedBatch,
         initial_states: list[LstmState],
         all_layers: bool,
         reference: bool = False,
@@ -453,7 +389,7 @@ class ElmoBiLm(nn.Module):
         Args:
             token_embeddings: (num_words + 2, projection_dim): the batch's words in `packing.word_positions` order,
                 then `<S>` and `</S>`.
-            packing: the batch's `_PackedBatch`.
+            packing: the batch's `PackedBatch`.
             initial_states: per layer, hidden (2, batch, proj) and cell (2, batch, cell_size), sorted rows.
             all_layers: return every layer; otherwise only the top one.
             reference: run every layer's `forward_reference` instead of its fast path.
@@ -463,7 +399,7 @@ class ElmoBiLm(nn.Module):
             every LSTM layer `[forward; backward]` (or the top one only); and per layer the final state (sorted rows).
 
         The layers run on packed sequences. When a graph is built for all layers, each is padded as soon as it is
-        computed and the next layer reads its word rows back from the padded tensor (`_PackedBatch.repack`), so every
+        computed and the next layer reads its word rows back from the padded tensor (`PackedBatch.repack`), so every
         returned layer is on the path to the outputs; otherwise only the returned layers are padded.
         """
         on_graph = (  # only returned layers need to be on the path: the top one always is
@@ -544,7 +480,8 @@ class ElmoBiLm(nn.Module):
 
 class ElmoScalarMix(nn.Module):
     """
-    `gamma * sum_k softmax(s)_k * h_k` over all `num_hidden_layers + 1` layers `h_k`. With
+    The task-specific combination of the biLM's layers (AllenNLP's `ScalarMix`, bilm-tf's `weight_layers` with its
+    `ELMo_W` and `ELMo_gamma`): `gamma * sum_k softmax(s)_k * h_k` over all `num_hidden_layers + 1` layers `h_k`. With
     `config.scalar_mix_layer_norm`, each `h_k` is first normalised with the mean and variance of its unpadded
     elements (words x features), taken as `config.scalar_mix_layer_norm_scope` says:
 
@@ -575,6 +512,27 @@ class ElmoScalarMix(nn.Module):
             layers = tuple(self._masked_layer_norm(layer, mask) for layer in layers)
         mixed = sum(weight * layer for weight, layer in zip(weights, layers, strict=True))
         return self.gamma * mixed * mask.unsqueeze(-1).to(mixed.dtype)
+
+
+def _check_indices(name: str, values: torch.Tensor, size: int, ignore_index: int | None = None) -> None:
+    """Refuse `values` that are not integer indices in `[0, size)` (or `ignore_index`), naming `name` and one."""
+    if not isinstance(values, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(values).__name__}.")
+    if values.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device, which holds no values: move it to a real device first.")
+    if values.dtype.is_floating_point or values.dtype.is_complex or values.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer ids (e.g. torch.long), got dtype {values.dtype}.")
+    if values.numel() == 0:
+        return
+    low, high = torch.aminmax(values)  # one pass; the offending value is looked for only on failure
+    if low >= 0 and high < size:
+        return
+    invalid = (values < 0) | (values >= size)
+    if ignore_index is not None:
+        invalid &= values != ignore_index
+    if invalid.any():
+        allowed = f"[0, {size - 1}]" + (f" or {ignore_index}" if ignore_index is not None else "")
+        raise ValueError(f"{name} must be in {allowed}, found {int(values[invalid][0])}.")
 
 
 class ElmoPreTrainedModel(PreTrainedModel):
@@ -618,7 +576,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
         # Close to bilm-tf's initialisers: fan-in scaled normals and U(-1, 1) characters. (With the generic std of
-        # 0.02 a randomly initialised ELMo starts with token embeddings of ~1e-4 and trains very slowly.)
+        # 0.02 a randomly initialised ELMo starts with tiny token embeddings and trains very slowly.)
         if isinstance(module, ElmoCharacterProjection) and module.is_identity:
             init.copy_(module.weight, torch.eye(module.in_features))
             init.zeros_(module.bias)
@@ -874,7 +832,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, all_layers: bool
     ) -> tuple[torch.Tensor, ...]:
         """The padded layers of `forward` (all of them, or the top one only) for checked arguments."""
-        packing = _pack_sentences(attention_mask)
+        packing = pack_sentences(attention_mask)
 
         words = input_ids.flatten(0, 1)[packing.word_positions]  # (num_words, max_chars): every word of the batch
         token_char_ids = torch.cat([words, self.boundary_char_ids(input_ids.device)])  # then <S>, </S>
@@ -1268,34 +1226,6 @@ class ElmoForSequenceClassification(ElmoHeadModel):
         return nn.functional.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
 
 
-@dataclass
-class ElmoForPreTrainingOutput(ModelOutput):
-    r"""
-    Outputs of [`ElmoForPreTraining`] on stream windows.
-
-    Args:
-        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when labels are given):
-            `0.5 * (forward_loss + backward_loss)`, bilm-tf's training loss.
-        forward_loss, backward_loss (`torch.FloatTensor` of shape `()`, *optional*):
-            Mean cross-entropy of each direction's next-token predictions: sampled softmax in training mode (when
-            `config.lm_num_negative_samples` is set and smaller than the vocabulary), full softmax otherwise.
-        forward_hidden_state, backward_hidden_state (`torch.FloatTensor` of shape `(batch_size, unroll_steps,
-        projection_dim)`):
-            Top biLM layer of each direction at every position of its window (before the output dropout).
-        hidden_states (`tuple(torch.FloatTensor)`, *optional*, returned when `output_hidden_states=True`):
-            `num_hidden_layers + 1` tensors of shape `(batch_size, unroll_steps, 2 * projection_dim)`: the token
-            embeddings, then every LSTM layer, each `[forward; backward]` at position `t` of the two windows (the
-            backward window runs the other way through the stream, so the halves belong to different tokens).
-    """
-
-    loss: torch.FloatTensor | None = None
-    forward_loss: torch.FloatTensor | None = None
-    backward_loss: torch.FloatTensor | None = None
-    forward_hidden_state: torch.FloatTensor | None = None
-    backward_hidden_state: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-
-
 class ElmoLmSoftmax(nn.Module):
     """The language-model softmax shared by both directions: bilm-tf's `softmax/W` (vocab, dim) and `softmax/b`."""
 
@@ -1498,7 +1428,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
             sentences of the batch.
         """
         self._check_window("input_ids", input_ids)
-        packing = _pack_sentences(attention_mask)
+        packing = pack_sentences(attention_mask)
         words = input_ids.flatten(0, 1)[packing.word_positions]
         token_embeddings = self._embed(torch.cat([words, self.elmo.boundary_char_ids(input_ids.device)]))
         top, _ = self.elmo.bilm.forward_packed(

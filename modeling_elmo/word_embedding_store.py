@@ -1,13 +1,17 @@
 """Context-independent word embeddings kept between batches, keyed by a word's character ids.
 
-One class serves two uses: a bounded LRU cache of char-CNN outputs (`capacity` set) and a fixed precomputed
-token-embedding table (`capacity=None`, never evicts). Only inference uses them (see
-`ElmoCharacterEncoder.embed_words`).
+It serves the inference of `ElmoCharacterEncoder.embed_words`, which looks words up here before running the character
+CNN on the others (`stored_or_computed`). `WordEmbeddingStore` holds a fixed precomputed token-embedding table
+(`capacity=None`, never evicts); `WordEmbeddingCache` is a bounded LRU store of character-CNN outputs that empties
+itself whenever the weights they were computed with change.
 """
 
 from collections import OrderedDict
+from collections.abc import Callable
 
 import torch
+
+from .weight_snapshot import WeightSnapshot
 
 
 def word_keys(char_ids: torch.Tensor) -> list[bytes]:
@@ -71,3 +75,58 @@ class WordEmbeddingStore:
         if self.capacity is not None and len(self._slots) >= self.capacity:
             return self._slots.popitem(last=False)[1]
         return len(self._slots)
+
+
+class WordEmbeddingCache(WordEmbeddingStore):
+    """
+    A bounded LRU `WordEmbeddingStore` of rows computed from some weights, emptied (by `forget_if_changed`) whenever
+    those weights no longer hold the values the rows were computed with, however they were changed (fused optimizer
+    steps, writes through `.data`, `load_state_dict`, `.to()`): the weights are compared with a copy of them
+    (`weight_snapshot`).
+    """
+
+    def __init__(self, capacity: int):
+        super().__init__(capacity)
+        self._weights: WeightSnapshot | None = None  # the weights the stored rows were computed with
+
+    def forget_if_changed(self, weights: list[torch.Tensor]) -> None:
+        """Empty the cache unless `weights` hold the values of those its rows were computed with (reads them all)."""
+        if self._weights is None or not self._weights.matches(weights):
+            self.clear()
+            self._weights = WeightSnapshot(weights)
+
+
+def stored_or_computed(
+    char_ids: torch.Tensor,
+    compute: Callable[[torch.Tensor], torch.Tensor],
+    like: torch.Tensor,
+    table: WordEmbeddingStore | None,
+    cache: WordEmbeddingCache | None,
+) -> torch.Tensor:
+    """
+    The embeddings of the distinct words `char_ids` (num_words, width): rows found in `table`, then in `cache`, and
+    `compute(char_ids[missing])` (missing_words, dim) for the others, which `cache` then keeps. Returns (num_words,
+    dim) of the dtype and device of `like` (dim,), a row like the results.
+    """
+    stores = [store for store in (table, cache) if store is not None]
+    if not stores:
+        return compute(char_ids)
+    keys = word_keys(char_ids)
+    found_rows: list[tuple[torch.Tensor, torch.Tensor]] = []  # (positions in `char_ids`, their rows)
+    missing = list(range(char_ids.shape[0]))
+    for store in stores:
+        found, rows = store.lookup([keys[index] for index in missing])
+        if rows is not None:
+            found_rows.append((torch.tensor([missing[index] for index in found]), rows))
+            found_set = set(found)
+            missing = [index for position, index in enumerate(missing) if position not in found_set]
+    if missing:
+        positions = torch.tensor(missing, device=char_ids.device)
+        computed = compute(char_ids[positions])
+        found_rows.append((positions, computed))
+        if cache is not None:
+            cache.add([keys[index] for index in missing], computed)
+    embeddings = like.new_empty(char_ids.shape[0], like.shape[-1])
+    for positions, rows in found_rows:
+        embeddings[positions] = rows.to(embeddings)
+    return embeddings

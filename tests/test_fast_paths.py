@@ -19,7 +19,8 @@ from modeling_elmo.conversion.testing_utils import ARCHITECTURES
 from modeling_elmo.cpu_linear import onednn_linear_applies
 from modeling_elmo.embed.token_embeddings import load_token_embedding_table, read_token_embedding_table
 from modeling_elmo.lstm_engine import LstmEngine
-from modeling_elmo.modeling_elmo import ElmoCharacterEncoder, ElmoLstmLayer, _PackedBatch
+from modeling_elmo.modeling_elmo import ElmoCharacterEncoder, ElmoLstmLayer
+from modeling_elmo.packed_sentences import PackedBatch
 from modeling_elmo.word_embedding_store import WordEmbeddingStore, word_keys
 
 TOLERANCE = 2e-6  # float32 paths summing in other orders: 1.2e-6 (10 ulps at 1.4) measured on an AVX2 AMD EPYC
@@ -284,8 +285,8 @@ def test_inference_pads_only_the_returned_layers(random_checkpoint, monkeypatch)
     model = _model(random_checkpoint, seed=25)
     ids = _char_ids(_sentences(seed=26, count=3, max_words=8))
     padded = []
-    pad = _PackedBatch.pad
-    monkeypatch.setattr(_PackedBatch, "pad", lambda self, words: padded.append(1) or pad(self, words))
+    pad = PackedBatch.pad
+    monkeypatch.setattr(PackedBatch, "pad", lambda self, words: padded.append(1) or pad(self, words))
     num_layers = len(model.bilm.layers) + 1
     for grad, output_hidden_states, expected in [
         (False, False, 1),

@@ -1,6 +1,8 @@
 """ElmoModel against the original TensorFlow outputs (../shared/fixtures) and its own properties."""
 
+import inspect
 import json
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -72,10 +74,12 @@ def test_stateful_reproduces_original_for_all_batches(
 def test_model_without_inference_engine_reproduces_original(
     converted_fixture, fixture_sentences, expected_top_layers, stateful
 ):
-    """The reference recurrence alone (the CPU inference engine disabled) is a correct model."""
+    """The reference paths alone (the CPU inference engines of the biLM and the character CNN disabled) are a correct
+    model."""
     model = ElmoModel.from_pretrained(converted_fixture, stateful=stateful)
     for layer in model.bilm.layers:
         layer.engine = None
+    model.char_encoder.engine = None
     num_batches = 10 if stateful else 1  # stateless: only the first batch starts from the original's zero states
     assert run_fixture_batches(model, fixture_sentences, expected_top_layers, num_batches) <= ORIGINAL_TOLERANCE
 
@@ -441,3 +445,10 @@ def test_checkpoints_with_the_forget_bias_folded_in_load_with_the_same_outputs(
             with old.reference_implementation(reference):
                 actual = old(**batch, output_hidden_states=True).hidden_states
             assert max(float((a - e).abs().max()) for a, e in zip(actual, expected, strict=True)) <= 1e-6
+
+
+def test_model_file_names_no_engine_machinery():
+    """The model file holds the math and one switch per engine: the engines' own words stay in their modules."""
+    text = Path(inspect.getfile(ElmoLstmLayer)).read_text(encoding="utf-8").lower()
+    for name in ("onednn", "mkldnn", "thread", "snapshot", "probe", "compress"):
+        assert name not in text, name

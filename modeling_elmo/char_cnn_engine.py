@@ -1,0 +1,50 @@
+"""
+The CPU inference products of the character CNN: what computes the convolutions and the linear maps of an
+`ElmoCharacterEncoder` when no gradient is needed, in float32 on x86 CPUs, in place of PyTorch's convolution and
+`nn.Linear`. It serves `modeling_elmo.py`, whose blocks keep the math (max-pooling, activation, highway gates) and
+take their products from this engine or from `ElmoCharCnnProducts`, the reference, through one switch in
+`ElmoCharacterEncoder.forward`.
+
+Public interface: `CharCnnEngine` (`ElmoCharacterEncoder.engine`; `None` there disables it), with
+`applies(encoder, chars)`, whether it computes the encoder's products for a call, and the two products of
+`ElmoCharCnnProducts`: `linear(module, inputs)` and `max_pooled_convolution(conv, chars)`. Each product is one
+oneDNN product (`cpu_linear.onednn_affine`), the convolution one over the unfolded windows of characters: faster
+than PyTorch's convolution on the character CNN's shapes, and the same bits at every thread count.
+"""
+
+import torch
+from torch import nn
+
+from .cpu_linear import onednn_affine, onednn_linear_applies
+
+
+class CharCnnEngine:
+    """The character CNN's products through oneDNN, for inference (no state: one object serves any encoder)."""
+
+    @staticmethod
+    def applies(encoder: nn.Module, chars: torch.Tensor) -> bool:
+        """
+        Whether the engine computes the products of `encoder` (an `ElmoCharacterEncoder`) on `chars` (num_words,
+        num_chars, char_embedding_dim): no gradient needed, float32 on an x86 CPU where oneDNN works
+        (`cpu_linear.onednn_linear_applies`), and a window of the widest filter fits in the characters.
+        """
+        needs_grad = torch.is_grad_enabled() and (
+            chars.requires_grad or any(parameter.requires_grad for parameter in encoder.parameters())
+        )
+        return (
+            not needs_grad
+            and chars.shape[1] >= encoder.max_filter_width
+            and onednn_linear_applies(encoder.projection.weight, chars)
+        )
+
+    @staticmethod
+    def linear(module: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
+        """`module(inputs)`: (..., in_features) -> (..., out_features)."""
+        return onednn_affine(inputs, module.weight, module.bias)
+
+    @staticmethod
+    def max_pooled_convolution(conv: nn.Conv1d, chars: torch.Tensor) -> torch.Tensor:
+        """`conv` over `chars` (num_words, num_chars, char_embedding_dim), max-pooled over positions: (num_words,
+        num_filters). Each window of characters is one row of the product."""
+        windows = chars.unfold(1, conv.kernel_size[0], 1).flatten(2)  # (num_words, positions, char_dim * width)
+        return onednn_affine(windows, conv.weight.flatten(1), conv.bias).amax(dim=1)
