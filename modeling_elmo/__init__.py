@@ -1,5 +1,6 @@
-"""ELMo for Hugging Face Transformers. Importing this package registers the Auto classes (and no pipeline: see
-pipeline_elmo.py)."""
+"""ELMo for Hugging Face Transformers, for users of the installed package: importing it registers the config, the
+models and the tokenizer with the Auto classes and for `save_pretrained`'s remote code (and no pipeline: see
+pipeline_elmo.py). The top-level modules are the remote code; the commands live in the subpackages."""
 
 from transformers import (
     AutoConfig,

@@ -1,4 +1,6 @@
-"""ELMo model configuration."""
+"""`ElmoConfig`: the architecture of an ELMo biLM (character CNN, highway layers, projected LSTMs) and the settings
+of the heads built on it, as the model classes, the tokenizer, the converters and the training commands read it.
+Saved as `config.json`, with the `auto_map` and `custom_pipelines` that let a folder load as remote code."""
 
 import copy
 import dataclasses
@@ -286,8 +288,8 @@ class ElmoConfig(PreTrainedConfig):
         classifier_pooling (`str`, defaults to `"mean_max"`):
             How [`ElmoForSequenceClassification`] turns the word vectors of a sentence into one vector: `"mean"`,
             `"max"` (per feature, over the sentence's words) or `"mean_max"` (both, concatenated). A sentence without
-            words pools to zeros. The default keeps both statistics: on SST-2 with the small biLMs measured, none of
-            the three did better than the others (docs/sequence-classification.md).
+            words pools to zeros. The default keeps both statistics for the classifier to weigh (see
+            benchmarks/RESULTS.md, "Pooling default").
         classifier_sentence_pairs (`bool`, defaults to `False`):
             Make [`ElmoForSequenceClassification`] classify pairs of texts (entailment, paraphrase): each row holds
             both texts, told apart by `token_type_ids` (as `tokenizer(texts, text_pairs)` gives them); each text runs

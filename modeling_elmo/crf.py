@@ -1,4 +1,5 @@
-"""Linear-chain conditional random field: forward algorithm, negative log-likelihood and Viterbi decoding.
+"""Linear-chain conditional random field: forward algorithm, negative log-likelihood and Viterbi decoding, for the
+`use_crf` head of `ElmoForTokenClassification`.
 
 Pure PyTorch (shipped with the modeling file as remote code). Masks may have any pattern (right or left padding, or
 gaps): a masked position is skipped and the chain continues from the last unmasked one.
