@@ -66,7 +66,8 @@ class ConversionError(RuntimeError):
 
 @dataclass
 class ConversionResult:
-    """What a conversion wrote and measured."""
+    """What a conversion wrote: the folder, its config, the source files (location and sha256 by name) and, with
+    `--verify`, the largest difference between the folder's layers and the original's."""
 
     output_dir: Path
     config: ElmoConfig
