@@ -1,5 +1,6 @@
-"""ELMo for Hugging Face Transformers. Importing this package registers the Auto classes (and no pipeline: see
-pipeline_elmo.py)."""
+"""ELMo for Hugging Face Transformers, for users of the installed package: importing it registers the config, the
+models and the tokenizer with the Auto classes and for `save_pretrained`'s remote code (and no pipeline: see
+pipeline_elmo.py). The top-level modules are the remote code; the commands live in the subpackages."""
 
 from transformers import (
     AutoConfig,
@@ -10,7 +11,7 @@ from transformers import (
     AutoTokenizer,
 )
 
-from .configuration_elmo import ElmoConfig
+from .configuration_elmo import ElmoConfig, pipeline_token_classification_class
 from .modeling_elmo import (
     ElmoForPreTraining,
     ElmoForPreTrainingOutput,
@@ -21,7 +22,6 @@ from .modeling_elmo import (
     ElmoModelOutput,
     ElmoPreTrainedModel,
 )
-from .pipeline_elmo import ElmoTokenClassificationPipeline
 from .tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer
 
 AutoConfig.register(ElmoConfig.model_type, ElmoConfig)
@@ -39,6 +39,14 @@ ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassificat
 ElmoForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 ElmoForPreTraining.register_for_auto_class("AutoModelForPreTraining")
 ElmoTokenizer.register_for_auto_class("AutoTokenizer")
+
+
+def __getattr__(name: str) -> type:
+    """`ElmoTokenClassificationPipeline`, imported on first use (Transformers' pipelines are slow to import)."""
+    if name == "ElmoTokenClassificationPipeline":
+        return pipeline_token_classification_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ElmoBatchEncoding",

@@ -1,4 +1,5 @@
-"""Character ids of the original ELMo vocabulary, shifted by +1 so that 0 is padding.
+"""Character ids of the original ELMo vocabulary, shifted by +1 so that 0 is padding: what the tokenizer, the model's
+sentence boundaries, the token-embedding tables and the pretraining batches all encode words with.
 
 A word is its UTF-8 bytes (byte value b -> id b + 1), truncated to `max_characters_per_token - 2` bytes and wrapped
 in begin-of-word / end-of-word markers, then padded with the character-padding id. The sentence boundary words `<S>`

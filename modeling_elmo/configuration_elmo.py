@@ -1,4 +1,6 @@
-"""ELMo model configuration."""
+"""`ElmoConfig`: the architecture of an ELMo biLM (character CNN, highway layers, projected LSTMs) and the settings
+of the heads built on it, as the model classes, the tokenizer, the converters and the training commands read it.
+Saved as `config.json`, with the `auto_map` and `custom_pipelines` that let a folder load as remote code."""
 
 import copy
 import dataclasses
@@ -10,8 +12,6 @@ from huggingface_hub.dataclasses import strict
 from huggingface_hub.errors import StrictDataclassClassValidationError
 from transformers import PreTrainedConfig
 
-from .pipeline_elmo import CUSTOM_PIPELINES
-
 # Character-CNN filters of the 'original' ELMo model: [width, number of filters].
 ORIGINAL_CHAR_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 # What a saved folder answers to with `trust_remote_code=True`: the `auto_map` of every ELMo config.
@@ -22,6 +22,25 @@ AUTO_MAP = {
     "AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
     "AutoModelForPreTraining": "modeling_elmo.ElmoForPreTraining",
 }
+# `config.custom_pipelines` of every ELMo model (the class: `pipeline_token_classification_class()`). "ner" is the
+# task's alias, which Transformers does not resolve for declared pipelines; "pt" names the Transformers auto class
+# that loads the model.
+CUSTOM_PIPELINES = {
+    task: {"impl": "pipeline_elmo.ElmoTokenClassificationPipeline", "pt": ["AutoModelForTokenClassification"]}
+    for task in ("token-classification", "ner")
+}
+
+
+def pipeline_token_classification_class() -> type:
+    """The pipeline class that `CUSTOM_PIPELINES` names, imported on first use: loading a config (alone, as remote
+    code) then does not import Transformers' pipelines. This relative import is also what makes `save_pretrained`
+    copy `pipeline_elmo.py` beside this file (Transformers reads a saved module's relative imports from its source),
+    so that every saved folder ships the pipeline its config declares."""
+    from .pipeline_elmo import ElmoTokenClassificationPipeline
+
+    return ElmoTokenClassificationPipeline
+
+
 # The config fields that define the biLM's architecture: options.json and a model folder must agree on them to
 # continue pretraining one from the other.
 BILM_ARCHITECTURE_FIELDS = (
@@ -286,8 +305,8 @@ class ElmoConfig(PreTrainedConfig):
         classifier_pooling (`str`, defaults to `"mean_max"`):
             How [`ElmoForSequenceClassification`] turns the word vectors of a sentence into one vector: `"mean"`,
             `"max"` (per feature, over the sentence's words) or `"mean_max"` (both, concatenated). A sentence without
-            words pools to zeros. The default keeps both statistics: on SST-2 with the small biLMs measured, none of
-            the three did better than the others (docs/sequence-classification.md).
+            words pools to zeros. The default keeps both statistics for the classifier to weigh (see
+            benchmarks/RESULTS.md, "Pooling default").
         classifier_sentence_pairs (`bool`, defaults to `False`):
             Make [`ElmoForSequenceClassification`] classify pairs of texts (entailment, paraphrase): each row holds
             both texts, told apart by `token_type_ids` (as `tokenizer(texts, text_pairs)` gives them); each text runs
@@ -458,4 +477,11 @@ class ElmoConfig(PreTrainedConfig):
         return (self.word_embedding_dim or 0) + self.num_char_filters
 
 
-__all__ = ["BILM_ARCHITECTURE_FIELDS", "BILM_FIELDS", "ElmoConfig", "ElmoConfigError"]
+__all__ = [
+    "BILM_ARCHITECTURE_FIELDS",
+    "BILM_FIELDS",
+    "CUSTOM_PIPELINES",
+    "ElmoConfig",
+    "ElmoConfigError",
+    "pipeline_token_classification_class",
+]

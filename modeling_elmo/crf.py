@@ -1,4 +1,5 @@
-"""Linear-chain conditional random field: forward algorithm, negative log-likelihood and Viterbi decoding.
+"""Linear-chain conditional random field: forward algorithm, negative log-likelihood and Viterbi decoding, for the
+`use_crf` head of `ElmoForTokenClassification`.
 
 Pure PyTorch (shipped with the modeling file as remote code). Masks may have any pattern (right or left padding, or
 gaps): a masked position is skipped and the chain continues from the last unmasked one.
@@ -7,7 +8,7 @@ gaps): a masked position is skipped and the chain continues from the last unmask
 import torch
 from torch import nn
 
-_NEG_INF = -1e4  # a large negative score instead of -inf keeps logsumexp and its gradient finite
+_FORBIDDEN_SCORE = -1e4  # of a forbidden tag or transition: unlike -inf, keeps logsumexp and its gradient finite
 
 # (allowed transitions [from][to], allowed start tags, allowed end tags)
 Constraints = tuple[list[list[bool]], list[bool], list[bool]]
@@ -38,9 +39,9 @@ class LinearChainCrf(nn.Module):
             allowed, allowed_start, allowed_end = (
                 torch.tensor(c, dtype=torch.bool, device=device) for c in self.constraints
             )
-            transitions = transitions.masked_fill(~allowed, _NEG_INF)
-            start = start.masked_fill(~allowed_start, _NEG_INF)
-            end = end.masked_fill(~allowed_end, _NEG_INF)
+            transitions = transitions.masked_fill(~allowed, _FORBIDDEN_SCORE)
+            start = start.masked_fill(~allowed_start, _FORBIDDEN_SCORE)
+            end = end.masked_fill(~allowed_end, _FORBIDDEN_SCORE)
         return transitions, start, end
 
     def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -68,7 +69,7 @@ class LinearChainCrf(nn.Module):
         known = mask & (tags != -100)
         gold = torch.nn.functional.one_hot(tags.clamp(min=0), self.num_tags).bool()
         allowed = gold | ~known.unsqueeze(-1)
-        constrained = emissions.masked_fill(~allowed, _NEG_INF)
+        constrained = emissions.masked_fill(~allowed, _FORBIDDEN_SCORE)
         both = self.log_partition(torch.cat([emissions, constrained]), torch.cat([mask, mask]))
         log_z, log_gold = both.chunk(2)
         return log_z - log_gold

@@ -5,8 +5,8 @@ strategies. ELMo's tokenizer gives one row of character ids per word and per-wor
 every token is a whole word and the word strategies are exact (one token per word).
 
 How `pipeline()` finds this class: this file ships with the model code (remote code, like the model), and every ELMo
-config declares it in `custom_pipelines` (`CUSTOM_PIPELINES`: the task and its alias `ner`). The one call that tags
-in every environment is therefore
+config declares it in `custom_pipelines` (`configuration_elmo.CUSTOM_PIPELINES`: the task and its alias `ner`). The
+one call that tags in every environment is therefore
 
     pipeline("token-classification", model=REPO_OR_DIR, trust_remote_code=True)
 
@@ -33,13 +33,6 @@ from transformers import TokenClassificationPipeline
 from transformers.pipelines.token_classification import AggregationStrategy
 
 _WORD_STRATEGIES = {AggregationStrategy.FIRST, AggregationStrategy.MAX, AggregationStrategy.AVERAGE}
-
-# `config.custom_pipelines` of every ELMo model. "ner" is the task's alias, which Transformers does not resolve for
-# declared pipelines; "pt" names the Transformers auto class that loads the model.
-CUSTOM_PIPELINES = {
-    task: {"impl": "pipeline_elmo.ElmoTokenClassificationPipeline", "pt": ["AutoModelForTokenClassification"]}
-    for task in ("token-classification", "ner")
-}
 
 
 class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
@@ -151,4 +144,4 @@ class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
         return entities
 
 
-__all__ = ["CUSTOM_PIPELINES", "ElmoTokenClassificationPipeline"]
+__all__ = ["ElmoTokenClassificationPipeline"]

@@ -1,4 +1,5 @@
-"""Sampled softmax as TensorFlow 1.x's `tf.nn.sampled_softmax_loss` (the loss bilm-tf trains with).
+"""Sampled softmax as TensorFlow 1.x's `tf.nn.sampled_softmax_loss` (the loss bilm-tf trains with), for the
+language-model loss of `ElmoForPreTraining`.
 
 Pure PyTorch (shipped with the modeling file as remote code). TensorFlow's defaults are reproduced: the negatives are
 drawn by `log_uniform_candidate_sampler(unique=True, range_max=num_classes)` ([`LogUniformSampler`]), the logits are

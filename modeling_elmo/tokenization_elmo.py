@@ -97,8 +97,8 @@ class ElmoBatchEncoding(BatchEncoding):
         `input_ids` given as nested lists of integers of one shape (padded), as an int64 PyTorch tensor or NumPy
         array of `tensor_type`; `None` for anything else (ragged lists, other values or tensor types), which
         `BatchEncoding.convert_to_tensors` converts or rejects. A padded batch holds `batch * words * characters`
-        ids (330,000 for 64 CoNLL sentences): NumPy reads them in 4 ms; the generic conversion flattens them in
-        Python first, and made the whole tokenizer call 50 ms instead of 8.
+        ids, which NumPy reads in one call where the generic conversion flattens them in Python first (see
+        benchmarks/RESULTS.md, "Tokenizer: dense input_ids").
         """
         value = self.data.get("input_ids")
         if not (isinstance(value, list) and value and isinstance(value[0], (list, tuple))):

@@ -1,6 +1,6 @@
-"""
-Splitting raw text into words for ELMo, close to the Moses tokenizer used for the 1B Word Benchmark that ELMo was
-trained on. No lowercasing and no character normalisation: every word is a slice of the input and keeps its offsets.
+"""Splitting raw text into words for `ElmoTokenizer`, close to the Moses tokenizer used for the 1B Word Benchmark
+that ELMo was trained on. No lowercasing and no character normalisation: every word is a slice of the input and
+keeps its offsets.
 
 - whitespace, control characters and zero-width spaces separate words and never appear in one;
 - runs of letters/digits form words; internal periods and hyphens stay inside ("3.5", "e.g", "well-known",

@@ -406,6 +406,29 @@ def check_train_classifier_prepare_sst(sandbox: Sandbox, output: str) -> None:
     assert counts == {"train": 6920, "validation": 872, "test": 1821}  # the SST README's SST-2 sentence counts
 
 
+def write_tiny_sst(sandbox: Sandbox) -> None:
+    """`elmo-fixture` and a few PTB-style SST trees per split under `../shared/data/sst` (labels 0-4, 2 neutral)."""
+    copy_converted_fixture(sandbox)
+    trees = [
+        "(4 (3 (2 A) (4 lovely)) (3 film))",
+        "(0 (2 A) (0 (0 dreadful) (2 mess)))",
+        "(3 (2 Quite) (3 good))",
+        "(1 (2 Rather) (1 dull))",
+        "(2 (2 It) (2 exists))",
+    ]
+    target = sandbox.shared / "data" / "sst"
+    target.mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        (target / f"{split}.txt").write_text("\n".join(trees) + "\n", encoding="utf-8")
+
+
+def check_train_classifier_sst2(sandbox: Sandbox, output: str) -> None:
+    assert len((sandbox.work / "sst2" / "train.jsonl").read_text().splitlines()) == 4  # the neutral tree dropped
+    out = sandbox.work / "sst2-model"
+    assert 0.0 <= json.loads((out / "eval_results.json").read_text())["eval_accuracy"] <= 1.0
+    assert AutoModelForSequenceClassification.from_pretrained(out).config.num_labels == 2
+
+
 DOC_COMMANDS: dict[str, DocCommand] = {
     "quickstart": DocCommand(nothing, check_quickstart, runnable_part=after_install),
     "convert-fixture": DocCommand(nothing, check_convert_fixture),
@@ -433,6 +456,7 @@ DOC_COMMANDS: dict[str, DocCommand] = {
         nothing, check_train_classifier_bad_input, follows="train-classifier-pair"
     ),
     "train-classifier-prepare-sst": DocCommand(link_sst, check_train_classifier_prepare_sst),
+    "train-classifier-sst2": DocCommand(write_tiny_sst, check_train_classifier_sst2),
 }
 
 

@@ -22,8 +22,8 @@ from modeling_elmo import (
     ElmoModel,
     ElmoTokenizer,
 )
+from modeling_elmo.configuration_elmo import CUSTOM_PIPELINES
 from modeling_elmo.hub.remote_code import CONFIG_AUTO_MAP, remote_code_problems
-from modeling_elmo.pipeline_elmo import CUSTOM_PIPELINES
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "modeling_elmo"
 SCRIPT = Path(__file__).resolve().parent / "load_without_package.py"
@@ -143,6 +143,16 @@ def test_every_saved_folder_declares_the_pipeline(tmp_path, model_class):
     assert saved["custom_pipelines"] == CUSTOM_PIPELINES
     assert (tmp_path / "pipeline_elmo.py").read_bytes() == (PACKAGE_DIR / "pipeline_elmo.py").read_bytes()
     assert remote_code_problems(tmp_path) == []
+
+
+def test_importing_the_package_or_a_config_leaves_transformers_pipelines_unimported():
+    # the pipeline class comes on first use; the package and a config alone (as remote code) need no pipeline code
+    code = (
+        "import sys; import modeling_elmo; print('transformers.pipelines' in sys.modules); "
+        "print(modeling_elmo.ElmoTokenClassificationPipeline.__module__, 'transformers.pipelines' in sys.modules)"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert found == ["False", "modeling_elmo.pipeline_elmo", "True"]
 
 
 def test_declared_pipeline_must_ship_its_code(tmp_path):

@@ -16,7 +16,7 @@ from transformers import (
 
 import modeling_elmo
 from modeling_elmo import ElmoTokenClassificationPipeline
-from modeling_elmo.pipeline_elmo import CUSTOM_PIPELINES
+from modeling_elmo.configuration_elmo import CUSTOM_PIPELINES
 
 BERT_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "anna", "met", "bob", "."]
 

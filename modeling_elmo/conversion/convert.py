@@ -66,7 +66,8 @@ class ConversionError(RuntimeError):
 
 @dataclass
 class ConversionResult:
-    """What a conversion wrote and measured."""
+    """What a conversion wrote: the folder, its config, the source files (location and sha256 by name) and, with
+    `--verify`, the largest difference between the folder's layers and the original's."""
 
     output_dir: Path
     config: ElmoConfig
@@ -264,19 +265,37 @@ def _umask() -> int:
 
 
 @contextmanager
+def parent_folders(path: Path) -> Iterator[None]:
+    """Create the missing parent folders of `path`; when the block fails, remove again those that this call created
+    and that are still empty, so that a failed command leaves the file system as it found it."""
+    created = [parent for parent in path.parents if not parent.exists()]  # the deepest first
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for parent in created:
+            try:
+                parent.rmdir()
+            except OSError:  # not empty (something else wrote there meanwhile) or already gone: leave it
+                break
+        raise
+
+
+@contextmanager
 def _work_folder(output_dir: Path) -> Iterator[Path]:
     """Yield an empty `model/` folder inside a new hidden work folder beside `output_dir`, marked with this process's
-    owner file. The work folder is removed on exit, unless it holds the previous output that could not be put back."""
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}.partial-"))
-    try:
-        (work / OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
-        model = work / "model"
-        model.mkdir()  # unlike the mkdtemp folder (0700), with the umask's permissions
-        yield model
-    finally:
-        if not (work / "old").exists():
-            shutil.rmtree(work, ignore_errors=True)
+    owner file. The work folder is removed on exit, unless it holds the previous output that could not be put back;
+    parent folders created for it are removed again when the block fails."""
+    with parent_folders(output_dir):
+        work = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}.partial-"))
+        try:
+            (work / OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+            model = work / "model"
+            model.mkdir()  # unlike the mkdtemp folder (0700), with the umask's permissions
+            yield model
+        finally:
+            if not (work / "old").exists():
+                shutil.rmtree(work, ignore_errors=True)
 
 
 def _move_into_place(model: Path, output_dir: Path, kind: OutputKind = CONVERTED_FOLDER) -> None:
@@ -302,10 +321,13 @@ def _move_into_place(model: Path, output_dir: Path, kind: OutputKind = CONVERTED
     shutil.rmtree(old, ignore_errors=True)
 
 
-def prepare_output(output_dir: Path, overwrite: bool, inputs: tuple[str, ...]) -> None:
-    """Before any work: clean up after killed runs, then refuse an output the new folder must not replace."""
+def prepare_output(
+    output_dir: Path, overwrite: bool, inputs: tuple[str, ...], kind: OutputKind = CONVERTED_FOLDER
+) -> None:
+    """Before any work: clean up after killed runs, then refuse an output that a new folder of `kind` must not
+    replace (what `elmo-convert`, its ELMoForManyLangs path and `elmo-export` all call first)."""
     _remove_stale_work_folders(output_dir)  # first: it may put back an output that a killed run had moved aside
-    _check_output(output_dir, overwrite, inputs)
+    _check_output(output_dir, overwrite, inputs, kind)
 
 
 def model_from_original(options_path: Path, weights_path: Path) -> tuple[ElmoModel, ElmoTokenizer]:

@@ -12,8 +12,7 @@ from ..tokenization_elmo import ElmoTokenizer
 from .convert import (
     VERIFICATION_SENTENCES,
     ConversionResult,
-    _check_output,
-    _remove_stale_work_folders,
+    prepare_output,
     write_model_folder,
 )
 from .efml import EfmlModel, read_efml_model
@@ -76,8 +75,7 @@ def convert_efml(
     `facts`: what the card states (default: `efml_source_facts` of the language the folder's name stands for);
     `archive`: (location, local path) of the ZIP that `model_dir` was extracted from, listed on the card."""
     output_dir = Path(output_dir)
-    _remove_stale_work_folders(output_dir)
-    _check_output(output_dir, overwrite, (str(model_dir),))
+    prepare_output(output_dir, overwrite, (str(model_dir),))
     efml = read_efml_model(model_dir)
     model = ElmoModel(efml.config)
     model.load_state_dict(efml.state_dict, strict=True)

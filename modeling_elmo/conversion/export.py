@@ -46,12 +46,11 @@ from ..pretraining.vocab import LmVocabulary, VocabularyError
 from .convert import (
     ConversionError,
     OutputKind,
-    _check_output,
     _move_into_place,
     _reason,
-    _remove_stale_work_folders,
     _umask,
     _work_folder,
+    prepare_output,
 )
 from .original_checkpoint import LSTM_CELL_PATH, OriginalCheckpointError, read_options
 
@@ -345,8 +344,7 @@ def export_model(
     model_dir, output_dir = Path(model_dir), Path(output_dir)
     if not model_dir.is_dir():
         raise ExportError(f"{model_dir}: not a folder (give a folder saved with save_pretrained).")
-    _remove_stale_work_folders(output_dir)
-    _check_output(output_dir, overwrite, (str(model_dir),), EXPORTED_FOLDER)
+    prepare_output(output_dir, overwrite, (str(model_dir),), EXPORTED_FOLDER)
     config = _read_config(model_dir)
     with contextlib.ExitStack() as stack:
         weights = _SavedWeights(model_dir, stack)

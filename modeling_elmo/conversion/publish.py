@@ -141,6 +141,11 @@ def convert_downloads(input_dir: Path, output_dir: Path, *, verify: bool = False
             outcomes[name] = str(error)
             print(f"{path.name}: error: {error}", file=sys.stderr)
             continue
+        except Exception as error:  # a failure nobody foresaw stops this model, not the batch
+            lines = [line for line in str(error).splitlines() if line.strip()]
+            outcomes[name] = f"unexpected {type(error).__name__}: {lines[0] if lines else repr(error)}"
+            print(f"{path.name}: error: {outcomes[name]}", file=sys.stderr)
+            continue
         outcomes[name] = None
         checked = (
             f", max abs difference {result.max_abs_difference:.3g}" if result.max_abs_difference is not None else ""

@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from ..character_ids import word_to_char_ids
-from ..conversion.convert import _reason, _umask
+from ..conversion.convert import _reason, _umask, parent_folders
 
 PROG = "elmo-export-onnx"
 INPUT_NAMES = ["input_ids", "attention_mask"]
@@ -228,44 +228,45 @@ def export_onnx(
     if blocking is not None and not blocking.is_dir():
         raise OnnxExportError(f"cannot write {output}: {blocking} is not a folder.")
     model = load_model(model_dir)
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".partial")
-        os.close(handle)
-    except OSError as error:
-        raise OnnxExportError(f"cannot write beside {output}: {_reason(error)}") from error
-    temporary = Path(temporary)
-    try:
+    with contextlib.ExitStack() as created_folders:
         try:
-            export_to_file(model, temporary, opset)
+            created_folders.enter_context(parent_folders(output))
+            handle, temporary = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".partial")
+            os.close(handle)
+        except OSError as error:
+            raise OnnxExportError(f"cannot write beside {output}: {_reason(error)}") from error
+        temporary = Path(temporary)
+        try:
+            try:
+                export_to_file(model, temporary, opset)
+            except OSError as error:
+                raise OnnxExportError(f"cannot write {output}: {_reason(error)}") from error
+            except Exception as error:  # the exporter's own errors (torch.onnx.errors.*, torch._dynamo.exc.*, ...)
+                lines = [line for line in str(error).splitlines() if line.strip()]
+                raise OnnxExportError(f"export failed: {type(error).__name__}: {lines[0] if lines else ''}") from error
+            try:
+                difference = max_difference(model, temporary)
+            except Exception as error:  # onnxruntime's own errors (a graph it cannot load or run)
+                if isinstance(error, OnnxExportError):
+                    raise
+                lines = [line for line in str(error).splitlines() if line.strip()]
+                raise OnnxExportError(
+                    f"onnxruntime cannot run the exported file: {type(error).__name__}: {lines[0] if lines else ''}"
+                ) from error
+            if not difference <= tolerance:
+                raise OnnxExportError(
+                    f"onnxruntime's outputs differ from PyTorch's by {difference:.3g} (> --tolerance {tolerance:g}); "
+                    f"{output} was not written."
+                )
+            if output.exists() and not overwrite:  # again: it may have appeared while the export ran
+                raise OnnxExportError(f"{output} exists; pass --overwrite to replace it.")
+            os.chmod(temporary, 0o666 & ~_umask())  # as any new file (mkstemp creates it 0600)
+            os.replace(temporary, output)
         except OSError as error:
             raise OnnxExportError(f"cannot write {output}: {_reason(error)}") from error
-        except Exception as error:  # the exporter's own errors (torch.onnx.errors.*, torch._dynamo.exc.*, ...)
-            lines = [line for line in str(error).splitlines() if line.strip()]
-            raise OnnxExportError(f"export failed: {type(error).__name__}: {lines[0] if lines else ''}") from error
-        try:
-            difference = max_difference(model, temporary)
-        except Exception as error:  # onnxruntime's own errors (a graph it cannot load or run)
-            if isinstance(error, OnnxExportError):
-                raise
-            lines = [line for line in str(error).splitlines() if line.strip()]
-            raise OnnxExportError(
-                f"onnxruntime cannot run the exported file: {type(error).__name__}: {lines[0] if lines else ''}"
-            ) from error
-        if not difference <= tolerance:
-            raise OnnxExportError(
-                f"onnxruntime's outputs differ from PyTorch's by {difference:.3g} (> --tolerance {tolerance:g}); "
-                f"{output} was not written."
-            )
-        if output.exists() and not overwrite:  # again: it may have appeared while the export ran
-            raise OnnxExportError(f"{output} exists; pass --overwrite to replace it.")
-        os.chmod(temporary, 0o666 & ~_umask())  # as any new file (mkstemp creates it 0600)
-        os.replace(temporary, output)
-    except OSError as error:
-        raise OnnxExportError(f"cannot write {output}: {_reason(error)}") from error
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                temporary.unlink()
     return difference
 
 

@@ -1,5 +1,6 @@
 """Precomputed context-independent token embeddings (AllenNLP's `elmo_token_embeddings.hdf5` + a vocabulary file),
-or computed once from a vocabulary file (`cache_vocabulary`).
+or computed once from a vocabulary file (`cache_vocabulary`), for users who want `ElmoModel` to look words up
+instead of running the character CNN on them (`ElmoModel.set_token_embedding_table`).
 
 Kept out of the modeling file because it needs h5py.
 """

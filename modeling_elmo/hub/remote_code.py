@@ -4,8 +4,8 @@
 plus every file it imports relatively, into the folder and records the class in an `auto_map`. Only the classes that
 were saved get an entry, so every `ElmoConfig` carries the full map (`configuration_elmo.AUTO_MAP`): the same repo
 answers to `AutoModel` and `AutoModelForTokenClassification`. Every pipeline that the config declares in
-`custom_pipelines` (the ELMo pipeline: `pipeline_elmo.CUSTOM_PIPELINES`) must be a class of a shipped file too. The
-copied files may import only what Transformers itself needs.
+`custom_pipelines` (the ELMo pipeline: `configuration_elmo.CUSTOM_PIPELINES`) must be a class of a shipped file too.
+The copied files may import only what Transformers itself needs.
 """
 
 import ast

@@ -176,8 +176,15 @@ def _labels_if_fine_tuned(model_name_or_path: str) -> list[str] | None:
 
 
 def cli() -> int:
-    """The `elmo-train-ner` command."""
-    main(sys.argv[1:])
+    """The `elmo-train-ner` command. Bad input (the one-line error `main` stops with) exits with status 2, as an
+    argparse usage error and `elmo-train-classifier` do."""
+    try:
+        main(sys.argv[1:])
+    except SystemExit as stop:
+        if not isinstance(stop.code, str):
+            raise
+        print(stop.code, file=sys.stderr)
+        return 2
     return 0
 
 

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 logger = logging.getLogger(__name__)
 
-_PROGRESS_EVERY_BYTES = 1 << 20  # progress bars move in steps of about 1 MiB: one update per line would cost more
+_PROGRESS_EVERY_BYTES = 1 << 20  # progress bars move once per 2**20 bytes read: one update per line would cost more
 _warned_sentence_split: set[tuple[int, int]] = set()
 
 

@@ -26,7 +26,7 @@ from ..configuration_elmo import MAX_CHARACTERS_PER_TOKEN
 from .corpus import PathLike, iter_sentences, rank_files
 from .vocab import LmVocabulary
 
-DEFAULT_CHAR_CACHE_SIZE = 1 << 17  # words whose character ids are kept (at most ~13 MiB for 50 characters a word)
+DEFAULT_CHAR_CACHE_SIZE = 1 << 17  # words whose character ids are kept (`max_characters_per_token` ids each)
 
 
 class _CharIdCache:

@@ -17,8 +17,8 @@ from safetensors.torch import load_file, save_file
 
 from modeling_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel
 from modeling_elmo.conversion import export
-from modeling_elmo.conversion.convert import convert_checkpoint
-from modeling_elmo.conversion.export import ExportError, export_model, main
+from modeling_elmo.conversion.convert import ConversionError, convert_checkpoint, prepare_output
+from modeling_elmo.conversion.export import EXPORTED_FOLDER, ExportError, export_model, main
 from modeling_elmo.conversion.original_checkpoint import load_original_checkpoint, read_options
 from modeling_elmo.conversion.testing_utils import ARCHITECTURES as PRESET_ARCHITECTURES
 
@@ -389,6 +389,30 @@ def test_a_write_failure_keeps_the_old_folder(random_checkpoint, tmp_path, monke
     assert "No space left on device" in err and "the existing folder is unchanged" in err
     assert {path.name: path.read_bytes() for path in output.iterdir()} == before
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".out")] == []
+
+
+def test_a_write_failure_removes_the_parent_folders_it_created(random_checkpoint, tmp_path, monkeypatch, capsys):
+    softmax_folder(random_checkpoint, tmp_path / "pretrained")
+    (tmp_path / "existing").mkdir()
+
+    def disk_full(path, arrays):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(export, "_write_hdf5", disk_full)
+    output = tmp_path / "existing" / "new" / "deeper" / "out"
+    assert main([str(tmp_path / "pretrained"), "--output", str(output)]) == 1
+    assert "No space left on device" in cli_error(capsys)
+    assert list((tmp_path / "existing").iterdir()) == []
+
+
+def test_prepare_output_checks_the_kind_of_folder_it_may_replace(converted_fixture, tmp_path):
+    exported = tmp_path / "exported"
+    export_model(converted_fixture, exported)
+    with pytest.raises(ConversionError, match="--overwrite replaces only a folder elmo-convert wrote"):
+        prepare_output(exported, True, (str(converted_fixture),))
+    prepare_output(exported, True, (str(converted_fixture),), EXPORTED_FOLDER)
+    with pytest.raises(ConversionError, match="--overwrite replaces only a folder elmo-export wrote"):
+        prepare_output(converted_fixture, True, (), EXPORTED_FOLDER)
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027])

@@ -13,6 +13,7 @@ from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from transformers import AutoModel
 
+from modeling_elmo.conversion import publish
 from modeling_elmo.conversion.convert import main as convert_main
 from modeling_elmo.conversion.presets import EFML_LANGUAGES, card_language_code, efml_language
 from modeling_elmo.conversion.publish import main
@@ -103,6 +104,30 @@ def test_batch_without_verify_claims_no_verification(random_checkpoint, tmp_path
     assert main(["batch", "--input-dir", str(tmp_path / "downloads"), "--output-dir", str(tmp_path / "out")]) == 0
     card = (tmp_path / "out" / "nb" / "README.md").read_text()
     assert "max abs difference" not in card and "Conversion check: not run" in card
+
+
+def test_batch_names_a_model_that_fails_unexpectedly_and_converts_the_others(
+    random_checkpoint, tmp_path, capsys, monkeypatch
+):
+    options, weights = random_checkpoint(seed=5)
+    for name in ("nb", "ru", "sv"):
+        nlpl_folder(tmp_path / "downloads" / name, options, weights)
+    convert_download = publish.convert_download
+
+    def fails_on_ru(path, output, **options):
+        if path.name == "ru":
+            raise RuntimeError("HDF5 read failed\nerror stack follows")
+        return convert_download(path, output, **options)
+
+    monkeypatch.setattr(publish, "convert_download", fails_on_ru)
+    assert main(["batch", "--input-dir", str(tmp_path / "downloads"), "--output-dir", str(tmp_path / "out")]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        "ru: error: unexpected RuntimeError: HDF5 read failed",
+        "elmo-publish batch: failed: ru",
+    ]
+    assert "Converted 2 of 3 models" in captured.out
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["nb", "sv"]
 
 
 @pytest.mark.parametrize(

@@ -396,3 +396,17 @@ def test_onnx_cli_failed_check_leaves_nothing(tmp_path, capsys, monkeypatch):
     assert status == 1 and "differ from PyTorch's by 0.5" in err and "was not written" in err
     assert output.read_bytes() == b"previous"
     assert [path.name for path in output.parent.iterdir()] == ["model.onnx"]
+
+
+def test_onnx_cli_failure_removes_the_parent_folders_it_created(tmp_path, capsys, monkeypatch):
+    require_onnx_extra()
+
+    def exporter_fails(model, path, opset=None):
+        raise RuntimeError("unsupported operator")
+
+    monkeypatch.setattr(onnx_export, "export_to_file", exporter_fails)
+    tiny_model("clips-skip").save_pretrained(tmp_path / "tiny")
+    (tmp_path / "existing").mkdir()
+    status, err = run_cli(capsys, str(tmp_path / "tiny"), str(tmp_path / "existing" / "new" / "deeper" / "m.onnx"))
+    assert status == 1 and "export failed: RuntimeError: unsupported operator" in err
+    assert list((tmp_path / "existing").iterdir()) == []

@@ -110,6 +110,20 @@ def test_missing_data_or_model_is_one_line(converted_fixture, tmp_path):
         )
 
 
+def test_the_command_exits_2_on_bad_input_like_elmo_train_classifier(tmp_path, capsys, monkeypatch):
+    train = tmp_path / "train.txt"
+    train.write_text("EU NNP B-NP B-ORG\n", encoding="utf-8")
+    arguments = [
+        f"--model_name_or_path={tmp_path / 'not-a-model'}",
+        f"--train_file={train}",
+        f"--output_dir={tmp_path}",
+    ]
+    monkeypatch.setattr("sys.argv", ["elmo-train-ner", *arguments])
+    assert run_ner.cli() == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("elmo-train-ner: error: ") and "not-a-model" in error
+
+
 def test_an_activation_cache_for_an_unfrozen_biLM_is_one_line(converted_fixture, tmp_path):
     train = tmp_path / "train.txt"
     train.write_text("EU NNP B-NP B-ORG\n", encoding="utf-8")
