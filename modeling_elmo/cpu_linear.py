@@ -59,7 +59,21 @@ def onednn_linear(weight: torch.Tensor, pack_rows: int | None = None) -> LinearF
     transposed = weight.detach().t()  # (out_features, in_features), as oneDNN's linear expects
     if pack_rows is not None:
         transposed = torch.ops.mkldnn._reorder_linear_weight(transposed.contiguous(), pack_rows)
-    return lambda inputs: torch.ops.mkldnn._linear_pointwise(inputs, transposed, None, "none", [], "")
+        return lambda inputs: torch.ops.mkldnn._linear_pointwise(inputs, transposed, None, "none", [], "")
+
+    in_features, out_features = weight.shape
+    narrow = out_features < in_features
+
+    def linear(inputs: torch.Tensor) -> torch.Tensor:
+        if not (narrow and inputs.shape[:-1].numel() == 1):
+            return torch.ops.mkldnn._linear_pointwise(inputs, transposed, None, "none", [], "")
+        # one row, few outputs: oneDNN's matrix-vector kernel on an unpacked weight then splits the inner dimension
+        # among threads, so its sums would depend on the thread count; with a second (zero) row its matrix kernel
+        # runs, which splits the output columns
+        two_rows = torch.cat([inputs, inputs.new_zeros(inputs.shape)], dim=-2)
+        return torch.ops.mkldnn._linear_pointwise(two_rows, transposed, None, "none", [], "")[..., :1, :]
+
+    return linear
 
 
 def onednn_applies_without_grad(weight: torch.Tensor, inputs: torch.Tensor) -> bool:

@@ -14,7 +14,7 @@ from model_inputs import record_onednn_calls
 from test_fast_paths import ARCHITECTURE_CASES, _max_difference, _sentences
 
 from modeling_elmo import ElmoModel
-from modeling_elmo.cpu_linear import onednn_linear_applies
+from modeling_elmo.cpu_linear import onednn_linear, onednn_linear_applies
 from modeling_elmo.lstm_engine import LstmEngine
 
 TOLERANCE = 1e-6
@@ -200,3 +200,23 @@ def test_default_sees_every_weight_change_on_the_next_call(random_checkpoint):
         expected = _hidden_states(reference, ids)
         assert not _max_difference(before, expected) <= 100 * TOLERANCE  # the change shows in the outputs
         assert _max_difference(_hidden_states(model, ids), expected) <= TOLERANCE
+
+
+@pytest.mark.parametrize("rows", [1, 2, 64])
+def test_onednn_products_on_views_give_the_same_bits_at_every_thread_count(two_threads, rows):
+    """The default's products read the weight unpacked; at one row oneDNN's matrix-vector kernel would split the
+    inner dimension among threads (seen on 'original''s projection, 4096 -> 512): they must not depend on the count."""
+    if not _onednn_applies():
+        pytest.skip("oneDNN's products apply on x86 CPUs only")
+    generator = torch.Generator().manual_seed(46)
+    weight = torch.randn(4096, 512, generator=generator)  # (in_features, out_features): 'original''s projection
+    inputs = torch.randn(1, rows, 4096, generator=generator)
+    results = []
+    with torch.inference_mode():
+        for count in (2, 1):
+            torch.set_num_threads(count)
+            results.append(onednn_linear(weight)(inputs))
+    assert torch.equal(results[0], results[1])
+    exact = inputs.double() @ weight.double()
+    assert results[0].shape == exact.shape
+    assert float((results[0].double() - exact).abs().max()) <= 1e-3  # sums of 4096 products of size ~1
