@@ -1,12 +1,13 @@
 """
 Float32 matrix products through oneDNN for inference on x86 CPUs, for the biLM's inference engine (`lstm_engine`) and
-the model's character encoder and projections (`modeling_elmo`).
+the character CNN's (`char_cnn_engine`).
 
-PyTorch sends float32 `mm`/`bmm` on CPUs to MKL, whose kernels are chosen by CPU vendor; oneDNN, part of PyTorch's
-x86 builds, picks its kernels from the CPU's instruction sets and splits a product among threads by output columns,
-so its sums do not depend on the thread count. It takes the weight as it is (a transposed view needs no copy) or
-reordered once into its blocked layout. Both are plain float32 arithmetic; only the order of the additions differs
-from MKL's. oneDNN's linear has no backward: these products are for inference only.
+PyTorch sends float32 `mm`/`bmm` on CPUs to MKL, whose kernels are chosen by CPU vendor; oneDNN, part of PyTorch's x86
+builds, picks its kernels from the CPU's instruction sets and splits a product with several rows among threads by
+output columns, so its sums do not depend on the thread count (`onednn_linear` keeps one-row products with few outputs
+off its matrix-vector kernel, which splits the inner dimension). It takes the weight as it is (a transposed view needs
+no copy) or reordered once into its blocked layout. Both are plain float32 arithmetic; only the order of the additions
+differs from MKL's. oneDNN's linear has no backward: these products are for inference only.
 """
 
 import functools
@@ -63,23 +64,16 @@ def onednn_linear(weight: torch.Tensor, pack_rows: int | None = None) -> LinearF
 
     in_features, out_features = weight.shape
     narrow = out_features < in_features
+    plain = weight.detach()
 
     def linear(inputs: torch.Tensor) -> torch.Tensor:
-        if not (narrow and inputs.shape[:-1].numel() == 1):
-            return torch.ops.mkldnn._linear_pointwise(inputs, transposed, None, "none", [], "")
-        # one row, few outputs: oneDNN's matrix-vector kernel on an unpacked weight then splits the inner dimension
-        # among threads, so its sums would depend on the thread count; with a second (zero) row its matrix kernel
-        # runs, which splits the output columns
-        two_rows = torch.cat([inputs, inputs.new_zeros(inputs.shape)], dim=-2)
-        return torch.ops.mkldnn._linear_pointwise(two_rows, transposed, None, "none", [], "")[..., :1, :]
+        if narrow and inputs.shape[:-1].numel() == 1:
+            # one row, few outputs: oneDNN's matrix-vector kernel on an unpacked weight splits the inner dimension
+            # among threads, so its sums would depend on the thread count; PyTorch's product splits the outputs
+            return torch.matmul(inputs, plain)
+        return torch.ops.mkldnn._linear_pointwise(inputs, transposed, None, "none", [], "")
 
     return linear
-
-
-def onednn_applies_without_grad(weight: torch.Tensor, inputs: torch.Tensor) -> bool:
-    """Whether a product of `inputs` with `weight` needs no gradient and `onednn_linear_applies`."""
-    needs_grad = torch.is_grad_enabled() and (inputs.requires_grad or weight.requires_grad)
-    return not needs_grad and onednn_linear_applies(weight, inputs)
 
 
 def onednn_affine(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -87,13 +81,3 @@ def onednn_affine(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     weight reordered on every call (for products with many rows, or used once)."""
     return torch.ops.mkldnn._linear_pointwise(inputs, weight, bias, "none", [], "")
 
-
-def linear_without_grad(module: torch.nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
-    """
-    `module(inputs)` for an `nn.Linear`, through oneDNN where it applies and no gradient is needed: the same bits at
-    every thread count (MKL's can split the inner dimension differently), so the thread count can be chosen at run
-    time without changing outputs (`recurrence_tuning`).
-    """
-    if onednn_applies_without_grad(module.weight, inputs):
-        return onednn_affine(inputs, module.weight, module.bias)
-    return torch.nn.functional.linear(inputs, module.weight, module.bias)

@@ -153,6 +153,7 @@ class LstmEngine:
         the first pass of reentrant gradient checkpointing also runs without gradients): "int8"/"bf16"
         (`compressed_linear`). Otherwise, where oneDNN applies (`onednn_linear_applies`), `products` decides:
         "onednn", one direction at a time on the weights' own transposed views (nothing derived, nothing kept),
+        except for a single sequence, whose products only stream the weights: "bmm" reads them faster there;
         "packed", one direction at a time with the recurrent and projection weights packed into oneDNN's layout
         (`_derived_linears`), "bmm", or "auto": "packed" or "bmm", whichever ran a few steps faster at this many rows,
         measured once (`choose_step_products`; `bmm` unless packed is clearly faster). Where oneDNN does not apply:
@@ -166,7 +167,7 @@ class LstmEngine:
         if compression is not None:
             return compression, self._derived_linears(layer, compression, onednn)
         bmm_sets = [(slice(0, 2), self._bmm_linears(layer))]
-        if not onednn or self.products == "bmm":
+        if not onednn or self.products == "bmm" or (self.products == "onednn" and rows == 1):
             return "bmm", bmm_sets
         if self.products == "onednn":
             return "onednn", self._direction_sets(layer, onednn_linear, onednn=True)

@@ -154,21 +154,40 @@ def test_default_runs_onednn_on_the_weights_own_views(random_checkpoint, monkeyp
     themselves: nothing is packed; where it does not, `bmm` runs (no error, same results within the tolerance)."""
     model = _model(random_checkpoint, seed=42)
     ids = _char_ids(_sentences(seed=43, count=4, max_words=10))
+    onednn = _onednn_applies()  # before counting: its first call checks oneDNN once with a packed weight
     calls = record_onednn_calls(monkeypatch, lstm_only=True)
     packings = []
     reorder = torch.ops.mkldnn._reorder_linear_weight
     monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", lambda *args: packings.append(1) or reorder(*args))
     found = _hidden_states(model, ids)
-    num_steps = int((ids != 0).any(dim=-1).sum(dim=1).max()) + 2
-    if _onednn_applies():
+    lengths = ((ids != 0).any(dim=-1).sum(dim=1) + 2).sort(descending=True).values
+    num_steps, steps_of_several_rows = int(lengths[0]), int(lengths[1])
+    cell_size, proj_size = model.bilm.layers[0].weight_proj.shape[-2:]
+    # a one-row projection to fewer outputs than inputs runs through PyTorch (`cpu_linear.onednn_linear`)
+    projections = steps_of_several_rows if proj_size < cell_size else num_steps
+    if onednn:
         # per layer and direction: 1 input-to-gate block, then per step the recurrent and projection products
-        assert len(calls) == len(model.bilm.layers) * 2 * (1 + 2 * num_steps)
+        assert len(calls) == len(model.bilm.layers) * 2 * (1 + num_steps + projections)
         assert all(shape[0] == 1 for shape in calls)  # one direction at a time
     assert not packings and all(layer.engine._derived is None for layer in model.bilm.layers)
     calls.clear()
     with torch.backends.mkldnn.flags(enabled=False):
         assert _max_difference(_hidden_states(model, ids), found) <= TOLERANCE
     assert not calls  # oneDNN switched off: `bmm`
+
+
+def test_default_runs_bmm_for_a_single_sequence(random_checkpoint, monkeypatch):
+    """A batch of one sequence takes `bmm` under the default (a fixed rule on the shape: its products only stream
+    the weights), within the tolerance of the oneDNN products of the same sentence in a larger batch."""
+    model = _model(random_checkpoint, seed=42)
+    ids = _char_ids(_sentences(seed=43, count=4, max_words=10))
+    calls = record_onednn_calls(monkeypatch, lstm_only=True)
+    alone = _hidden_states(model, ids[:1])
+    assert not calls
+    in_batch = _hidden_states(model, ids)
+    assert bool(calls) == _onednn_applies()
+    width = alone[0].shape[1]
+    assert _max_difference(tuple(layer[:1, :width] for layer in in_batch), alone) <= TOLERANCE
 
 
 def test_default_sees_every_weight_change_on_the_next_call(random_checkpoint):
