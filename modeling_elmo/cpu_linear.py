@@ -80,4 +80,3 @@ def onednn_affine(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     """`torch.nn.functional.linear(inputs, weight, bias)` (weight (out_features, in_features)) through oneDNN, the
     weight reordered on every call (for products with many rows, or used once)."""
     return torch.ops.mkldnn._linear_pointwise(inputs, weight, bias, "none", [], "")
-
