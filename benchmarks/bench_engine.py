@@ -89,7 +89,7 @@ def _concurrent_digests(model, batch) -> list[str]:
 
 
 def spawn(args: argparse.Namespace, model_dir: Path, setting: str, busy: bool, passive: bool) -> dict:
-    command = [sys.executable, __file__, "--worker", "--model-dir", str(model_dir), "--setting", setting]
+    command = [sys.executable, __file__, "--worker", "--model-dir", str(model_dir), f"--setting={setting}"]
     command += ["--batch-size", str(args.batch_size), "--calls", str(args.calls), "--conll", str(args.conll)]
     command += ["--concurrent"] * (args.concurrent and not busy)
     environment = dict(os.environ)
