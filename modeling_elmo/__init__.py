@@ -11,7 +11,7 @@ from transformers import (
     AutoTokenizer,
 )
 
-from .configuration_elmo import ElmoConfig, pipeline_token_classification_class
+from .configuration_elmo import ElmoConfig, pipeline_class
 from .modeling_elmo import (
     ElmoForPreTraining,
     ElmoForPreTrainingOutput,
@@ -42,15 +42,17 @@ ElmoTokenizer.register_for_auto_class("AutoTokenizer")
 
 
 def __getattr__(name: str) -> type:
-    """`ElmoTokenClassificationPipeline`, imported on first use (Transformers' pipelines are slow to import)."""
-    if name == "ElmoTokenClassificationPipeline":
-        return pipeline_token_classification_class()
+    """`ElmoTokenClassificationPipeline` and `ElmoFeatureExtractionPipeline`, imported on first use (Transformers'
+    pipelines are slow to import)."""
+    if name in ("ElmoFeatureExtractionPipeline", "ElmoTokenClassificationPipeline"):
+        return pipeline_class(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "ElmoBatchEncoding",
     "ElmoConfig",
+    "ElmoFeatureExtractionPipeline",
     "ElmoForPreTraining",
     "ElmoForPreTrainingOutput",
     "ElmoForSequenceClassification",

@@ -22,23 +22,27 @@ AUTO_MAP = {
     "AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
     "AutoModelForPreTraining": "modeling_elmo.ElmoForPreTraining",
 }
-# `config.custom_pipelines` of every ELMo model (the class: `pipeline_token_classification_class()`). "ner" is the
-# task's alias, which Transformers does not resolve for declared pipelines; "pt" names the Transformers auto class
-# that loads the model.
+# `config.custom_pipelines` of every ELMo model (the classes: `pipeline_class(name)`). "ner" is the task's alias,
+# which Transformers does not resolve for declared pipelines; "pt" names the Transformers auto class that loads the
+# model.
 CUSTOM_PIPELINES = {
-    task: {"impl": "pipeline_elmo.ElmoTokenClassificationPipeline", "pt": ["AutoModelForTokenClassification"]}
-    for task in ("token-classification", "ner")
+    **{
+        task: {"impl": "pipeline_elmo.ElmoTokenClassificationPipeline", "pt": ["AutoModelForTokenClassification"]}
+        for task in ("token-classification", "ner")
+    },
+    "feature-extraction": {"impl": "pipeline_elmo.ElmoFeatureExtractionPipeline", "pt": ["AutoModel"]},
 }
 
 
-def pipeline_token_classification_class() -> type:
-    """The pipeline class that `CUSTOM_PIPELINES` names, imported on first use: loading a config (alone, as remote
-    code) then does not import Transformers' pipelines. This relative import is also what makes `save_pretrained`
-    copy `pipeline_elmo.py` beside this file (Transformers reads a saved module's relative imports from its source),
-    so that every saved folder ships the pipeline its config declares."""
-    from .pipeline_elmo import ElmoTokenClassificationPipeline
+def pipeline_class(name: str) -> type:
+    """The pipeline class `name` of those that `CUSTOM_PIPELINES` names, imported on first use: loading a config
+    (alone, as remote code) then does not import Transformers' pipelines. This relative import is also what makes
+    `save_pretrained` copy `pipeline_elmo.py` beside this file (Transformers reads a saved module's relative imports
+    from its source), so that every saved folder ships the pipelines its config declares."""
+    from .pipeline_elmo import ElmoFeatureExtractionPipeline, ElmoTokenClassificationPipeline
 
-    return ElmoTokenClassificationPipeline
+    classes = {cls.__name__: cls for cls in (ElmoFeatureExtractionPipeline, ElmoTokenClassificationPipeline)}
+    return classes[name]
 
 
 # The config fields that define the biLM's architecture: options.json and a model folder must agree on them to
@@ -483,5 +487,5 @@ __all__ = [
     "CUSTOM_PIPELINES",
     "ElmoConfig",
     "ElmoConfigError",
-    "pipeline_token_classification_class",
+    "pipeline_class",
 ]

@@ -1,14 +1,20 @@
-"""`pipeline("token-classification")` for ELMo: word-level predictions on raw text with exact character offsets.
+"""`pipeline("token-classification")` and `pipeline("feature-extraction")` for ELMo: word-level predictions on raw
+text with exact character offsets, and one vector per word.
 
 The stock pipeline reads one id per token and needs a fast tokenizer for offsets and for the `first`/`max`/`average`
 strategies. ELMo's tokenizer gives one row of character ids per word and per-word offsets into the raw string, so
 every token is a whole word and the word strategies are exact (one token per word).
 
-How `pipeline()` finds this class: this file ships with the model code (remote code, like the model), and every ELMo
-config declares it in `custom_pipelines` (`configuration_elmo.CUSTOM_PIPELINES`: the task and its alias `ner`). The
-one call that tags in every environment is therefore
+The stock feature-extraction pipeline returns every position of the model's output: batched (`batch_size` > 1),
+a short text gets a vector for each padding position of the longest one, and `[]` fails. ELMo's keeps the positions
+of the text's words only, whatever the batch, and gives `[]` for `[]`.
+
+How `pipeline()` finds these classes: this file ships with the model code (remote code, like the model), and every
+ELMo config declares them in `custom_pipelines` (`configuration_elmo.CUSTOM_PIPELINES`: token classification, its
+alias `ner`, and feature extraction). The calls that work in every environment are therefore
 
     pipeline("token-classification", model=REPO_OR_DIR, trust_remote_code=True)
+    pipeline("feature-extraction", model=REPO_OR_DIR, trust_remote_code=True)
 
 The trade-off: Transformers runs a pipeline that a config declares only with `trust_remote_code=True`, even where
 this package is installed. Without the flag, `pipeline()` stops with its own "Loading this pipeline requires you to
@@ -16,23 +22,32 @@ execute the code in the pipeline file in that repo ... set the option `trust_rem
 the package installed, the pipeline and tokenizer come from the folder's copy of the code and the config and model
 from the package (Transformers prefers registered classes for those two); for a folder written by this package
 version the code is the same. To run the installed code only, pass `pipeline_class=ElmoTokenClassificationPipeline`
-instead of the flag. The alternative, registering this class for the task in `PIPELINE_REGISTRY` on
-`import modeling_elmo`, would keep the plain call working for package users, but it replaces the task's class for
-every model in the process and does nothing where the package is missing; it is not done, and importing the
-package changes no pipeline. Also:
-- `pipeline(model=...)` without a task cannot choose between the two declared names and asks for one.
+(or `ElmoFeatureExtractionPipeline`) instead of the flag. The alternative, registering the classes in
+`PIPELINE_REGISTRY` on `import modeling_elmo`, would keep the plain call working for package users, but it replaces
+the task's class for every model in the process and does nothing where the package is missing; it is not done, and
+importing the package changes no pipeline. Also:
+- `pipeline(model=...)` without a task cannot choose between the declared names and asks for one.
 - a model passed as an object, not a path or repo id, gives `pipeline()` no config to read: pass `pipeline_class`.
-- folders saved before the declaration existed tag through `pipeline_class`, or after a load and save with the package.
-- `feature-extraction` is not declared: the stock pipeline serves ELMo (the top layer of each word), no flag needed.
+- folders saved before a declaration existed run through `pipeline_class`, or after a load and save with the package.
 """
 
 from typing import Any
 
 import numpy as np
-from transformers import TokenClassificationPipeline
+import torch
+from transformers import FeatureExtractionPipeline, TokenClassificationPipeline
 from transformers.pipelines.token_classification import AggregationStrategy
 
 _WORD_STRATEGIES = {AggregationStrategy.FIRST, AggregationStrategy.MAX, AggregationStrategy.AVERAGE}
+
+
+def _check_inputs(pipeline: Any, inputs: Any) -> None:
+    """Refuse, by name, an input that is neither text nor a collection of texts."""
+    if isinstance(inputs, (bytes, bytearray, dict)) or not (isinstance(inputs, str) or hasattr(inputs, "__iter__")):
+        raise ValueError(
+            f"{type(pipeline).__name__} takes a string, a list of strings, a dataset or a generator, got "
+            f"{type(inputs).__name__}."
+        )
 
 
 class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
@@ -64,13 +79,7 @@ class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
     def __call__(self, inputs: Any, **kwargs: Any) -> list:
         """As [`TokenClassificationPipeline.__call__`]; an input that is neither text nor a collection of texts is
         refused by name (the stock message is "At least one input is required")."""
-        if isinstance(inputs, (bytes, bytearray, dict)) or not (
-            isinstance(inputs, str) or hasattr(inputs, "__iter__")
-        ):
-            raise ValueError(
-                f"{type(self).__name__} takes a string, a list of strings, a dataset or a generator, got "
-                f"{type(inputs).__name__}."
-            )
+        _check_inputs(self, inputs)
         return super().__call__(inputs, **kwargs)
 
     def preprocess(self, sentence: str | list[str], **preprocess_params: Any):
@@ -144,4 +153,32 @@ class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
         return entities
 
 
-__all__ = ["ElmoTokenClassificationPipeline"]
+class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
+    """Feature extraction with `ElmoModel`: the top layer, one vector per word of each text (`[1, words, hidden]`,
+    `[[]]` for a text without words), batched or not; `[]` gives `[]`."""
+
+    def __call__(self, inputs: Any, **kwargs: Any) -> Any:
+        """As [`FeatureExtractionPipeline.__call__`], for one text or a collection of texts; `[]` gives `[]`."""
+        _check_inputs(self, inputs)
+        if isinstance(inputs, (list, tuple)) and not inputs:
+            return []
+        return super().__call__(inputs, **kwargs)
+
+    def preprocess(self, inputs: str, **tokenize_kwargs: Any) -> dict[str, torch.Tensor]:
+        if not isinstance(inputs, str):
+            raise ValueError(f"{type(self).__name__} takes texts as strings, got {type(inputs).__name__}.")
+        return super().preprocess(inputs, **tokenize_kwargs)
+
+    def _forward(self, model_inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The top layer `[batch, positions, hidden]` and the mask of the positions that hold words."""
+        hidden = self.model(**model_inputs)[0]
+        return {"last_hidden_state": hidden, "attention_mask": model_inputs["attention_mask"]}
+
+    def postprocess(self, model_outputs: dict[str, torch.Tensor], return_tensors: bool = False) -> Any:
+        """The vectors of the text's words `[1, words, hidden]`: a batch's padding positions are dropped."""
+        words = model_outputs["attention_mask"][0].bool()
+        vectors = model_outputs["last_hidden_state"][:, words]
+        return vectors if return_tensors else vectors.tolist()
+
+
+__all__ = ["ElmoFeatureExtractionPipeline", "ElmoTokenClassificationPipeline"]

@@ -17,6 +17,7 @@ from transformers import pipeline
 
 from modeling_elmo import (
     ElmoConfig,
+    ElmoFeatureExtractionPipeline,
     ElmoForSequenceClassification,
     ElmoForTokenClassification,
     ElmoModel,
@@ -33,6 +34,8 @@ RUNS = [
     *({"task": "token-classification", "kwargs": {"aggregation_strategy": s}, "inputs": TRICKY} for s in STRATEGIES),
     {"task": "ner", "kwargs": {}, "inputs": TRICKY[1]},
     {"task": "feature-extraction", "kwargs": {}, "inputs": TRICKY},
+    {"task": "feature-extraction", "kwargs": {"batch_size": 3}, "inputs": ["Hello", *TRICKY]},
+    {"task": "feature-extraction", "kwargs": {}, "inputs": []},
 ]
 
 
@@ -99,16 +102,21 @@ def test_tagging_raw_text_through_remote_code_only(remote_runs):
 
 def test_feature_extraction_through_remote_code_only(remote_runs):
     folder, results = remote_runs
-    (result,) = [result for run, result in zip(RUNS, results, strict=True) if run["task"] == "feature-extraction"]
-    assert "error" not in result, result["error"]
-    assert result["class"] == "transformers.pipelines.feature_extraction.FeatureExtractionPipeline"
-    assert result["model_class"].startswith("transformers_modules.")
-    assert result["model_class"].endswith(".modeling_elmo.ElmoModel")  # the tagger's biLM, without its head
-    expected = pipeline("feature-extraction", model=str(folder))(TRICKY)  # the package's classes, no flag needed
-    for text, found, vectors in zip(TRICKY, result["outputs"], expected, strict=True):
-        words = len(ElmoTokenizer().split_words(text))
-        assert torch.tensor(found).shape == ((1, words, 8) if words else (1, 0))  # nested lists: [[]] for no words
-        torch.testing.assert_close(torch.tensor(found), torch.tensor(vectors), rtol=0, atol=1e-6)
+    runs = [(run, result) for run, result in zip(RUNS, results, strict=True) if run["task"] == "feature-extraction"]
+    assert len(runs) == 3
+    for run, result in runs:
+        assert "error" not in result, result["error"]
+        # the repo's own copy of the pipeline (one vector per word, batched or not) and of the biLM, without its head
+        assert result["class"].startswith("transformers_modules.")
+        assert result["class"].endswith(".pipeline_elmo.ElmoFeatureExtractionPipeline")
+        assert result["model_class"].endswith(".modeling_elmo.ElmoModel")
+        # the package's classes, one text at a time
+        single = pipeline("feature-extraction", model=str(folder), pipeline_class=ElmoFeatureExtractionPipeline)
+        assert len(result["outputs"]) == len(run["inputs"])
+        for text, found in zip(run["inputs"], result["outputs"], strict=True):
+            words = len(ElmoTokenizer().split_words(text))
+            assert torch.tensor(found).shape == ((1, words, 8) if words else (1, 0))  # nested lists: [[]] for none
+            torch.testing.assert_close(torch.tensor(found), torch.tensor(single(text)), rtol=0, atol=1e-6)
 
 
 def test_text_pair_classification_through_remote_code_only(tmp_path):

@@ -15,7 +15,7 @@ from transformers import (
 )
 
 import modeling_elmo
-from modeling_elmo import ElmoTokenClassificationPipeline
+from modeling_elmo import ElmoFeatureExtractionPipeline, ElmoTokenClassificationPipeline
 from modeling_elmo.configuration_elmo import CUSTOM_PIPELINES
 
 BERT_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "anna", "met", "bob", "."]
@@ -70,6 +70,13 @@ def test_elmo_folder_with_the_package_installed(tmp_path):
     assert json.loads((tmp_path / "again" / "config.json").read_text())["custom_pipelines"] == CUSTOM_PIPELINES
     assert pipeline("ner", model=str(tmp_path / "again"), trust_remote_code=True)(text) == local(text)
 
-    extractor = pipeline("feature-extraction", model=folder)  # not declared: the stock class, no flag needed
-    assert type(extractor) is FeatureExtractionPipeline
+    # feature extraction is declared too: the flag or the class, and every other model keeps the stock class
+    with pytest.raises(ValueError, match="set the option `trust_remote_code=True`"):
+        pipeline("feature-extraction", model=folder)
+    extractor = pipeline("feature-extraction", model=folder, pipeline_class=ElmoFeatureExtractionPipeline)
+    assert type(extractor) is ElmoFeatureExtractionPipeline
     assert type(extractor.model) is modeling_elmo.ElmoModel
+
+
+def test_other_models_keep_the_stock_feature_extraction(bert_folder):
+    assert type(pipeline("feature-extraction", model=str(bert_folder))) is FeatureExtractionPipeline

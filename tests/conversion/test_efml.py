@@ -145,7 +145,7 @@ def test_works_as_an_english_model(converted, tmp_path):
     output = classifier(**batch, labels=torch.tensor([[0, 1, 2, 1]]))
     assert output.logits.shape == (1, 4, 3) and torch.isfinite(output.loss)
 
-    features = pipeline("feature-extraction", model=str(folder))(" ".join(sentence))
+    features = pipeline("feature-extraction", model=str(folder), trust_remote_code=True)(" ".join(sentence))
     assert np.abs(np.asarray(features)[0] - expected[-1]).max() <= TOLERANCE  # the top layer
 
     from modeling_elmo.embed.cli import main as embed_main
