@@ -35,6 +35,7 @@ from transformers import (
 from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
 from ..finetuning.trainer import ElmoCardTrainer, HeadArguments, TimeBudgetCallback, attach_activation_cache
 from ..hub.model_card import render_classifier_model_card
+from ..runtime.cpu_threads import configure_cpu_threads
 from . import data as task_data
 from .metrics import build_compute_metrics
 from .output_folder import (
@@ -295,6 +296,7 @@ def format_predictions(logits: np.ndarray | tuple, config) -> str:
 
 def cli() -> int:
     """The `elmo-train-classifier` command (`elmo-train-classifier prepare-sst ...` runs the SST reader)."""
+    configure_cpu_threads()
     arguments = sys.argv[1:]
     if arguments[:1] == ["prepare-sst"]:
         from .sst import main as prepare_sst

@@ -35,6 +35,7 @@ from ..configuration_elmo import ElmoConfig
 from ..hub.model_card import ALLENNLP_SOURCE, ModelCardError, SourceFacts, render_base_model_card
 from ..hub.push import HubError, check_push_target, config_problems, model_repo_problems, push_folder
 from ..modeling_elmo import ElmoModel
+from ..runtime.cpu_threads import configure_cpu_threads
 from ..tokenization_elmo import ElmoTokenizer
 from .efml import EfmlFormatError
 from .original_checkpoint import OriginalCheckpointError, load_original_checkpoint
@@ -461,6 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # the command: this process is its own
+        configure_cpu_threads()
     parser = build_parser()
     args = parser.parse_args(argv)
     args.source_format = args.source_format or ("nlpl" if args.model_dir else "original")

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..runtime.cpu_threads import configure_cpu_threads
 from .batching import Batch, EmbedInputError, Sentence, bucketed_batches, read_sentences
 from .store import (
     EmbedOutputError,
@@ -321,6 +322,8 @@ def _merge(argv: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # the command: this process is its own
+        configure_cpu_threads()
     argv = sys.argv[1:] if argv is None else argv
     try:
         if argv[:1] == ["merge"]:

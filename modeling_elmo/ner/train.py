@@ -31,6 +31,7 @@ from transformers import (
 from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
 from ..finetuning.trainer import ElmoCardTrainer, HeadArguments, TimeBudgetCallback, attach_activation_cache
 from ..hub.model_card import render_ner_model_card
+from ..runtime.cpu_threads import configure_cpu_threads
 from .conll import encode_for_elmo, load_conll
 from .metrics import build_compute_metrics, decode_tags
 
@@ -178,6 +179,7 @@ def _labels_if_fine_tuned(model_name_or_path: str) -> list[str] | None:
 def cli() -> int:
     """The `elmo-train-ner` command. Bad input (the one-line error `main` stops with) exits with status 2, as an
     argparse usage error and `elmo-train-classifier` do."""
+    configure_cpu_threads()
     try:
         main(sys.argv[1:])
     except SystemExit as stop:

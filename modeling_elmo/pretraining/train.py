@@ -38,6 +38,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
 from ..hub.model_card import render_pretrained_model_card
 from ..modeling_elmo import ElmoForPreTraining
+from ..runtime.cpu_threads import configure_cpu_threads
 from ..tokenization_elmo import ElmoTokenizer
 from . import build_vocab
 from .checkpoints import TRAINER_STATE_NAME, CheckpointError, resolve_checkpoint, saved_state
@@ -483,6 +484,8 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # the command: this process is its own
+        configure_cpu_threads()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["build-vocab"]:
         return build_vocab.main(argv[1:])
