@@ -85,7 +85,7 @@ def prepare(work: Path) -> dict[str, list[str]]:
         "elmo-train-ner": [
             "--model_name_or_path", model, "--data_dir", str(inputs / "conll"), "--output_dir", str(out / "ner"),
             "--num_train_epochs", "1", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8",
-            "--overwrite_output_dir", "True", *QUIET,
+            *QUIET,
         ],
         "elmo-train-classifier": [
             "--model_name_or_path", model, "--train_file", str(inputs / "train.jsonl"), "--validation_file",
@@ -130,6 +130,7 @@ def run_once(command: str, arguments: list[str], setting: str, baseline: Path, w
     if setting == "today":
         environment["PYTHONPATH"] = str(baseline)
     shutil.rmtree(work / "out", ignore_errors=True)
+    (work / "out").mkdir()
     load = os.getloadavg()[0]
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, *arguments], env=environment, capture_output=True, text=True)
