@@ -1,6 +1,7 @@
-"""The command blocks of the documentation, for tests/test_documented_commands.py: reads every fenced block of
-README.md and docs/*.md with the `<!-- doc-test: ... -->` marker before it, builds a sandbox that looks like the
-folder a reader runs the commands in, and runs a block's text through bash as a reader would paste it."""
+"""The command and code blocks of the documentation, for tests/test_documented_commands.py: reads every fenced block
+of README.md and docs/*.md with the `<!-- doc-test: ... -->` marker before it, builds a sandbox that looks like the
+folder a reader runs the commands in, and runs a block's text as a reader would: a shell block through bash, a Python
+block as a script of its own."""
 
 import os
 import re
@@ -9,7 +10,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-RUNNABLE_LANGUAGES = frozenset({"bash", "sh", "shell", "console", "zsh"})
+SHELL_LANGUAGES = frozenset({"bash", "sh", "shell", "console", "zsh"})
+RUNNABLE_LANGUAGES = SHELL_LANGUAGES | {"python"}
+# Runs a Python block, then saves the values it left for the test's check (see run_python).
+PYTHON_BLOCK_RUNNER = Path(__file__).resolve().parent / "python_block_runner.py"
 MARKER = re.compile(r"^<!--\s*doc-test:\s*(?P<value>.*?)\s*-->$")
 SKIP = re.compile(r"^skip\s*\((?P<reason>.+)\)$")
 FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
@@ -98,19 +102,50 @@ def make_sandbox(base: Path, repo_root: Path, shared: Path) -> Path:
     return work
 
 
-def run_bash(text: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run a block's text through bash in `cwd`, stopping at the first failing command (`set -e`, `pipefail`), with
-    this interpreter's console scripts first on PATH, offline, and a Hugging Face cache inside the sandbox."""
+def reader_environment(cwd: Path) -> dict[str, str]:
+    """A reader's environment in the sandbox: this interpreter's console scripts first on PATH, offline, and a
+    Hugging Face cache inside the sandbox."""
     environment = dict(os.environ)
     environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment.get('PATH', '')}"
     environment["HF_HUB_OFFLINE"] = "1"
     environment["HF_HOME"] = str(cwd.parent / "hf-home")
     environment["OMP_WAIT_POLICY"] = environment.get("OMP_WAIT_POLICY", "PASSIVE")
+    return environment
+
+
+def run_bash(text: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run a block's text through bash in `cwd`, stopping at the first failing command (`set -e`, `pipefail`)."""
     return subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", text],
         cwd=cwd,
-        env=environment,
+        env=reader_environment(cwd),
         capture_output=True,
         text=True,
         timeout=timeout,
     )
+
+
+def python_namespace_path(cwd: Path) -> Path:
+    """Where `run_python` saves the values a Python block left (beside the work folder, not in it)."""
+    return cwd.parent / "python-namespace.pt"
+
+
+def run_python(text: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run a Python block's text as a script of its own in `cwd` (a fresh interpreter that has imported nothing for
+    it), then save the tensors, arrays and plain values of its global names to `python_namespace_path(cwd)`."""
+    script = cwd.parent / "python-block.py"
+    script.write_text(text, encoding="utf-8")
+    python_namespace_path(cwd).unlink(missing_ok=True)
+    return subprocess.run(
+        [sys.executable, str(PYTHON_BLOCK_RUNNER), str(script), str(python_namespace_path(cwd))],
+        cwd=cwd,
+        env=reader_environment(cwd),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def run_block(block: Block, text: str, cwd: Path) -> subprocess.CompletedProcess:
+    """Run `text` (the block's text, or the part of it that runs offline) as the block's language runs."""
+    return run_python(text, cwd) if block.language == "python" else run_bash(text, cwd)

@@ -1,12 +1,13 @@
-"""Every command block of README.md and docs/*.md does what its text says.
+"""Every command and code block of README.md and docs/*.md does what its text says.
 
-A ```bash block is preceded by `<!-- doc-test: ID -->` (it runs) or `<!-- doc-test: skip (reason) -->` (it cannot
-run offline: URLs, the Hub). Each runnable ID has one entry in DOC_COMMANDS: `prepare` writes the tiny inputs the
-block's text names into a sandbox laid out like a reader's checkout (the work folder, `../shared` beside it), the
-block's text runs there through bash exactly as written, and `check` verifies the effect the text promises (a folder
-that loads, a perplexity below chance, a file with the stated shape), not only the exit status. Blocks that repeat
-one command in several pages share its ID and run once. To document a new command: mark its block, then add its ID
-here with a `prepare` and a `check`.
+A ```bash or ```python block is preceded by `<!-- doc-test: ID -->` (it runs) or `<!-- doc-test: skip (reason) -->`
+(it cannot run offline: URLs, the Hub). Each runnable ID has one entry in DOC_COMMANDS: `prepare` writes the tiny
+inputs the block's text names into a sandbox laid out like a reader's checkout (the work folder, `../shared` beside
+it), the block's text runs there exactly as written (bash; a Python block as a script of its own, in a fresh
+interpreter), and `check` verifies the effect the text promises (a folder that loads, a perplexity below chance, a
+file or a value with the stated shape), not only the exit status; a Python block's check reads the values the block
+left in its global names (`block_values`). Blocks that repeat one command in several pages share its ID and run once.
+To document a new command: mark its block, then add its ID here with a `prepare` and a `check`.
 """
 
 import ast
@@ -24,8 +25,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from doc_commands import RUNNABLE_LANGUAGES, Block, all_blocks, make_sandbox, run_bash
-from pretraining.pretraining_inputs import write_options
+from doc_commands import RUNNABLE_LANGUAGES, Block, all_blocks, make_sandbox, python_namespace_path, run_block
 from shared_paths import REPO_ROOT, require_shared
 from transformers import (
     AutoModel,
@@ -38,6 +38,7 @@ from transformers import (
 
 from modeling_elmo import ElmoForPreTraining, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel
 from modeling_elmo.conversion.convert import convert_checkpoint
+from modeling_elmo.pretraining.options import PretrainingOptions
 
 ORIGINAL_TOLERANCE = 2e-6  # float32 outputs against the original TensorFlow code's (the project's standard)
 
@@ -113,11 +114,9 @@ def write_tiny_corpus(sandbox: Sandbox) -> None:
             (sandbox.work / folder / f"part-{index}.txt").write_text("\n".join(shard) + "\n", encoding="utf-8")
 
 
-def write_training_options(sandbox: Sandbox) -> None:
-    """bilm-tf's training options file with the pretraining tests' tiny dimensions, sized to the vocabulary the
-    previous block built; 10 epochs of this corpus are a few hundred steps."""
-    vocab_size = len((sandbox.work / "vocab.txt").read_text(encoding="utf-8").splitlines())
-    write_options(sandbox.work / "options.json", vocab_size, n_epochs=10, unroll_steps=10)
+def copy_fixture_as_original(sandbox: Sandbox) -> None:
+    """The fixture biLM stands in for `elmo-original` (the converted 'original' model)."""
+    copy_converted_fixture(sandbox, "elmo-original")
 
 
 # --- effects ------------------------------------------------------------------------------------------------------
@@ -232,6 +231,33 @@ def check_pretrain_vocab(sandbox: Sandbox, output: str) -> None:
     assert vocab[:3] == ["<S>", "</S>", "<UNK>"] and sorted(vocab[3:]) == sorted(counts)
     assert [counts[word] for word in vocab[3:]] == sorted(counts.values(), reverse=True)
     assert f"n_tokens_vocab to {len(vocab)}" in output
+
+
+# The keys of the options that bilm-tf's bin/train_elmo.py trains with (its sections' keys as values).
+BILM_TF_OPTIONS = {
+    "bidirectional": (),
+    "char_cnn": ("activation", "embedding", "filters", "max_characters_per_token", "n_characters", "n_highway"),
+    "dropout": (),
+    "lstm": ("cell_clip", "dim", "n_layers", "proj_clip", "projection_dim", "use_skip_connections"),
+    "all_clip_norm_val": (),
+    "n_epochs": (),
+    "n_train_tokens": (),
+    "batch_size": (),
+    "n_tokens_vocab": (),
+    "unroll_steps": (),
+    "n_negative_samples_batch": (),
+}
+
+
+def check_pretrain_options(sandbox: Sandbox, output: str) -> None:
+    """A complete bilm-tf training options file: every key of bilm-tf's bin/train_elmo.py but the optional
+    `n_train_tokens`, sized to the vocabulary the previous block built, which elmo-pretrain's reader accepts."""
+    options = json.loads((sandbox.work / "options.json").read_text())
+    assert set(options) == set(BILM_TF_OPTIONS) - {"n_train_tokens"}
+    for section in ("char_cnn", "lstm"):
+        assert set(options[section]) == set(BILM_TF_OPTIONS[section])
+    vocab_size = len((sandbox.work / "vocab.txt").read_text(encoding="utf-8").splitlines())
+    assert PretrainingOptions.from_dict(options, "options.json").n_tokens_vocab == vocab_size
 
 
 def check_pretrain(sandbox: Sandbox, output: str) -> None:
@@ -429,6 +455,69 @@ def check_train_classifier_sst2(sandbox: Sandbox, output: str) -> None:
     assert AutoModelForSequenceClassification.from_pretrained(out).config.num_labels == 2
 
 
+def block_values(sandbox: Sandbox) -> dict:
+    """The tensors and plain values that the Python block just run left in its global names."""
+    return torch.load(python_namespace_path(sandbox.work), weights_only=False)
+
+
+def check_model_python(sandbox: Sandbox, output: str) -> None:
+    """Hidden states as described: the char-CNN layer then each biLM layer, (batch, words, 2 * projection_dim),
+    padding positions zero, and each sentence's rows those it gets alone."""
+    values = block_values(sandbox)
+    hidden_states, words = values["out"]["hidden_states"], [["The", "bank", "closed"], ["River", "bank"]]
+    assert len(hidden_states) == 3 and all(layer.shape == (2, 3, 32) for layer in hidden_states)
+    assert torch.equal(values["out"]["last_hidden_state"], hidden_states[-1])
+    assert torch.count_nonzero(hidden_states[-1][1, 2]) == 0
+    model_dir = sandbox.work / "elmo-fixture"
+    tokenizer, model = AutoTokenizer.from_pretrained(model_dir), AutoModel.from_pretrained(model_dir)
+    for row, sentence in enumerate(words):
+        with torch.inference_mode():
+            alone = model(**tokenizer([sentence], is_split_into_words=True, return_tensors="pt"))
+        found = hidden_states[-1][row, : len(sentence)]
+        torch.testing.assert_close(found, alone.last_hidden_state[0], rtol=0, atol=1e-6)
+
+
+def check_efml_python(sandbox: Sandbox, output: str) -> None:
+    """The three layers of ELMoForManyLangs' own computation (its Embedder's `output_layer=-2`)."""
+    from efml_numpy import efml_numpy_layers
+
+    layers = block_values(sandbox)["layers"]
+    assert layers.shape[:3] == (1, 3, 3)
+    expected = efml_numpy_layers(sandbox.work / "zhs.model", ["今天", "天气", "真好"])
+    assert np.abs(layers[0].numpy() - expected).max() <= 1e-5
+
+
+def check_embedding_sentence_transformers(sandbox: Sandbox, output: str) -> None:
+    """One vector per text: the mean of its words' top-layer vectors."""
+    vectors = block_values(sandbox)["vectors"]
+    assert vectors.shape == (2, 32)
+    model_dir = sandbox.work / "elmo-fixture"
+    tokenizer, model = AutoTokenizer.from_pretrained(model_dir), AutoModel.from_pretrained(model_dir)
+    for row, text in enumerate(["The bank closed its doors .", "River banks flood"]):
+        with torch.inference_mode():
+            top = model(**tokenizer([text], return_tensors="pt")).last_hidden_state[0]
+        assert np.abs(vectors[row] - top.mean(dim=0).numpy()).max() <= 1e-6
+
+
+def check_ner_pipeline_python(sandbox: Sandbox, output: str) -> None:
+    text = "EU rejects German call to boycott British lamb ."
+    entities = block_values(sandbox)["entities"]
+    labels = AutoModelForTokenClassification.from_pretrained(sandbox.work / "ner-out").config.id2label.values()
+    assert all(text[entity["start"] : entity["end"]] == entity["word"] for entity in entities)  # exact offsets
+    assert all(f"B-{entity['entity_group']}" in labels for entity in entities)
+
+
+def check_seqcls_python(sandbox: Sandbox, output: str) -> None:
+    assert block_values(sandbox)["logits"].shape == (2, 5)
+
+
+def check_seqcls_python_pairs(sandbox: Sandbox, output: str) -> None:
+    values = block_values(sandbox)
+    assert values["batch"]["input_ids"].shape == (1, 6 + 4, 50)  # the pair's words, one row
+    assert values["batch"]["token_type_ids"].tolist() == [[0] * 6 + [1] * 4]
+    assert values["logits"].shape == (1, 3)
+
+
 DOC_COMMANDS: dict[str, DocCommand] = {
     "quickstart": DocCommand(nothing, check_quickstart, runnable_part=after_install),
     "convert-fixture": DocCommand(nothing, check_convert_fixture),
@@ -437,7 +526,8 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "onnx-fixture": DocCommand(copy_converted_fixture, check_onnx_fixture),
     "ner": DocCommand(write_tiny_conll, check_ner),
     "pretrain-vocab": DocCommand(write_tiny_corpus, check_pretrain_vocab),
-    "pretrain": DocCommand(write_training_options, check_pretrain, follows="pretrain-vocab"),
+    "pretrain-options": DocCommand(nothing, check_pretrain_options, follows="pretrain-vocab"),
+    "pretrain": DocCommand(nothing, check_pretrain, follows="pretrain-options"),
     "pretrain-export": DocCommand(nothing, check_pretrain_export, follows="pretrain"),
     "embed-sentences": DocCommand(write_sentences, check_embed_sentences),
     "efml-convert": DocCommand(write_efml_folder, check_efml_convert),
@@ -457,6 +547,13 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     ),
     "train-classifier-prepare-sst": DocCommand(link_sst, check_train_classifier_prepare_sst),
     "train-classifier-sst2": DocCommand(write_tiny_sst, check_train_classifier_sst2),
+    "readme-python": DocCommand(copy_converted_fixture, check_model_python),
+    "model-python": DocCommand(copy_converted_fixture, check_model_python),
+    "efml-python": DocCommand(nothing, check_efml_python, follows="efml-convert"),
+    "embedding-sentence-transformers": DocCommand(copy_converted_fixture, check_embedding_sentence_transformers),
+    "ner-pipeline-python": DocCommand(nothing, check_ner_pipeline_python, follows="ner"),
+    "seqcls-python": DocCommand(copy_fixture_as_original, check_seqcls_python),
+    "seqcls-python-pairs": DocCommand(copy_fixture_as_original, check_seqcls_python_pairs),
 }
 
 
@@ -494,7 +591,9 @@ def test_every_command_block_is_marked():
                 "`<!-- doc-test: skip (reason) -->` before it"
             )
         elif block.marker is not None and block.language not in RUNNABLE_LANGUAGES:
-            problems.append(f"{block.where}: a doc-test marker before a ```{block.language} block (only bash runs)")
+            problems.append(
+                f"{block.where}: a doc-test marker before a ```{block.language} block (only bash and python run)"
+            )
         elif block.marker is not None and block.marker.startswith("skip") and block.skip_reason is None:
             problems.append(f"{block.where}: `{block.marker}`: a skip needs its reason, `skip (reason)`")
     assert not problems, "\n".join(problems)
@@ -531,7 +630,7 @@ def test_documented_command_does_what_it_says(chain, tmp_path, fixture_dir, conv
     for name in chain:
         command, block = DOC_COMMANDS[name], found[name][0]
         command.prepare(sandbox)
-        result = run_bash(command.runnable_part(block.text), work)
+        result = run_block(block, command.runnable_part(block.text), work)
         output = result.stdout + result.stderr
         assert result.returncode == 0, f"{block.where} ({name}) exited {result.returncode}:\n{output[-3000:]}"
         command.check(sandbox, output)
