@@ -148,7 +148,7 @@ def table(runs: list[dict]) -> str:
     for command in dict.fromkeys(run["command"] for run in runs):
         for machine in ("idle", "busy"):
             chosen = [run for run in runs if run["command"] == command and run["machine"] == machine]
-            if not chosen:
+            if {run["setting"] for run in chosen} != set(SETTINGS):
                 continue
             median = {s: statistics.median(r["seconds"] for r in chosen if r["setting"] == s) for s in SETTINGS}
             cells = []
@@ -168,10 +168,16 @@ def table(runs: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work-dir", type=Path, required=True)
-    parser.add_argument("--baseline", required=True, help="git revision of 'today' (before the thread choice)")
+    parser.add_argument("--baseline", help="git revision of 'today' (before the thread choice)")
+    parser.add_argument("--report", action="store_true", help="only print the table of WORK_DIR/runs.jsonl")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--commands", default=",".join(entry_points()), help="comma-separated console scripts")
     args = parser.parse_args()
+    if args.report:
+        print(table([json.loads(line) for line in (args.work_dir / "runs.jsonl").read_text().splitlines()]))
+        return
+    if args.baseline is None:
+        parser.error("--baseline is required to run")
     print(subprocess.run(["lscpu"], capture_output=True, text=True).stdout)
     args.work_dir.mkdir(parents=True, exist_ok=True)
     baseline = export_baseline(args.baseline, args.work_dir)
