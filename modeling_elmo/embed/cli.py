@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, subcommands_epilog
 from .batching import Batch, EmbedInputError, Sentence, bucketed_batches, read_sentences
 from .store import (
     EmbedOutputError,
@@ -85,8 +86,6 @@ def load_model(model_id: str, dtype: torch.dtype, device: torch.device, progress
 
     if not progress:
         logging.disable_progress_bar()
-    if _looks_like_a_path(model_id) and not Path(model_id).exists():
-        raise EmbedModelError(f"Model folder not found: {model_id}")
     with _loading(model_id):
         model_type = AutoConfig.from_pretrained(model_id).model_type
     if model_type != "elmo":
@@ -104,11 +103,6 @@ def _loading(model_id: str) -> Iterator[None]:
         yield
     except Exception as error:
         raise EmbedModelError(f"Cannot load model '{model_id}': {type(error).__name__}: {one_line(error)}") from error
-
-
-def _looks_like_a_path(model_id: str) -> bool:
-    """Whether `model_id` cannot be a Hub repo id (`name` or `namespace/name`)."""
-    return Path(model_id).is_absolute() or model_id.startswith(".") or model_id.count("/") > 1
 
 
 def _device(name: str) -> torch.device:
@@ -283,12 +277,14 @@ def _integer(minimum: int) -> Callable[[str], int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="elmo-embed",
-        description="Embed a corpus (one sentence per line) with ELMo into an HDF5 file (the `allennlp elmo` layout). "
-        "`elmo-embed merge OUTPUT SHARD...` joins the files of a multi-process run.",
+        description="Embed a corpus (one sentence per line) with ELMo into an HDF5 file (the `allennlp elmo` layout).",
+        epilog=subcommands_epilog("elmo-embed", {"merge OUTPUT SHARD...": "join the files of a multi-process run"}),
     )
     parser.add_argument("input", help="text file, one sentence per line (UTF-8)")
     parser.add_argument("output", help="HDF5 file to write")
-    parser.add_argument("--model", required=True, help="model folder or Hub repo id")
+    parser.add_argument(
+        "--model", required=True, help="model folder, or Hub repo id 'namespace/name' (anything else is a folder)"
+    )
     parser.add_argument("--layers", choices=LAYERS, default="all", help="all layers, the top one, or their mean")
     parser.add_argument(
         "--pooling", choices=POOLINGS, default="none", help="none: a vector per word; mean: one per sentence"
@@ -327,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
             written = _merge(argv[1:])
         else:
             args = build_parser().parse_args(argv)
+            if missing_model_folder(args.model):
+                raise EmbedUsageError(f"Model folder not found: {args.model} ({NO_SUCH_FOLDER}).")
             if args.max_tokens_per_batch is None and args.batch_size is None:
                 args.batch_size = 64
             written = run(args)

@@ -1,0 +1,1 @@
+"""Plumbing shared by the console commands (`elmo-*`): argument parsing, model arguments, output-folder locks."""

@@ -1,0 +1,33 @@
+"""One live run per output folder: a command holds an exclusive `flock` on its `--output_dir` while it writes there.
+The kernel releases the lock when the process ends, however it ends (a killed run leaves nothing stuck), and no lock
+file is written into the folder."""
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+
+class OutputFolderInUseError(ValueError):
+    """The `--output_dir` is being written by another live run."""
+
+
+@contextlib.contextmanager
+def locked_output_dir(output_dir: str | os.PathLike, prog: str) -> Iterator[Path]:
+    """Create `output_dir` (and its parents) and hold its lock for the `with` block; raise `OutputFolderInUseError`
+    at once if another process holds it."""
+    folder = Path(output_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputFolderInUseError(
+                f"--output_dir {output_dir} is in use by another running {prog}; wait for it to end, or choose "
+                "another folder."
+            ) from None
+        yield folder
+    finally:
+        os.close(descriptor)  # releases the lock
