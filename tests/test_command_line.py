@@ -137,3 +137,34 @@ def test_a_mistyped_model_folder_makes_no_hub_round_trip(tmp_path):
     )
     assert result.returncode == 2 and "no such folder" in result.stderr, result.stderr
     assert "127.0.0.1" not in result.stderr and "connect" not in result.stderr.lower()
+
+
+LIGHT_START = """
+import sys
+sys.argv[0] = "elmo-embed"
+from modeling_elmo.embed.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as stop:
+    code = stop.code
+heavy = sorted(name for name in ("torch", "transformers") if name in sys.modules)
+print(code, heavy)
+"""
+
+
+@pytest.mark.parametrize(
+    "arguments", [["--help"], ["in.txt", "out.h5", "--model", "m", "--batch-size", "0"], ["merge", "--help"]]
+)
+def test_elmo_embed_answers_help_and_argument_errors_before_importing_torch(arguments):
+    result = subprocess.run([sys.executable, "-c", LIGHT_START, *arguments], capture_output=True, text=True)
+    code, heavy = result.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert heavy == "[]" and code in ("0", "2"), result.stdout + result.stderr
+
+
+def test_light_start_commands_are_console_scripts():
+    import tomllib
+
+    from modeling_elmo.commands import LIGHT_START_COMMANDS
+
+    scripts = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]["scripts"]
+    assert LIGHT_START_COMMANDS <= scripts.keys()

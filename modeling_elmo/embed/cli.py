@@ -16,6 +16,8 @@ torchrun) process RANK of WORLD embeds batches RANK, RANK + WORLD, ... into `OUT
 on stderr: exit status 2 for bad arguments, 1 for other errors, 130 when interrupted.
 """
 
+from __future__ import annotations  # torch and numpy types in annotations: imported when the work starts
+
 import argparse
 import contextlib
 import os
@@ -23,12 +25,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-import numpy as np
-import torch
-from tqdm.auto import tqdm
-
+from ..commands import start_work
 from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, subcommands_epilog
 from .batching import Batch, EmbedInputError, Sentence, bucketed_batches, read_sentences
 from .store import (
@@ -41,7 +40,11 @@ from .store import (
     shard_output,
 )
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+DTYPES = ("bfloat16", "float16", "float32")  # torch dtypes
 LAYERS = ("all", "top", "average")
 POOLINGS = ("none", "mean")
 
@@ -73,6 +76,8 @@ def process_device(device: torch.device, world: int) -> torch.device:
     """The device of this process: with several processes, an accelerator named without an index (`cuda`) means
     the process's own one, `LOCAL_RANK` (set by `accelerate launch` / torchrun)."""
     if world > 1 and device.type != "cpu" and device.index is None:
+        import torch
+
         return torch.device(device.type, int(os.environ.get("LOCAL_RANK", "0")))
     return device
 
@@ -82,7 +87,7 @@ def load_model(model_id: str, dtype: torch.dtype, device: torch.device, progress
     from transformers import AutoConfig, AutoModel, AutoTokenizer
     from transformers.utils import logging
 
-    from .. import ElmoModel  # noqa: F401  (registers the Auto classes)
+    start_work()  # registers the Auto classes
 
     if not progress:
         logging.disable_progress_bar()
@@ -107,6 +112,8 @@ def _loading(model_id: str) -> Iterator[None]:
 
 def _device(name: str) -> torch.device:
     """The torch device `name`, checked to be usable here."""
+    import torch
+
     try:
         device = torch.device(name)
         torch.empty(0, device=device)
@@ -125,6 +132,9 @@ def _encode(tokenizer, sentences: list[Sentence], device: torch.device) -> dict[
 def embed_batch(model, tokenizer, batch: Batch, layers: str, pooling: str = "none") -> dict[int, np.ndarray]:
     """Float32 arrays of every sentence of `batch` by line index, shaped as in the module docstring: per word, or
     with `pooling="mean"` the mean over the sentence's words (the word axis removed)."""
+    import numpy as np
+    import torch
+
     num_layers, width = model.config.num_hidden_layers + 1, model.config.hidden_size
     empty_shape = (num_layers, 0, width) if layers == "all" else (0, width)
     if pooling == "mean":
@@ -155,6 +165,8 @@ def replay_in_word_cache(model, tokenizer, batch: Batch) -> None:
     words computed alongside it, so only a cache that sees every batch in order holds the values of an uninterrupted
     single-process run, and gives later batches its exact results.
     """
+    import torch
+
     sentences = [sentence for sentence in batch.sentences if sentence.words]
     if not sentences:
         return
@@ -165,6 +177,8 @@ def replay_in_word_cache(model, tokenizer, batch: Batch) -> None:
 
 
 def _check_finite(arrays: dict[int, np.ndarray], input_path: Path, dtype: str) -> None:
+    import numpy as np
+
     bad = [index for index, array in arrays.items() if not np.isfinite(array).all()]
     if bad:
         raise EmbedModelError(
@@ -226,7 +240,10 @@ def run(args: argparse.Namespace) -> Path:
     manifest = _manifest(args, device, rank, world)
     device = process_device(device, world)
     store = PartStore(output, manifest, overwrite=args.overwrite)
-    tokenizer, model = load_model(args.model, DTYPES[args.dtype], device, progress=not args.no_progress)
+    import torch
+    from tqdm.auto import tqdm
+
+    tokenizer, model = load_model(args.model, getattr(torch, args.dtype), device, progress=not args.no_progress)
     if args.word_cache:
         model.enable_word_cache(args.word_cache)
     if device.type == "cpu":  # this command owns its process: fewer threads where the machine is busy, same bits
