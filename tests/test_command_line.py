@@ -168,3 +168,41 @@ def test_light_start_commands_are_console_scripts():
 
     scripts = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]["scripts"]
     assert LIGHT_START_COMMANDS <= scripts.keys()
+
+
+def test_elmo_train_ner_refuses_an_output_dir_in_use_by_a_live_run(converted_fixture, tmp_path):
+    import fcntl
+
+    train = tmp_path / "train.txt"
+    train.write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\n", encoding="utf-8")
+    output = tmp_path / "out"
+    output.mkdir()
+    argv = [f"--model_name_or_path={converted_fixture}", f"--train_file={train}", f"--output_dir={output}"]
+    descriptor = os.open(output, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # stands for the live run
+        with pytest.raises(SystemExit, match=f"elmo-train-ner: error: --output_dir {output} is in use by another"):
+            train_ner.main([*argv, "--max_steps", "1", "--report_to", "none"])
+    finally:
+        os.close(descriptor)
+    assert list(output.iterdir()) == []
+
+
+def test_elmo_train_classifier_refuses_an_output_dir_in_use_by_a_live_run(converted_fixture, tmp_path, capsys):
+    import fcntl
+
+    train = tmp_path / "train.jsonl"
+    train.write_text('{"sentence": "a fine film", "label": 1}\n{"sentence": "a dull film", "label": 0}\n')
+    output = tmp_path / "out"
+    output.mkdir()
+    argv = [f"--model_name_or_path={converted_fixture}", "--do_train", f"--train_file={train}"]
+    descriptor = os.open(output, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # stands for the live run
+        with pytest.raises(SystemExit) as stop:
+            train_classifier.main([*argv, f"--output_dir={output}", "--max_steps", "1", "--report_to", "none"])
+    finally:
+        os.close(descriptor)
+    assert stop.value.code == 2
+    assert f"--output_dir {output} is in use by another running elmo-train-classifier" in capsys.readouterr().err
+    assert list(output.iterdir()) == []

@@ -40,6 +40,8 @@ from ..commands.arguments import (
     trainer_argument_parser,
     training_arguments_problem,
 )
+from ..commands.output_lock import OutputFolderInUseError, run_output_dir_lock
+from ..finetuning.activation_cache import ElmoActivationCache
 from ..finetuning.trainer import (
     KEEPS_THE_MODEL_VALUE,
     ElmoCardTrainer,
@@ -51,6 +53,7 @@ from ..hub.model_card import render_classifier_model_card
 from . import data as task_data
 from .metrics import build_compute_metrics
 from .output_folder import (
+    ForeignFilesError,
     check_output_folder,
     claim_output_folder,
     seal_output_folder,
@@ -273,8 +276,27 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         cache = attach_activation_cache(model, data_args.elmo_cache, data_args.elmo_cache_dir)
     except (OSError, ValueError, SafetensorError) as error:  # DataError, ForeignFilesError, a bad model or option
         _fail(str(error).splitlines()[0] if str(error) else repr(error))
-    claim_output_folder(output_dir)
+    try:
+        with run_output_dir_lock(training_args, PROG):
+            check_output_folder(output_dir)  # again, locked: another run may have written there since the check
+            claim_output_folder(output_dir)
+            return _train_and_evaluate(model_args, data_args, training_args, files, task, model, tokenizer, cache)
+    except (OutputFolderInUseError, ForeignFilesError) as error:
+        _fail(str(error))
 
+
+def _train_and_evaluate(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TrainingArguments,
+    files: dict[str, str],
+    task: Task,
+    model,
+    tokenizer,
+    cache: ElmoActivationCache | None,
+) -> dict[str, dict[str, float]]:
+    """Train, evaluate and predict as the command line asks, writing the results, predictions and card."""
+    output_dir = Path(training_args.output_dir)
     encoded = {
         split: encode(table, task.labels.get(split), tokenizer, task, data_args)
         for split, table in task.tables.items()

@@ -7,6 +7,7 @@ import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 class OutputFolderInUseError(ValueError):
@@ -31,3 +32,11 @@ def locked_output_dir(output_dir: str | os.PathLike, prog: str) -> Iterator[Path
         yield folder
     finally:
         os.close(descriptor)  # releases the lock
+
+
+def run_output_dir_lock(training_args: Any, prog: str) -> contextlib.AbstractContextManager:
+    """The lock of a Trainer run's `--output_dir` (`training_args.output_dir`), held by the run's main process (the
+    others of a multi-process run write beside it)."""
+    if training_args.process_index != 0:
+        return contextlib.nullcontext()
+    return locked_output_dir(training_args.output_dir, prog)

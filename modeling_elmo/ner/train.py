@@ -35,6 +35,8 @@ from ..commands.arguments import (
     trainer_argument_parser,
     training_arguments_problem,
 )
+from ..commands.output_lock import OutputFolderInUseError, run_output_dir_lock
+from ..finetuning.activation_cache import ElmoActivationCache
 from ..finetuning.trainer import (
     KEEPS_THE_MODEL_VALUE,
     ElmoCardTrainer,
@@ -139,6 +141,23 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     except (OSError, ValueError, SafetensorError) as error:  # missing/unreadable data, model or cache; a bad option
         sys.exit(f"elmo-train-ner: error: {str(error).splitlines()[0] if str(error) else repr(error)}")
 
+    try:
+        with run_output_dir_lock(training_args, PROG):
+            return _train_and_evaluate(model_args, data_args, training_args, model, tokenizer, raw, cache)
+    except OutputFolderInUseError as error:
+        sys.exit(f"{PROG}: error: {error}")
+
+
+def _train_and_evaluate(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TrainingArguments,
+    model,
+    tokenizer,
+    raw: dict,
+    cache: ElmoActivationCache | None,
+) -> dict[str, dict[str, float]]:
+    """Train, evaluate and predict as the command line asks, writing the results, report and card."""
     limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples}
     encoded = {}
     for split, dataset in raw.items():

@@ -14,7 +14,6 @@ Transformers folder (`ElmoForPreTraining` + config + tokenizer + `vocab.txt` + m
 from it for `elmo-embed`, `elmo-train-ner` or the Hub, `elmo-export` writes it back in bilm-tf's format.
 """
 
-import contextlib
 import json
 import logging
 import math
@@ -46,7 +45,7 @@ from ..commands.arguments import (
     trainer_argument_parser,
     training_arguments_problem,
 )
-from ..commands.output_lock import OutputFolderInUseError, locked_output_dir
+from ..commands.output_lock import OutputFolderInUseError, run_output_dir_lock
 from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
 from ..hub.model_card import render_pretrained_model_card
 from ..modeling_elmo import ElmoForPreTraining
@@ -425,13 +424,6 @@ def _check_finite(model: ElmoForPreTraining, step: int) -> None:
         )
 
 
-def _output_dir_lock(training_args: TrainingArguments) -> contextlib.AbstractContextManager:
-    """The lock of `--output_dir` for the rest of the run, held by its main process (the others write beside it)."""
-    if training_args.process_index != 0:
-        return contextlib.nullcontext()
-    return locked_output_dir(training_args.output_dir, PROG)
-
-
 def run(args: PretrainingArguments, training_args: TrainingArguments, options: PretrainingOptions) -> dict:
     """Train (unless `--do_train False`) and evaluate; returns the final metrics."""
     training = training_args.do_train
@@ -498,7 +490,7 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
     warmup = args.softmax_warmup_steps
     if warmup is None:
         warmup = min(1000, training_args.max_steps // 10) if fresh_softmax else 0
-    with _output_dir_lock(training_args):
+    with run_output_dir_lock(training_args, PROG):
         check_output_dir(training_args.output_dir, checkpoint)  # again, locked: a run may have written there since
         trainer = ElmoPretrainingTrainer(
             model=model,
