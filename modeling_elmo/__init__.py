@@ -1,52 +1,85 @@
 """ELMo for Hugging Face Transformers, for users of the installed package: importing it registers the config, the
 models and the tokenizer with the Auto classes and for `save_pretrained`'s remote code (and no pipeline: see
-pipeline_elmo.py). The top-level modules are the remote code; the commands live in the subpackages."""
+pipeline_elmo.py). The top-level modules are the remote code; the commands live in the subpackages (a console
+command may register after parsing its arguments: see `modeling_elmo.commands`)."""
 
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForPreTraining,
-    AutoModelForSequenceClassification,
-    AutoModelForTokenClassification,
-    AutoTokenizer,
-)
+import importlib
 
-from .configuration_elmo import ElmoConfig, pipeline_class
-from .modeling_elmo import (
-    ElmoForPreTraining,
-    ElmoForPreTrainingOutput,
-    ElmoForSequenceClassification,
-    ElmoForTokenClassification,
-    ElmoHeadModel,
-    ElmoModel,
-    ElmoModelOutput,
-    ElmoPreTrainedModel,
-)
-from .tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer
+from .commands import light_start
 
-AutoConfig.register(ElmoConfig.model_type, ElmoConfig)
-AutoModel.register(ElmoConfig, ElmoModel)
-AutoModelForTokenClassification.register(ElmoConfig, ElmoForTokenClassification)
-AutoModelForSequenceClassification.register(ElmoConfig, ElmoForSequenceClassification)
-AutoModelForPreTraining.register(ElmoConfig, ElmoForPreTraining)
-AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer)
+# public name: the module that defines it
+_EXPORTS = {
+    "ElmoConfig": "configuration_elmo",
+    "ElmoForPreTraining": "modeling_elmo",
+    "ElmoForPreTrainingOutput": "modeling_elmo",
+    "ElmoForSequenceClassification": "modeling_elmo",
+    "ElmoForTokenClassification": "modeling_elmo",
+    "ElmoHeadModel": "modeling_elmo",
+    "ElmoModel": "modeling_elmo",
+    "ElmoModelOutput": "modeling_elmo",
+    "ElmoPreTrainedModel": "modeling_elmo",
+    "ElmoBatchEncoding": "tokenization_elmo",
+    "ElmoTokenizer": "tokenization_elmo",
+}
+_registered = False
 
-# save_pretrained / push_to_hub then copy the code files and write `auto_map`, so that saved folders also load with
-# `trust_remote_code=True` where this package is not installed (see `modeling_elmo.hub.remote_code`).
-ElmoConfig.register_for_auto_class()
-ElmoModel.register_for_auto_class("AutoModel")
-ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
-ElmoForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
-ElmoForPreTraining.register_for_auto_class("AutoModelForPreTraining")
-ElmoTokenizer.register_for_auto_class("AutoTokenizer")
+
+def register_auto_classes() -> None:
+    """Register the config, the models and the tokenizer with the Auto classes and for `save_pretrained`'s remote
+    code, once; the public classes become attributes of the package."""
+    global _registered
+    if _registered:
+        return
+    from transformers import (
+        AutoConfig,
+        AutoModel,
+        AutoModelForPreTraining,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+        AutoTokenizer,
+    )
+
+    for name, module in _EXPORTS.items():
+        globals()[name] = getattr(importlib.import_module(f".{module}", __name__), name)
+    config, tokenizer = globals()["ElmoConfig"], globals()["ElmoTokenizer"]
+    models = {
+        AutoModel: globals()["ElmoModel"],
+        AutoModelForTokenClassification: globals()["ElmoForTokenClassification"],
+        AutoModelForSequenceClassification: globals()["ElmoForSequenceClassification"],
+        AutoModelForPreTraining: globals()["ElmoForPreTraining"],
+    }
+    AutoConfig.register(config.model_type, config)
+    for auto_class, model in models.items():
+        auto_class.register(config, model)
+    AutoTokenizer.register(config, tokenizer_class=tokenizer)
+    # save_pretrained / push_to_hub then copy the code files and write `auto_map`, so that saved folders also load
+    # with `trust_remote_code=True` where this package is not installed (see `modeling_elmo.hub.remote_code`).
+    config.register_for_auto_class()
+    for auto_class, model in models.items():
+        model.register_for_auto_class(auto_class.__name__)
+    tokenizer.register_for_auto_class("AutoTokenizer")
+    _registered = True
 
 
 def __getattr__(name: str) -> type:
-    """`ElmoTokenClassificationPipeline` and `ElmoFeatureExtractionPipeline`, imported on first use (Transformers'
+    """The public classes (registering the Auto classes first, where a console command deferred it),
+    `ElmoTokenClassificationPipeline` and `ElmoFeatureExtractionPipeline`, imported on first use (Transformers'
     pipelines are slow to import)."""
+    if name in _EXPORTS:
+        register_auto_classes()
+        return globals()[name]
     if name in ("ElmoFeatureExtractionPipeline", "ElmoTokenClassificationPipeline"):
+        register_auto_classes()
+        from .configuration_elmo import pipeline_class
+
         return pipeline_class(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# A console command of `commands.LIGHT_START_COMMANDS` answers --help and argument errors first and registers
+# afterwards (`commands.start_work`): importing torch and Transformers takes seconds.
+if not light_start():
+    register_auto_classes()
 
 
 __all__ = [

@@ -27,18 +27,34 @@ from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
     DataCollatorWithPadding,
-    HfArgumentParser,
     TrainingArguments,
     set_seed,
 )
 
 from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
-from ..finetuning.trainer import ElmoCardTrainer, HeadArguments, TimeBudgetCallback, attach_activation_cache
+from ..commands.arguments import (
+    NO_SUCH_FOLDER,
+    missing_model_folder,
+    parse_trainer_arguments,
+    subcommands_epilog,
+    trainer_argument_parser,
+    training_arguments_problem,
+)
+from ..commands.output_lock import OutputFolderInUseError, run_output_dir_lock
+from ..finetuning.activation_cache import ElmoActivationCache
+from ..finetuning.trainer import (
+    KEEPS_THE_MODEL_VALUE,
+    ElmoCardTrainer,
+    HeadArguments,
+    TimeBudgetCallback,
+    attach_activation_cache,
+)
 from ..hub.model_card import render_classifier_model_card
 from ..runtime.cpu_threads import configure_cpu_threads
 from . import data as task_data
 from .metrics import build_compute_metrics
 from .output_folder import (
+    ForeignFilesError,
     check_output_folder,
     claim_output_folder,
     seal_output_folder,
@@ -52,7 +68,9 @@ logger = logging.getLogger(PROG)
 
 @dataclass
 class ModelArguments(HeadArguments):
-    classifier_pooling: str | None = field(default=None, metadata={"help": "'mean', 'max' or 'mean_max'"})
+    classifier_pooling: str | None = field(
+        default=None, metadata={"help": "'mean', 'max' or 'mean_max'" + KEEPS_THE_MODEL_VALUE}
+    )
 
 
 @dataclass
@@ -67,13 +85,21 @@ class DataArguments:
     regression: bool | None = field(
         default=None, metadata={"help": "numeric targets (default: when the label column holds floats)"}
     )
-    max_seq_length: int | None = field(default=None, metadata={"help": "truncate each text to this many words"})
+    max_seq_length: int | None = field(
+        default=None, metadata={"help": "truncate each text to this many words (default: no truncation)"}
+    )
     shuffle_train_dataset: bool = field(
         default=False, metadata={"help": "shuffle the training records (with --seed) before --max_train_samples"}
     )
-    max_train_samples: int | None = None
-    max_eval_samples: int | None = None
-    max_predict_samples: int | None = None
+    max_train_samples: int | None = field(
+        default=None, metadata={"help": "train on the first N records only (default: all)"}
+    )
+    max_eval_samples: int | None = field(
+        default=None, metadata={"help": "evaluate on the first N records only (default: all)"}
+    )
+    max_predict_samples: int | None = field(
+        default=None, metadata={"help": "predict the first N test records only (default: all)"}
+    )
     elmo_cache: bool = field(default=False, metadata={"help": "cache frozen-biLM activations per sentence"})
     elmo_cache_dir: str | None = field(default=None, metadata={"help": "persist the activation cache here"})
     time_budget_minutes: float | None = field(
@@ -105,8 +131,15 @@ def _files(data: DataArguments, training: TrainingArguments) -> dict[str, str]:
     return {split: given[split] for split, needed in wanted.items() if needed}
 
 
+def _check_model_folder(model_name_or_path: str) -> None:
+    """Refuse a model argument naming a folder that does not exist, before any Hub round trip."""
+    if missing_model_folder(model_name_or_path):
+        raise task_data.DataError(f"--model_name_or_path {model_name_or_path}: {NO_SUCH_FOLDER}.")
+
+
 def _fine_tuned_labels(model_name_or_path: str) -> tuple[str, list[str] | None]:
     """(problem type, label names) of an already fine-tuned classifier, for evaluation without a train file."""
+    _check_model_folder(model_name_or_path)
     config = AutoConfig.from_pretrained(model_name_or_path)
     if not any(name.endswith("ForSequenceClassification") for name in config.architectures or []):
         raise task_data.DataError(
@@ -164,6 +197,7 @@ def read_task(files: dict[str, str], data: DataArguments, model_name_or_path: st
 
 
 def _load_model(model_args: ModelArguments, task: Task, trains: bool, pairs: bool):
+    _check_model_folder(model_args.model_name_or_path)
     overrides = model_args.config_overrides()
     if trains:
         names = task.label_names or ["score"]
@@ -205,9 +239,30 @@ def _fail(message: str) -> None:
     raise SystemExit(2)
 
 
+def build_parser():
+    """The parser of `elmo-train-classifier`: its model and data flags, every `TrainingArguments` flag, and the
+    `prepare-sst` subcommand in the help."""
+    return trainer_argument_parser(
+        (ModelArguments, DataArguments, TrainingArguments),
+        prog=PROG,
+        description="Sentence or sentence-pair classification (or regression) with ELMo and the Transformers "
+        "Trainer, the way Transformers' run_classification.py works.",
+        epilog=subcommands_epilog(PROG, {"prepare-sst": "write the Stanford Sentiment Treebank as JSON lines files"}),
+    )
+
+
+def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
+    """The command line as dataclasses; an unknown flag or a bad value stops with one line, exit status 2."""
+    parser = build_parser()
+    model_args, data_args, training_args = parse_trainer_arguments(parser, argv)
+    problem = training_arguments_problem(training_args)
+    if problem:
+        parser.error(problem)
+    return model_args, data_args, training_args
+
+
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
-    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments), prog=PROG)
-    model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    model_args, data_args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     output_dir = Path(training_args.output_dir)
 
@@ -222,8 +277,27 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         cache = attach_activation_cache(model, data_args.elmo_cache, data_args.elmo_cache_dir)
     except (OSError, ValueError, SafetensorError) as error:  # DataError, ForeignFilesError, a bad model or option
         _fail(str(error).splitlines()[0] if str(error) else repr(error))
-    claim_output_folder(output_dir)
+    try:
+        with run_output_dir_lock(training_args, PROG):
+            check_output_folder(output_dir)  # again, locked: another run may have written there since the check
+            claim_output_folder(output_dir)
+            return _train_and_evaluate(model_args, data_args, training_args, files, task, model, tokenizer, cache)
+    except (OutputFolderInUseError, ForeignFilesError) as error:
+        _fail(str(error))
 
+
+def _train_and_evaluate(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TrainingArguments,
+    files: dict[str, str],
+    task: Task,
+    model,
+    tokenizer,
+    cache: ElmoActivationCache | None,
+) -> dict[str, dict[str, float]]:
+    """Train, evaluate and predict as the command line asks, writing the results, predictions and card."""
+    output_dir = Path(training_args.output_dir)
     encoded = {
         split: encode(table, task.labels.get(split), tokenizer, task, data_args)
         for split, table in task.tables.items()

@@ -26,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..commands.arguments import subcommands_epilog
 from ..hub.model_card import ModelCardError
 from ..hub.push import HubError, check_push_target, push_folder
 from .convert import ConversionError, ConversionResult, convert_checkpoint, prepare_output
@@ -183,7 +184,14 @@ def batch_main(argv: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="elmo-publish",
+        description=__doc__.split("\n\n")[0],
+        epilog=subcommands_epilog(
+            "elmo-publish",
+            {"batch --input-dir DOWNLOADS --output-dir OUT": "convert every downloaded EFML or NLPL model"},
+        ),
+    )
     parser.add_argument("--namespace", required=True, help="Hub user or organization that receives the repos")
     parser.add_argument("--presets", nargs="+", choices=list(PRESETS), default=list(PRESETS), help="default: all")
     parser.add_argument("--work-dir", type=Path, default=Path("elmo-presets"), help="where converted folders go")

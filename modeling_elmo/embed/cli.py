@@ -16,6 +16,8 @@ torchrun) process RANK of WORLD embeds batches RANK, RANK + WORLD, ... into `OUT
 on stderr: exit status 2 for bad arguments, 1 for other errors, 130 when interrupted.
 """
 
+from __future__ import annotations  # torch and numpy types in annotations: imported when the work starts
+
 import argparse
 import contextlib
 import os
@@ -23,12 +25,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-import numpy as np
-import torch
-from tqdm.auto import tqdm
-
+from ..commands import start_work
+from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, subcommands_epilog
 from ..runtime.cpu_threads import configure_cpu_threads
 from .batching import Batch, EmbedInputError, Sentence, bucketed_batches, read_sentences
 from .store import (
@@ -41,7 +41,11 @@ from .store import (
     shard_output,
 )
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+DTYPES = ("bfloat16", "float16", "float32")  # torch dtypes
 LAYERS = ("all", "top", "average")
 POOLINGS = ("none", "mean")
 
@@ -73,6 +77,8 @@ def process_device(device: torch.device, world: int) -> torch.device:
     """The device of this process: with several processes, an accelerator named without an index (`cuda`) means
     the process's own one, `LOCAL_RANK` (set by `accelerate launch` / torchrun)."""
     if world > 1 and device.type != "cpu" and device.index is None:
+        import torch
+
         return torch.device(device.type, int(os.environ.get("LOCAL_RANK", "0")))
     return device
 
@@ -82,12 +88,10 @@ def load_model(model_id: str, dtype: torch.dtype, device: torch.device, progress
     from transformers import AutoConfig, AutoModel, AutoTokenizer
     from transformers.utils import logging
 
-    from .. import ElmoModel  # noqa: F401  (registers the Auto classes)
+    start_work()  # registers the Auto classes
 
     if not progress:
         logging.disable_progress_bar()
-    if _looks_like_a_path(model_id) and not Path(model_id).exists():
-        raise EmbedModelError(f"Model folder not found: {model_id}")
     with _loading(model_id):
         model_type = AutoConfig.from_pretrained(model_id).model_type
     if model_type != "elmo":
@@ -107,13 +111,10 @@ def _loading(model_id: str) -> Iterator[None]:
         raise EmbedModelError(f"Cannot load model '{model_id}': {type(error).__name__}: {one_line(error)}") from error
 
 
-def _looks_like_a_path(model_id: str) -> bool:
-    """Whether `model_id` cannot be a Hub repo id (`name` or `namespace/name`)."""
-    return Path(model_id).is_absolute() or model_id.startswith(".") or model_id.count("/") > 1
-
-
 def _device(name: str) -> torch.device:
     """The torch device `name`, checked to be usable here."""
+    import torch
+
     try:
         device = torch.device(name)
         torch.empty(0, device=device)
@@ -132,6 +133,9 @@ def _encode(tokenizer, sentences: list[Sentence], device: torch.device) -> dict[
 def embed_batch(model, tokenizer, batch: Batch, layers: str, pooling: str = "none") -> dict[int, np.ndarray]:
     """Float32 arrays of every sentence of `batch` by line index, shaped as in the module docstring: per word, or
     with `pooling="mean"` the mean over the sentence's words (the word axis removed)."""
+    import numpy as np
+    import torch
+
     num_layers, width = model.config.num_hidden_layers + 1, model.config.hidden_size
     empty_shape = (num_layers, 0, width) if layers == "all" else (0, width)
     if pooling == "mean":
@@ -162,6 +166,8 @@ def replay_in_word_cache(model, tokenizer, batch: Batch) -> None:
     words computed alongside it, so only a cache that sees every batch in order holds the values of an uninterrupted
     single-process run, and gives later batches its exact results.
     """
+    import torch
+
     sentences = [sentence for sentence in batch.sentences if sentence.words]
     if not sentences:
         return
@@ -172,6 +178,8 @@ def replay_in_word_cache(model, tokenizer, batch: Batch) -> None:
 
 
 def _check_finite(arrays: dict[int, np.ndarray], input_path: Path, dtype: str) -> None:
+    import numpy as np
+
     bad = [index for index, array in arrays.items() if not np.isfinite(array).all()]
     if bad:
         raise EmbedModelError(
@@ -233,7 +241,10 @@ def run(args: argparse.Namespace) -> Path:
     manifest = _manifest(args, device, rank, world)
     device = process_device(device, world)
     store = PartStore(output, manifest, overwrite=args.overwrite)
-    tokenizer, model = load_model(args.model, DTYPES[args.dtype], device, progress=not args.no_progress)
+    import torch
+    from tqdm.auto import tqdm
+
+    tokenizer, model = load_model(args.model, getattr(torch, args.dtype), device, progress=not args.no_progress)
     if args.word_cache:
         model.enable_word_cache(args.word_cache)
     if device.type == "cpu":  # this command owns its process: fewer threads where the machine is busy, same bits
@@ -284,12 +295,14 @@ def _integer(minimum: int) -> Callable[[str], int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="elmo-embed",
-        description="Embed a corpus (one sentence per line) with ELMo into an HDF5 file (the `allennlp elmo` layout). "
-        "`elmo-embed merge OUTPUT SHARD...` joins the files of a multi-process run.",
+        description="Embed a corpus (one sentence per line) with ELMo into an HDF5 file (the `allennlp elmo` layout).",
+        epilog=subcommands_epilog("elmo-embed", {"merge OUTPUT SHARD...": "join the files of a multi-process run"}),
     )
     parser.add_argument("input", help="text file, one sentence per line (UTF-8)")
     parser.add_argument("output", help="HDF5 file to write")
-    parser.add_argument("--model", required=True, help="model folder or Hub repo id")
+    parser.add_argument(
+        "--model", required=True, help="model folder, or Hub repo id 'namespace/name' (anything else is a folder)"
+    )
     parser.add_argument("--layers", choices=LAYERS, default="all", help="all layers, the top one, or their mean")
     parser.add_argument(
         "--pooling", choices=POOLINGS, default="none", help="none: a vector per word; mean: one per sentence"
@@ -330,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
             written = _merge(argv[1:])
         else:
             args = build_parser().parse_args(argv)
+            if missing_model_folder(args.model):
+                raise EmbedUsageError(f"Model folder not found: {args.model} ({NO_SUCH_FOLDER}).")
             if args.max_tokens_per_batch is None and args.batch_size is None:
                 args.batch_size = 64
             written = run(args)

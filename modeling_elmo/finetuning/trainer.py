@@ -28,6 +28,9 @@ class TimeBudgetCallback(TrainerCallback):
         return control
 
 
+KEEPS_THE_MODEL_VALUE = " (default: keeps the model folder's value)"
+
+
 @dataclass
 class HeadArguments:
     """The model flags of both fine-tuning commands: the model to start from and the `ElmoConfig` fields of the head
@@ -36,14 +39,25 @@ class HeadArguments:
     model_name_or_path: str = field(
         metadata={"help": "an ELMo folder (elmo-convert, elmo-pretrain) or a model this command fine-tuned"}
     )
-    classifier_head: str | None = field(default=None, metadata={"help": "'linear' or 'bilstm' (a BiLSTM first)"})
-    freeze_elmo: bool | None = field(default=None, metadata={"help": "keep the biLM fixed (the config default: True)"})
-    tagger_hidden_size: int | None = field(default=None, metadata={"help": "BiLSTM size per direction"})
-    tagger_num_layers: int | None = field(default=None, metadata={"help": "BiLSTM layers"})
-    classifier_dropout: float | None = field(default=None, metadata={"help": "dropout of the head"})
-    scalar_mix_l2_coef: float | None = field(default=None, metadata={"help": "L2 penalty on the scalar-mix weights"})
+    classifier_head: str | None = field(
+        default=None, metadata={"help": "'linear' or 'bilstm' (a BiLSTM first)" + KEEPS_THE_MODEL_VALUE}
+    )
+    freeze_elmo: bool | None = field(
+        default=None,
+        metadata={"help": "keep the biLM fixed (default: keeps the model folder's value, True for a biLM folder)"},
+    )
+    tagger_hidden_size: int | None = field(
+        default=None, metadata={"help": "BiLSTM size per direction" + KEEPS_THE_MODEL_VALUE}
+    )
+    tagger_num_layers: int | None = field(default=None, metadata={"help": "BiLSTM layers" + KEEPS_THE_MODEL_VALUE})
+    classifier_dropout: float | None = field(
+        default=None, metadata={"help": "dropout of the head" + KEEPS_THE_MODEL_VALUE}
+    )
+    scalar_mix_l2_coef: float | None = field(
+        default=None, metadata={"help": "L2 penalty on the scalar-mix weights" + KEEPS_THE_MODEL_VALUE}
+    )
     scalar_mix_layer_norm: bool | None = field(
-        default=None, metadata={"help": "layer-normalise biLM layers in the mix"}
+        default=None, metadata={"help": "layer-normalise biLM layers in the mix" + KEEPS_THE_MODEL_VALUE}
     )
 
     def config_overrides(self) -> dict[str, object]:
@@ -75,4 +89,10 @@ class ElmoCardTrainer(Trainer):
             super().create_model_card(**kwargs)
 
 
-__all__ = ["ElmoCardTrainer", "HeadArguments", "TimeBudgetCallback", "attach_activation_cache"]
+__all__ = [
+    "KEEPS_THE_MODEL_VALUE",
+    "ElmoCardTrainer",
+    "HeadArguments",
+    "TimeBudgetCallback",
+    "attach_activation_cache",
+]

@@ -23,39 +23,63 @@ from transformers import (
     AutoModelForTokenClassification,
     AutoTokenizer,
     DataCollatorForTokenClassification,
-    HfArgumentParser,
     TrainingArguments,
     set_seed,
 )
 
 from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
-from ..finetuning.trainer import ElmoCardTrainer, HeadArguments, TimeBudgetCallback, attach_activation_cache
+from ..commands.arguments import (
+    NO_SUCH_FOLDER,
+    missing_model_folder,
+    parse_trainer_arguments,
+    trainer_argument_parser,
+    training_arguments_problem,
+)
+from ..commands.output_lock import OutputFolderInUseError, run_output_dir_lock
+from ..finetuning.activation_cache import ElmoActivationCache
+from ..finetuning.trainer import (
+    KEEPS_THE_MODEL_VALUE,
+    ElmoCardTrainer,
+    HeadArguments,
+    TimeBudgetCallback,
+    attach_activation_cache,
+)
 from ..hub.model_card import render_ner_model_card
 from ..runtime.cpu_threads import configure_cpu_threads
 from .conll import encode_for_elmo, load_conll
 from .metrics import build_compute_metrics, decode_tags
 
-logger = logging.getLogger("elmo-train-ner")
+PROG = "elmo-train-ner"
+logger = logging.getLogger(PROG)
 
 
 @dataclass
 class ModelArguments(HeadArguments):
-    use_crf: bool | None = field(default=None, metadata={"help": "top the head with a CRF"})
+    use_crf: bool | None = field(default=None, metadata={"help": "top the head with a CRF" + KEEPS_THE_MODEL_VALUE})
 
 
 @dataclass
 class DataArguments:
-    data_dir: str | None = field(default=None, metadata={"help": "folder with train.txt, dev.txt, test.txt"})
-    train_file: str | None = None
-    validation_file: str | None = None
-    test_file: str | None = None
-    max_length: int | None = field(default=None, metadata={"help": "truncate sentences to this many words"})
-    max_train_samples: int | None = None
-    max_eval_samples: int | None = None
+    data_dir: str | None = field(
+        default=None, metadata={"help": "folder with train.txt, dev.txt, test.txt (each used when present)"}
+    )
+    train_file: str | None = field(default=None, metadata={"help": "CoNLL train file (default: DATA_DIR/train.txt)"})
+    validation_file: str | None = field(default=None, metadata={"help": "CoNLL dev file (default: DATA_DIR/dev.txt)"})
+    test_file: str | None = field(default=None, metadata={"help": "CoNLL test file (default: DATA_DIR/test.txt)"})
+    max_length: int | None = field(
+        default=None, metadata={"help": "truncate sentences to this many words (default: no truncation)"}
+    )
+    max_train_samples: int | None = field(
+        default=None, metadata={"help": "train on the first N sentences only (default: all)"}
+    )
+    max_eval_samples: int | None = field(
+        default=None, metadata={"help": "evaluate on the first N dev sentences only (default: all)"}
+    )
     elmo_cache: bool = field(default=False, metadata={"help": "cache frozen-biLM activations per sentence"})
     elmo_cache_dir: str | None = field(default=None, metadata={"help": "persist the activation cache here"})
     time_budget_minutes: float | None = field(
-        default=None, metadata={"help": "stop training (then evaluate) once this much training time has passed"}
+        default=None,
+        metadata={"help": "stop training (then evaluate) once this much training time has passed (default: no limit)"},
     )
 
 
@@ -81,13 +105,33 @@ def _load_model(model_args: ModelArguments, label_names: list[str] | None):
     return AutoModelForTokenClassification.from_pretrained(model_args.model_name_or_path, **overrides)
 
 
+def build_parser():
+    """The parser of `elmo-train-ner`: its model and data flags and every `TrainingArguments` flag."""
+    return trainer_argument_parser(
+        (ModelArguments, DataArguments, TrainingArguments),
+        prog=PROG,
+        description="Fine-tune ELMo for NER on CoNLL-format files with the Transformers Trainer.",
+    )
+
+
+def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
+    """The command line as dataclasses; an unknown flag or a bad value stops with one line, exit status 2."""
+    parser = build_parser()
+    model_args, data_args, training_args = parse_trainer_arguments(parser, argv)
+    problem = training_arguments_problem(training_args)
+    if problem:
+        parser.error(problem)
+    return model_args, data_args, training_args
+
+
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
-    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
-    model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    model_args, data_args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
 
     set_seed(training_args.seed)  # the head is initialised before the Trainer exists
     try:
+        if missing_model_folder(model_args.model_name_or_path):
+            raise ValueError(f"--model_name_or_path {model_args.model_name_or_path}: {NO_SUCH_FOLDER}.")
         files = _data_files(data_args)
         # without a train file, evaluate with the fine-tuned model's own labels (an unknown tag is then an error)
         label_names = None if "train" in files else _labels_if_fine_tuned(model_args.model_name_or_path)
@@ -98,6 +142,23 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     except (OSError, ValueError, SafetensorError) as error:  # missing/unreadable data, model or cache; a bad option
         sys.exit(f"elmo-train-ner: error: {str(error).splitlines()[0] if str(error) else repr(error)}")
 
+    try:
+        with run_output_dir_lock(training_args, PROG):
+            return _train_and_evaluate(model_args, data_args, training_args, model, tokenizer, raw, cache)
+    except OutputFolderInUseError as error:
+        sys.exit(f"{PROG}: error: {error}")
+
+
+def _train_and_evaluate(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TrainingArguments,
+    model,
+    tokenizer,
+    raw: dict,
+    cache: ElmoActivationCache | None,
+) -> dict[str, dict[str, float]]:
+    """Train, evaluate and predict as the command line asks, writing the results, report and card."""
     limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples}
     encoded = {}
     for split, dataset in raw.items():

@@ -4,19 +4,27 @@ The Trainer writes a `checkpoint-N` folder file by file: weights, optimizer, ran
 `trainer_state.json` last. A run killed while saving leaves a folder without that file, or with it cut short, and a
 re-save over an older `checkpoint-N` first removes it (`ElmoPretrainingTrainer._save_checkpoint`), so a folder is
 complete exactly when its `trainer_state.json` reads back with the step of its name. `last` takes the newest complete
-checkpoint (skipping incomplete ones with a warning); naming an incomplete one is refused.
+checkpoint (skipping incomplete ones with a warning); naming an incomplete one is refused. The files of a complete
+folder are read back before resuming (`check_checkpoint_files`), so damaged weights, optimizer or stream states are
+refused with one line naming the file instead of a traceback from deep inside the Trainer.
 """
 
 import json
 import logging
+import pickle
 import re
+import zipfile
 from pathlib import Path
 
+import torch
+from safetensors import SafetensorError, safe_open
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 logger = logging.getLogger("elmo-pretrain")
 
 TRAINER_STATE_NAME = "trainer_state.json"
+WEIGHTS_NAME = "model.safetensors"
+STREAM_STATES_PATTERN = "stream_states_*.pt"
 _CHECKPOINT_NAME = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 
 
@@ -75,3 +83,74 @@ def resolve_checkpoint(value: str | None, output_dir: str) -> Path | None:
             "probably killed while saving it); resume from an earlier one, or use 'last'."
         )
     return checkpoint
+
+
+def _check_weights(path: Path, expected_shapes: dict[str, tuple[int, ...]]) -> None:
+    """Refuse a checkpoint's weights file that is missing, unreadable or cut short, or whose tensors are not the
+    model's (names and shapes)."""
+    if not path.is_file():
+        raise CheckpointError(f"Cannot resume from {path.parent}: no {path.name} (its weights) in it.")
+    try:
+        with safe_open(path, framework="pt") as weights:
+            shapes = {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}
+    except (SafetensorError, OSError) as error:
+        raise CheckpointError(f"Cannot resume from {path.parent}: {path} is damaged or cut short ({error}).") from None
+    for name, shape in expected_shapes.items():
+        if shapes.get(name) != shape:
+            found = f"has shape {shapes[name]}" if name in shapes else "is missing"
+            raise CheckpointError(
+                f"Cannot resume from {path.parent}: in {path}, {name} {found} (the model needs {shape})."
+            )
+
+
+def _check_archive(path: Path) -> None:
+    """Refuse a file `torch.save` wrote (a zip archive) whose content is damaged or cut short (CRC of every member)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        raise CheckpointError(f"Cannot resume from {path.parent}: {path} is damaged or cut short ({error}).") from None
+    if damaged is not None:
+        raise CheckpointError(f"Cannot resume from {path.parent}: {path} is damaged ({damaged} fails its checksum).")
+
+
+def _is_tensor(value: object) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def _check_stream_states(path: Path, layers: int, rows: int) -> None:
+    """Refuse stream states that are not, per biLM layer, a hidden and a cell state of `rows` rows per direction."""
+    _check_archive(path)
+    try:
+        states = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as error:
+        raise CheckpointError(f"Cannot resume from {path.parent}: {path} is not readable ({error}).") from None
+    well_formed = (
+        isinstance(states, (list, tuple))
+        and len(states) == layers
+        and all(
+            isinstance(state, (list, tuple))
+            and len(state) == 2
+            and all(_is_tensor(part) and part.dim() == 3 and part.shape[:2] == (2, rows) for part in state)
+            for state in states
+        )
+    )
+    if not well_formed:
+        raise CheckpointError(
+            f"Cannot resume from {path.parent}: {path} does not hold the LSTM states of {layers} layers x "
+            f"(hidden, cell) of {rows} rows per direction."
+        )
+
+
+def check_checkpoint_files(
+    checkpoint: Path, expected_shapes: dict[str, tuple[int, ...]], layers: int, rows: int
+) -> None:
+    """Read back what resuming from `checkpoint` loads: the weights (`expected_shapes`: the model's state dict
+    shapes), every archive `torch.save` wrote (optimizer, scheduler, random states) and the carried LSTM states
+    (`layers` biLM layers, `rows` rows per batch). Raises `CheckpointError` naming the file."""
+    _check_weights(checkpoint / WEIGHTS_NAME, expected_shapes)
+    for path in sorted([*checkpoint.glob("*.pt"), *checkpoint.glob("*.pth")]):
+        if path.match(STREAM_STATES_PATTERN):
+            _check_stream_states(path, layers, rows)
+        else:
+            _check_archive(path)

@@ -2,9 +2,10 @@
 
 Files are found with globs (`**` included) and read streaming, line by line, so a corpus of any size runs in flat
 memory. Decisions, each tested:
-- Lines are split on `\\n` only and decoded one at a time, so invalid UTF-8 is reported as a `CorpusError` naming the
-  file and the line (an error, not a skip: a damaged shard is better fixed than silently shortened). A byte-order mark
-  at the start of a file is dropped. A `\\r` (Windows line end) is whitespace, so `\\r\\n` files read as `\\n` files.
+- Lines end at `\\n`, `\\r\\n` or a lone `\\r`, as bilm-tf reads its shards (`open(shard).readlines()`: Python's
+  universal newlines), so a file with old Mac line ends holds as many sentences as lines. Lines are decoded one at a
+  time, so invalid UTF-8 is reported as a `CorpusError` naming the file and the line (an error, not a skip: a damaged
+  shard is better fixed than silently shortened). A byte-order mark at the start of a file is dropped.
 - Blank (whitespace-only) lines are skipped: they are not sentences and are not counted as sentences anywhere.
 - With several processes (`world_size > 1`), each rank reads its own shards, `files[rank::world_size]` of the sorted
   list, when there are at least as many shards as processes; with fewer shards every rank reads every file and keeps
@@ -16,14 +17,18 @@ import glob
 import logging
 import os
 import random
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from tqdm.auto import tqdm
 
 logger = logging.getLogger(__name__)
 
 _PROGRESS_EVERY_BYTES = 1 << 20  # progress bars move once per 2**20 bytes read: one update per line would cost more
+_READ_BYTES = 1 << 20
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 _warned_sentence_split: set[tuple[int, int]] = set()
 
 
@@ -69,13 +74,30 @@ def _describe(files: Sequence[PathLike], limit: int = 3) -> str:
     return ", ".join(names) + more
 
 
+def universal_lines(handle: BinaryIO) -> Iterator[bytes]:
+    """The lines of a binary file, each with its line end, split at `\\n`, `\\r\\n` and a lone `\\r` (Python's
+    universal newlines), reading 2**20 bytes at a time."""
+    pending = b""
+    while chunk := handle.read(_READ_BYTES):
+        pending += chunk
+        start = 0
+        for end in _LINE_END.finditer(pending):
+            if end.end() == len(pending) and end.group() == b"\r":
+                break  # the `\n` of a `\r\n` may start the next chunk
+            yield pending[start : end.end()]
+            start = end.end()
+        pending = pending[start:]
+    if pending:
+        yield pending
+
+
 def read_sentences(path: PathLike, progress: tqdm | None = None) -> Iterator[list[str]]:
     """The sentences of one file (lists of words), streaming; blank lines skipped. Invalid UTF-8 raises `CorpusError`
     naming the file and line. `progress`, when given, advances by the bytes read."""
     pending = 0
     try:
         with open(path, "rb") as handle:
-            for line_number, raw in enumerate(handle, start=1):
+            for line_number, raw in enumerate(universal_lines(handle), start=1):
                 try:
                     line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
                 except UnicodeDecodeError as error:

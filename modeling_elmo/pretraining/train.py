@@ -27,7 +27,6 @@ import torch
 from safetensors import SafetensorError
 from torch.utils.data import DataLoader
 from transformers import (
-    HfArgumentParser,
     Trainer,
     TrainerCallback,
     TrainingArguments,
@@ -35,15 +34,28 @@ from transformers import (
 )
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from ..commands.arguments import (
+    NO_SUCH_FOLDER,
+    first_line,
+    given,
+    missing_model_folder,
+    parse_trainer_arguments,
+    replace_help,
+    subcommands_epilog,
+    trainer_argument_parser,
+    training_arguments_problem,
+)
+from ..commands.output_lock import OutputFolderInUseError, run_output_dir_lock
 from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
 from ..hub.model_card import render_pretrained_model_card
 from ..modeling_elmo import ElmoForPreTraining
 from ..runtime.cpu_threads import configure_cpu_threads
 from ..tokenization_elmo import ElmoTokenizer
 from . import build_vocab
-from .checkpoints import TRAINER_STATE_NAME, CheckpointError, resolve_checkpoint, saved_state
+from .checkpoints import TRAINER_STATE_NAME, CheckpointError, check_checkpoint_files, resolve_checkpoint, saved_state
 from .corpus import CorpusError, count_positions, resolve_corpus_files
 from .evaluation import evaluate_perplexity
+from .memory import MemoryNeedError, check_training_memory
 from .options import PretrainingOptions, PretrainingOptionsError, read_pretraining_options
 from .output_folder import OutputFolderError, check_output_dir
 from .streams import LmStreamDataset
@@ -102,12 +114,6 @@ class PretrainingArguments:
     eval_batch_sentences: int = field(default=32, metadata={"help": "Sentences per batch of the evaluation."})
 
 
-def _given(argv: list[str], flag: str) -> bool:
-    """Whether `flag` (`--some_flag`, or its `--some-flag` spelling) is on the command line."""
-    spellings = (flag, "--" + flag[2:].replace("_", "-"))
-    return any(argument.split("=", 1)[0] in spellings for argument in argv)
-
-
 def options_training_defaults(options: PretrainingOptions, unroll_steps: int) -> list[str]:
     """TrainingArguments flags taken from options.json. bilm-tf clips the gradients of `loss * unroll_steps` to
     `all_clip_norm_val`; the Trainer clips those of the mean loss, so the same clipping is `all_clip_norm_val /
@@ -121,19 +127,52 @@ def options_training_defaults(options: PretrainingOptions, unroll_steps: int) ->
     ]  # fmt: skip
 
 
-def parse_arguments(argv: list[str]) -> tuple[PretrainingArguments, TrainingArguments, PretrainingOptions]:
-    """Parse the command line, with options.json's values as the defaults of the matching flags."""
-    parser = HfArgumentParser((PretrainingArguments, TrainingArguments), prog=PROG)
+# The help of the Trainer flags whose default this command sets (see `options_training_defaults`)
+COMMAND_DEFAULTS_HELP = {
+    "--output_dir": "The folder the trained model is written to (required): new or empty, or the folder of the run "
+    "resumed with --resume_from_checkpoint.",
+    "--do_train": "Train (default: True, a pretraining command trains; --do_train False evaluates a saved model).",
+    "--per_device_train_batch_size": "Rows of the stream batches per process (default: options.json's batch_size).",
+    "--num_train_epochs": "Passes over the corpus (default: options.json's n_epochs).",
+    "--max_grad_norm": "Gradient clipping of the mean loss (default: options.json's all_clip_norm_val / unroll_steps, "
+    "bilm-tf's clipping of loss * unroll_steps; 0: no clipping).",
+    "--learning_rate": f"AdamW's learning rate (default: {DEFAULT_LEARNING_RATE}).",
+    "--logging_steps": "Log the loss every this many steps (below 1: a fraction of the run; default: 50).",
+}
+
+
+def build_parser():
+    """The parser of `elmo-pretrain`: its own flags, every `TrainingArguments` flag, and the `build-vocab`
+    subcommand in the help."""
+    parser = trainer_argument_parser(
+        (PretrainingArguments, TrainingArguments),
+        prog=PROG,
+        description="Train an ELMo biLM with bilm-tf's recipe on the Transformers Trainer. The flags of options.json "
+        "(batch_size, n_epochs, all_clip_norm_val, unroll_steps, dropout, n_negative_samples_batch) are defaults; a "
+        "flag given here wins.",
+        epilog=subcommands_epilog(PROG, {"build-vocab": "count a corpus's words into a vocabulary file"}),
+    )
     parser.set_defaults(do_train=None)  # absent: train (a pretraining command trains); `--do_train False`: do not
-    first, _ = HfArgumentParser(PretrainingArguments, prog=PROG).parse_known_args(argv)
+    replace_help(parser, COMMAND_DEFAULTS_HELP)
+    return parser
+
+
+def parse_arguments(argv: list[str]) -> tuple[PretrainingArguments, TrainingArguments, PretrainingOptions]:
+    """Parse the command line, with options.json's values as the defaults of the matching flags. Argument errors
+    (an unknown flag, a value of the wrong type) stop with one line, exit status 2."""
+    parser = build_parser()
+    first, _ = parse_trainer_arguments(parser, argv)
     check_arguments(first)
+    source = first.model_name_or_path
+    if source is not None and missing_model_folder(source):
+        raise PretrainingError(f"--model_name_or_path {source}: no ELMo model there ({NO_SUCH_FOLDER}).")
     options = read_pretraining_options(first.options)
     unroll_steps = first.unroll_steps if first.unroll_steps is not None else options.unroll_steps
     defaults = options_training_defaults(options, unroll_steps)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
         defaults += ["--use_cpu", "true"]  # the Trainer runs DDP on CPUs (gloo) only with use_cpu
-    args, training_args = parser.parse_args_into_dataclasses(defaults + argv)
-    if not _given(argv, "--output_dir"):
+    args, training_args = parse_trainer_arguments(parser, defaults + argv)
+    if not given(argv, "--output_dir"):
         parser.error("--output_dir is required: the folder the trained model is written to.")
     if training_args.do_train is None:
         training_args.do_train = True
@@ -169,16 +208,12 @@ def _load_softmax(model: ElmoForPreTraining, path: str) -> None:
         raise PretrainingError(f"{path}: not a readable HDF5 file ({error}).") from None
 
 
-def _first_line(error: Exception) -> str:
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-
-
 def load_elmo_config(source: str | Path, what: str) -> ElmoConfig:
     """The `ElmoConfig` saved in `source` (a folder or Hub id), refusing a missing one or another model type."""
     try:
         config_dict, _ = ElmoConfig.get_config_dict(source)
     except OSError as error:
-        raise PretrainingError(f"{what} {source}: no ELMo model there ({_first_line(error)}).") from None
+        raise PretrainingError(f"{what} {source}: no ELMo model there ({first_line(error)}).") from None
     model_type = config_dict.get("model_type")
     if model_type != ElmoConfig.model_type:
         raise PretrainingError(f"{what} {source} holds a {model_type!r} model, not an ELMo biLM ('elmo').")
@@ -220,7 +255,7 @@ def build_model(
         model = ElmoForPreTraining.from_pretrained(source, **lm_overrides)
     except (OSError, ValueError, RuntimeError, SafetensorError) as error:
         raise PretrainingError(
-            f"--model_name_or_path {source}: cannot load its weights ({_first_line(error)})."
+            f"--model_name_or_path {source}: cannot load its weights ({first_line(error)})."
         ) from None
     if args.softmax_file:
         _load_softmax(model, args.softmax_file)
@@ -305,10 +340,17 @@ class ElmoPretrainingTrainer(Trainer):
 
 
 def _check_checkpoint(
-    checkpoint: Path, options: PretrainingOptions, vocab: LmVocabulary, args: PretrainingArguments, batch_size: int
+    checkpoint: Path,
+    options: PretrainingOptions,
+    vocab: LmVocabulary,
+    args: PretrainingArguments,
+    batch_size: int,
+    model: ElmoForPreTraining,
+    rows: int,
 ) -> None:
-    """Refuse a checkpoint of another run: another architecture, vocabulary or batch size (its carried LSTM states
-    have one row per batch row). Warn when it holds no carried states (the run then continues from zero states)."""
+    """Refuse a checkpoint of another run (another architecture, vocabulary or batch size: its carried LSTM states
+    have one row per batch row) or with damaged files. Warn when it holds no carried states (the run then continues
+    from zero states)."""
     config = load_elmo_config(checkpoint, "--resume_from_checkpoint")
     _check_architecture(options, config, f"the checkpoint {checkpoint}", args.options)
     saved = checkpoint / VOCAB_FILE
@@ -323,6 +365,8 @@ def _check_checkpoint(
             f"Cannot resume from {checkpoint}: it was trained with {saved_batch_size} rows per batch, this run has "
             f"{batch_size} (--per_device_train_batch_size); the carried LSTM states have one row per batch row."
         )
+    shapes = {name: tuple(parameter.shape) for name, parameter in model.named_parameters()}
+    check_checkpoint_files(checkpoint, shapes, layers=model.config.num_hidden_layers, rows=rows)
     if not list(checkpoint.glob("stream_states_*.pt")):
         logger.warning(
             f"{checkpoint} holds no stream_states_*.pt: the LSTM states restart from zero, so the resumed run is not "
@@ -345,21 +389,11 @@ def check_arguments(args: PretrainingArguments) -> None:
 
 
 def check_training_arguments(training_args: TrainingArguments) -> None:
-    """Refuse `TrainingArguments` values the Trainer accepts but that would train nothing, or garbage, silently."""
-    for flag, value in (
-        ("--per_device_train_batch_size", training_args.per_device_train_batch_size),
-        ("--gradient_accumulation_steps", training_args.gradient_accumulation_steps),
-    ):
-        if value < 1:
-            raise PretrainingError(f"{flag} must be an integer >= 1, got {value}.")
-    if training_args.max_steps <= 0 and not (
-        math.isfinite(training_args.num_train_epochs) and training_args.num_train_epochs > 0
-    ):
-        raise PretrainingError(f"--num_train_epochs must be a positive number, got {training_args.num_train_epochs}.")
-    if not (math.isfinite(training_args.learning_rate) and training_args.learning_rate > 0):
-        raise PretrainingError(f"--learning_rate must be a positive number, got {training_args.learning_rate}.")
-    if not training_args.max_grad_norm >= 0:  # also refuses NaN, which the Trainer takes as "no clipping"
-        raise PretrainingError(f"--max_grad_norm must be >= 0 (0: no clipping), got {training_args.max_grad_norm}.")
+    """Refuse `TrainingArguments` values the Trainer accepts but that would fail later, or train nothing or garbage
+    silently (see `commands.arguments.TRAINING_ARGUMENT_RULES`)."""
+    problem = training_arguments_problem(training_args)
+    if problem:
+        raise PretrainingError(problem)
 
 
 def check_run_mode(args: PretrainingArguments, training_args: TrainingArguments) -> None:
@@ -413,17 +447,27 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
         logger.warning("The stream batches are read in order by one process: --dataloader_num_workers is ignored.")
     unroll_steps = args.unroll_steps if args.unroll_steps is not None else options.unroll_steps
     negatives = args.n_negative_samples_batch or options.n_negative_samples_batch
+    sampled = not args.full_softmax and options.sample_softmax
+    if sampled and negatives > len(vocab):
+        raise PretrainingError(
+            f"--n_negative_samples_batch {negatives} is larger than the vocabulary ({len(vocab)} tokens in "
+            f"{args.vocab_file}): the sampled softmax draws them from the vocabulary; give at most {len(vocab)}, or "
+            "--full_softmax true."
+        )
     lm_overrides = {
         "lm_vocab_size": len(vocab),
         "lm_dropout": options.dropout if args.dropout is None else args.dropout,
-        "lm_num_negative_samples": None if args.full_softmax or not options.sample_softmax else negatives,
+        "lm_num_negative_samples": negatives if sampled else None,
     }
-    set_seed(training_args.seed)
-    model, fresh_softmax = build_model(args, options, vocab, lm_overrides, evaluation_only=not training)
     batch_size = training_args.per_device_train_batch_size
     world_size = training_args.world_size
+    if training:
+        config = ElmoConfig(**{**options.config.to_dict(), **lm_overrides})
+        check_training_memory(config, batch_size, unroll_steps, training_args.device)
+    set_seed(training_args.seed)
+    model, fresh_softmax = build_model(args, options, vocab, lm_overrides, evaluation_only=not training)
     if checkpoint is not None:
-        _check_checkpoint(checkpoint, options, vocab, args, training_args.train_batch_size)
+        _check_checkpoint(checkpoint, options, vocab, args, training_args.train_batch_size, model, batch_size)
     positions = options.n_train_tokens  # the corpus size, as bilm-tf counts it; counted only when needed
     dataset = None
     if training:
@@ -447,39 +491,41 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
     warmup = args.softmax_warmup_steps
     if warmup is None:
         warmup = min(1000, training_args.max_steps // 10) if fresh_softmax else 0
-    trainer = ElmoPretrainingTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=dataset,
-        processing_class=ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token),
-        callbacks=[SoftmaxWarmupCallback(model, warmup)] if warmup and training else None,
-        vocab=vocab,
-        eval_files=eval_files,
-        eval_batch_sentences=args.eval_batch_sentences,
-    )
-    metrics: dict = {}
-    if training:
-        result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        _check_finite(trainer.accelerator.unwrap_model(trainer.model), trainer.state.global_step)
-        trainer.save_model()
-        trainer.save_state()  # trainer_state.json: the loss and perplexity curves
-        metrics.update(result.metrics)
-        trainer.save_metrics("train", result.metrics)
-    if training_args.do_eval:
-        evaluation = trainer.evaluate()
-        trainer.save_metrics("eval", evaluation)
-        metrics.update(evaluation)
-    if training and training_args.should_save:
-        card = render_pretrained_model_card(
-            trainer.accelerator.unwrap_model(trainer.model).config,
-            options=options.to_dict(),
-            corpus_files=[str(path) for path in train_files],
-            corpus_positions=positions,
-            train_steps=trainer.state.global_step,
-            train_positions=_trained_positions(trainer.state.global_step, training_args, unroll_steps),
-            metrics=metrics,
+    with run_output_dir_lock(training_args, PROG):
+        check_output_dir(training_args.output_dir, checkpoint)  # again, locked: a run may have written there since
+        trainer = ElmoPretrainingTrainer(
+            model=model,
+            args=training_args,
+            train_dataset=dataset,
+            processing_class=ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token),
+            callbacks=[SoftmaxWarmupCallback(model, warmup)] if warmup and training else None,
+            vocab=vocab,
+            eval_files=eval_files,
+            eval_batch_sentences=args.eval_batch_sentences,
         )
-        (Path(training_args.output_dir) / "README.md").write_text(card, encoding="utf-8")
+        metrics: dict = {}
+        if training:
+            result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+            _check_finite(trainer.accelerator.unwrap_model(trainer.model), trainer.state.global_step)
+            trainer.save_model()
+            trainer.save_state()  # trainer_state.json: the loss and perplexity curves
+            metrics.update(result.metrics)
+            trainer.save_metrics("train", result.metrics)
+        if training_args.do_eval:
+            evaluation = trainer.evaluate()
+            trainer.save_metrics("eval", evaluation)
+            metrics.update(evaluation)
+        if training and training_args.should_save:
+            card = render_pretrained_model_card(
+                trainer.accelerator.unwrap_model(trainer.model).config,
+                options=options.to_dict(),
+                corpus_files=[str(path) for path in train_files],
+                corpus_positions=positions,
+                train_steps=trainer.state.global_step,
+                train_positions=_trained_positions(trainer.state.global_step, training_args, unroll_steps),
+                metrics=metrics,
+            )
+            (Path(training_args.output_dir) / "README.md").write_text(card, encoding="utf-8")
     return metrics
 
 
@@ -501,6 +547,8 @@ def main(argv: list[str] | None = None) -> int:
         ElmoConfigError,
         CheckpointError,
         OutputFolderError,
+        OutputFolderInUseError,
+        MemoryNeedError,
     ) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2

@@ -7,7 +7,8 @@ bilm-tf skips, takes no id). `<S>`, `</S>` and `<UNK>` must be present. Decision
   warning, because the sampled softmax draws its negatives by rank and they are among the most frequent tokens.
 - Refused, naming the line: invalid UTF-8, an empty (or whitespace-only) line, a token with whitespace inside (no
   word of a whitespace-tokenized corpus can match it) and a duplicate (naming both lines). Leading and trailing
-  whitespace of a line is ignored, as bilm-tf does (`line.strip()`), so `\\r\\n` files load.
+  whitespace of a line is ignored, as bilm-tf does (`line.strip()`). Lines end at `\\n`, `\\r\\n` or a lone `\\r`
+  (bilm-tf's `open(filename)`: Python's universal newlines).
 - `build_vocabulary` writes `<S>`, `</S>`, `<UNK>` first, then the corpus words by descending count, ties broken by
   the word (code-point order), so the same corpus always gives the same file.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..character_ids import BOS_TOKEN, EOS_TOKEN
-from .corpus import PathLike, iter_sentences
+from .corpus import PathLike, iter_sentences, universal_lines
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class LmVocabulary:
         tokens, line_numbers = [], []
         try:
             with open(source, "rb") as handle:
-                for line_number, raw in enumerate(handle, start=1):
+                for line_number, raw in enumerate(universal_lines(handle), start=1):
                     try:
                         token = raw.decode("utf-8-sig" if line_number == 1 else "utf-8").strip()
                     except UnicodeDecodeError as error:

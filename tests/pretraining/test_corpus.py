@@ -67,6 +67,24 @@ def test_sentences_skip_blank_lines_and_split_on_whitespace(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("line_end", ["\r", "\r\n", "\n"], ids=["CR", "CRLF", "LF"])
+def test_line_ends_are_python_universal_newlines_as_bilm_tf_reads_them(tmp_path, line_end):
+    """bilm-tf reads a shard with `open(shard).readlines()`: a lone `\\r` ends a line too (a CR-only file from an
+    old Mac holds three sentences here, not one)."""
+    text = line_end.join(["the cat sat", "a dog ran", "birds sing"]) + line_end
+    path = write(tmp_path / "a.txt", text)
+    with open(path, encoding="utf-8") as handle:  # what bilm-tf's reader gets
+        expected = [line.split() for line in handle.readlines()]
+    assert list(iter_sentences([path])) == expected == [["the", "cat", "sat"], ["a", "dog", "ran"], ["birds", "sing"]]
+    assert count_positions([path], progress=False) == 3 + 3 + 2 + 3
+
+
+def test_a_bad_line_after_cr_line_ends_is_named_by_its_universal_line_number(tmp_path):
+    bad = write(tmp_path / "b.txt", b"one\rtwo\rthree \xc3\x28 bad\rfour")
+    with pytest.raises(CorpusError, match="line 3 is not valid UTF-8"):
+        list(iter_sentences([bad]))
+
+
 def test_invalid_utf8_names_file_and_line_after_streaming_the_lines_before(tmp_path):
     good = write(tmp_path / "a.txt", "one\n")
     bad = write(tmp_path / "b.txt", b"two words\n\nthree \xc3\x28 bad\nfour\n")

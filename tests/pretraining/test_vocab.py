@@ -79,6 +79,11 @@ def test_windows_line_ends_byte_order_mark_and_surrounding_spaces_are_ignored(tm
     assert vocab.tokens == ("<S>", "</S>", "<UNK>", "the")
 
 
+def test_cr_only_line_ends_separate_tokens_as_in_bilm_tf(tmp_path):
+    vocab = LmVocabulary.from_file(write(tmp_path / "v.txt", "<S>\r</S>\r<UNK>\rthe\r"))
+    assert vocab.tokens == ("<S>", "</S>", "<UNK>", "the")
+
+
 def test_missing_file_and_directory(tmp_path):
     with pytest.raises(VocabularyError, match="vocabulary file not found"):
         LmVocabulary.from_file(tmp_path / "nope.txt")
