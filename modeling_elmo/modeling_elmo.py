@@ -25,12 +25,11 @@ from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
 from .crf import LinearChainCrf, bio_constraints
 from .lstm_engine import LstmEngine, LstmInferenceMixin, run_call
+from .lstm_states import ElmoLstmStates, LstmState
 from .packed_sentences import PackedBatch, pack_sentences
 from .padded_recurrence import is_exporting, padded_bilm_layers
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
 from .word_embedding_store import WordEmbeddingCache, WordEmbeddingStore, stored_or_computed, word_keys
-
-LstmState = tuple[torch.Tensor, torch.Tensor]
 
 
 @dataclass
@@ -48,11 +47,15 @@ class ElmoModelOutput(ModelOutput):
         elmo_representations (`tuple(torch.FloatTensor)`, *optional*, returned when `num_output_representations > 0`):
             `num_output_representations` learned scalar mixes of all layers, each `(batch_size, num_words,
             2 * projection_dim)`.
+        states (`ElmoLstmStates`, *optional*, returned when the call carried LSTM states):
+            The `states` passed in (or the model's own with `config.stateful=True`), now holding every row's final
+            LSTM states: pass them to the next call to continue from there.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     elmo_representations: tuple[torch.FloatTensor, ...] | None = None
+    states: ElmoLstmStates | None = None
 
 
 @dataclass
@@ -610,10 +613,9 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
     and returns every layer's contextual word vectors, without the sentence boundary tokens that it adds inside.
 
     Stateless by default: every call starts from zero LSTM states, so a sentence's vectors do not depend on the rest
-    of the batch. With `config.stateful=True` the final LSTM states of each batch row are carried into the same row
-    of the next call, like the original TensorFlow biLM; `reset_states()` clears them. When the batch size changes
-    in stateful mode, row `i` still continues from the stored row `i`; rows beyond the stored ones start from zero,
-    and stored rows beyond the current batch are kept untouched for later calls.
+    of the batch. A call given `states=` (an [`ElmoLstmStates`]) starts each batch row from its stored state and
+    stores the row's final state back, like the original TensorFlow biLM (the row rules are `ElmoLstmStates`'). With
+    `config.stateful=True` the model passes its own states object on every call; `reset_states()` clears it.
 
     `add_scalar_mixes=False` leaves out the `config.num_output_representations` scalar mixes (a head that mixes the
     layers itself has no use for them).
@@ -627,7 +629,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         self.bilm = ElmoBiLm(config)
         num_mixes = config.num_output_representations if add_scalar_mixes else 0
         self.scalar_mixes = nn.ModuleList(ElmoScalarMix(config) for _ in range(num_mixes))
-        self._lstm_states: list[LstmState] | None = None
+        self._lstm_states = ElmoLstmStates(config)  # carried between calls when `config.stateful`
         self._reference_implementation = False
         self.post_init()
 
@@ -656,7 +658,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
 
     def reset_states(self) -> None:
         """Forget the LSTM states carried between calls in stateful mode."""
-        self._lstm_states = None
+        self._lstm_states.reset()
 
     def enable_word_cache(self, max_words: int = 100_000) -> None:
         """
@@ -721,37 +723,12 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
                 f"{tuple(input_ids.shape)}."
             )
 
-    def _initial_states(self, batch_size: int, sort_order: torch.Tensor, like: torch.Tensor) -> list[LstmState]:
-        """Per layer, zero states or the carried ones (stateful mode), in sorted row order."""
-        cell_size, proj_size = self.config.lstm_cell_size, self.config.projection_dim
-        states = []
-        for index in range(self.config.num_hidden_layers):
-            hidden = like.new_zeros(2, batch_size, proj_size)
-            cell = like.new_zeros(2, batch_size, cell_size)
-            if self.config.stateful and self._lstm_states is not None:
-                stored_hidden, stored_cell = self._lstm_states[index]
-                rows = min(batch_size, stored_hidden.shape[1])
-                hidden[:, :rows] = stored_hidden[:, :rows].to(like)
-                cell[:, :rows] = stored_cell[:, :rows].to(like)
-            states.append((hidden[:, sort_order], cell[:, sort_order]))
-        return states
-
-    def _store_states(self, final_states: list[LstmState], sort_order: torch.Tensor) -> None:
-        """Keep the final states (sorted rows) for the next call, detached, in original row order."""
-        batch_size = sort_order.numel()
-        stored = []
-        for index, (hidden, cell) in enumerate(final_states):
-            unsorted_hidden = torch.empty_like(hidden).index_copy_(1, sort_order, hidden.detach())
-            unsorted_cell = torch.empty_like(cell).index_copy_(1, sort_order, cell.detach())
-            if self._lstm_states is not None and self._lstm_states[index][0].shape[1] > batch_size:
-                previous_hidden, previous_cell = self._lstm_states[index]
-                unsorted_hidden = torch.cat([unsorted_hidden, previous_hidden[:, batch_size:]], dim=1)
-                unsorted_cell = torch.cat([unsorted_cell, previous_cell[:, batch_size:]], dim=1)
-            stored.append((unsorted_hidden, unsorted_cell))
-        self._lstm_states = stored
-
     def _forward_exportable(
-        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None, output_hidden_states: bool | None
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None,
+        output_hidden_states: bool | None,
+        states: ElmoLstmStates | None,
     ) -> ElmoModelOutput:
         """
         `forward` for `torch.export` (`padded_recurrence`): the same outputs with symbolic batch and word dimensions.
@@ -762,6 +739,8 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
                 "A stateful ElmoModel (config.stateful=True) cannot be exported: its LSTM states carry over between "
                 "calls. Set model.config.stateful = False to export the stateless model."
             )
+        if states is not None:
+            raise ValueError("states= cannot be exported: the exported model is stateless (call it without states).")
         if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.input_ids_width:
             raise ValueError(
                 f"input_ids must have shape (batch_size, num_words, {self.config.input_ids_width}), got "
@@ -786,6 +765,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         input_ids: torch.LongTensor,
         attention_mask: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        states: ElmoLstmStates | None = None,
         **kwargs,
     ) -> ElmoModelOutput:
         r"""
@@ -797,10 +777,20 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
                 1 for words, 0 for padding. Derived from `input_ids` when absent.
             output_hidden_states (`bool`, *optional*):
                 Return all `num_hidden_layers + 1` layers as `hidden_states`.
+            states (`ElmoLstmStates`, *optional*):
+                LSTM states to start each batch row from, updated with the rows' final states and returned as
+                `states` (see [`ElmoLstmStates`]). Default: the model's own with `config.stateful=True`, else zero
+                states.
         """
         if is_exporting():  # torch.export / ONNX: the padded path, with no Python values read from tensors
-            return self._forward_exportable(input_ids, attention_mask, output_hidden_states)
+            return self._forward_exportable(input_ids, attention_mask, output_hidden_states, states)
         self._check_input_ids(input_ids)
+        if states is None and self.config.stateful:
+            states = self._lstm_states
+        if states is not None and not (isinstance(states, ElmoLstmStates) and states.fits(self.config)):
+            raise TypeError(
+                "states must be an ElmoLstmStates made for this model's biLM, e.g. ElmoLstmStates(model.config)."
+            )
         if input_ids.shape[0] == 0:
             raise ValueError("Empty batch: input_ids has batch size 0.")
         if attention_mask is None:
@@ -817,21 +807,29 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         layers = run_call(
             self,
             self.bilm.layers[0],
-            lambda: self._bilm_layers(input_ids, attention_mask, bool(output_hidden_states or self.scalar_mixes)),
+            lambda: self._bilm_layers(
+                input_ids, attention_mask, bool(output_hidden_states or self.scalar_mixes), states
+            ),
             attention_mask,
-            exclusive=self._reference_implementation or self.config.stateful,
+            exclusive=self._reference_implementation or states is not None,
         )
         representations = tuple(mix(layers, attention_mask) for mix in self.scalar_mixes)
         return ElmoModelOutput(
             last_hidden_state=layers[-1],
             hidden_states=layers if output_hidden_states else None,
             elmo_representations=representations or None,
+            states=states,
         )
 
     def _bilm_layers(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, all_layers: bool
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        all_layers: bool,
+        states: ElmoLstmStates | None,
     ) -> tuple[torch.Tensor, ...]:
-        """The padded layers of `forward` (all of them, or the top one only) for checked arguments."""
+        """The padded layers of `forward` (all of them, or the top one only) for checked arguments; `states` (if
+        any) are updated with the final LSTM states."""
         packing = pack_sentences(attention_mask)
 
         words = input_ids.flatten(0, 1)[packing.word_positions]  # (num_words, max_chars): every word of the batch
@@ -841,12 +839,13 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         else:
             token_embeddings = self.char_encoder.embed_words(token_char_ids)
 
-        initial_states = self._initial_states(input_ids.shape[0], packing.sort_order, token_embeddings)
+        carried = states if states is not None else ElmoLstmStates(self.config)
+        initial_states = carried.initial(input_ids.shape[0], token_embeddings, packing.sort_order)
         layers, final_states = self.bilm(
             token_embeddings, packing, initial_states, all_layers=all_layers, reference=self._reference_implementation
         )
-        if self.config.stateful:
-            self._store_states(final_states, packing.sort_order)
+        if states is not None:  # every row has at least its <S> and </S>: none is without tokens
+            states.update(final_states, packing.sort_order)
         return layers
 
 
@@ -1454,6 +1453,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
 
 
 __all__ = [
+    "ElmoLstmStates",
     "ElmoModel",
     "ElmoPreTrainedModel",
     "ElmoModelOutput",
