@@ -17,8 +17,9 @@ class ElmoLstmStates:
     `(2, num_rows, lstm_cell_size)`, index 0 of the first dimension the forward direction and 1 the backward one; row
     `i` belongs to batch row `i`. A new object holds no rows: every row starts from zero.
 
-    Passed as `states=` to [`ElmoModel`], a call starts from these states and stores its final states back here, with
-    the row rules of the original biLM and of AllenNLP (`_EncoderBase`), for a batch of `B` rows:
+    Passed as `states=` to [`ElmoModel`] or [`ElmoForPreTraining`], a call starts from these states and stores its
+    final states back here, with the row rules of the original biLM and of AllenNLP (`_EncoderBase`), for a batch of
+    `B` rows:
 
     - row `i` starts from stored row `i`; rows beyond the stored ones start from zero (`initial`);
     - afterwards, row `i < B` holds the final state of batch row `i`, except that a row with no tokens keeps its stored

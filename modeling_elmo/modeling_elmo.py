@@ -1254,9 +1254,11 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
     `projection_dim` features, the character projection is the identity and is not trained (bilm-tf has none).
 
     Windows come from `modeling_elmo.pretraining.streams`: in training mode row `i` of a call continues row `i` of
-    the previous call, and the LSTM states are carried (detached) from one call to the next (`stream_states`;
-    `reset_stream_states()` starts over). In eval mode every call starts from zero states and leaves them alone. The
-    biLM is an [`ElmoModel`] (`self.elmo`): `AutoModel.from_pretrained` on a saved `ElmoForPreTraining` returns it.
+    the previous call, and the LSTM states are carried (detached) from one call to the next in `stream_states` (an
+    [`ElmoLstmStates`]; `reset_stream_states()` starts over; a batch of another size starts new streams). In eval
+    mode every call starts from zero states and leaves them alone. A call given `states=` starts from those and
+    updates them instead, in either mode. The biLM is an [`ElmoModel`] (`self.elmo`): `AutoModel.from_pretrained` on
+    a saved `ElmoForPreTraining` returns it.
     """
 
     _keys_to_ignore_on_load_unexpected = [r"^(elmo\.)?scalar_mixes\."]  # mixes of a converted ElmoModel
@@ -1269,7 +1271,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         self.elmo = ElmoModel(config, add_scalar_mixes=False)
         self.softmax = ElmoLmSoftmax(config)
         self.sampler = LogUniformSampler(config.lm_vocab_size)
-        self._stream_states: list[LstmState] | None = None
+        self._stream_states = ElmoLstmStates(config)
         self.post_init()
         if self.elmo.char_encoder.projection.is_identity:  # bilm-tf has none there (see ElmoCharacterProjection)
             self.elmo.char_encoder.projection.requires_grad_(False)
@@ -1281,25 +1283,26 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         self.elmo.set_input_embeddings(value)
 
     def reset_stream_states(self) -> None:
-        """Start the next call's windows from zero LSTM states."""
-        self._stream_states = None
+        """Start the next training call's windows from zero LSTM states."""
+        self._stream_states.reset()
 
     @property
-    def stream_states(self) -> list[LstmState] | None:
-        """The LSTM states the next call starts from: per layer, hidden (2, batch, projection_dim) and cell (2, batch,
-        lstm_cell_size), detached; `None` for zero states. Settable, e.g. to resume training from a checkpoint."""
+    def stream_states(self) -> ElmoLstmStates:
+        """The LSTM states the next training call starts from ([`ElmoLstmStates`], one row per stream). Settable,
+        e.g. to resume training from a checkpoint: `ElmoLstmStates(model.config, saved.layers)`."""
         return self._stream_states
 
     @stream_states.setter
-    def stream_states(self, states: list[LstmState] | None) -> None:
-        self._stream_states = states
+    def stream_states(self, states: ElmoLstmStates) -> None:
+        self._stream_states = self._checked_states(states)
 
-    def _zero_states(self, batch_size: int, like: torch.Tensor) -> list[LstmState]:
-        cell_size, proj_size = self.config.lstm_cell_size, self.config.projection_dim
-        return [
-            (like.new_zeros(2, batch_size, proj_size), like.new_zeros(2, batch_size, cell_size))
-            for _ in range(self.config.num_hidden_layers)
-        ]
+    def _checked_states(self, states: ElmoLstmStates) -> ElmoLstmStates:
+        """`states`, refused unless they are an `ElmoLstmStates` of this biLM's shapes."""
+        if not (isinstance(states, ElmoLstmStates) and states.fits(self.config)):
+            raise TypeError(
+                "states must be an ElmoLstmStates made for this model's biLM, e.g. ElmoLstmStates(model.config)."
+            )
+        return states
 
     def _embed(self, token_char_ids: torch.Tensor) -> torch.Tensor:
         """(num_tokens, max_characters_per_token) -> (num_tokens, projection_dim) character-CNN embeddings."""
@@ -1340,6 +1343,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         labels: torch.LongTensor | None = None,
         backward_labels: torch.LongTensor | None = None,
         output_hidden_states: bool | None = None,
+        states: ElmoLstmStates | None = None,
         **kwargs,
     ) -> ElmoForPreTrainingOutput:
         r"""
@@ -1355,6 +1359,9 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
                 The same for the backward streams (`wn .. w1 <S>`).
             output_hidden_states (`bool`, *optional*):
                 Return every layer as `hidden_states`: position `t` of both windows, `[forward; backward]`.
+            states (`ElmoLstmStates`, *optional*):
+                The streams' LSTM states to start from, updated with the final ones. Default: `stream_states` in
+                training mode, zero states (kept nowhere) in eval mode.
         """
         self._check_window("input_ids", input_ids)
         self._check_window("backward_input_ids", backward_input_ids)
@@ -1375,15 +1382,23 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         # both windows, time-major: row `t * batch_size + b` is step t of stream b (a packed batch of full rows)
         char_ids = torch.stack([input_ids, backward_input_ids]).transpose(1, 2).reshape(-1, width)
         inputs = self._embed(char_ids).view(2, steps * batch_size, -1)
-        states = self._stream_states if self.training else None
-        if states is None or states[0][0].shape[1] != batch_size:
-            states = self._zero_states(batch_size, inputs)
+        if states is not None:
+            states = self._checked_states(states)
+        elif self.training:
+            states = self._stream_states
+            if states.num_rows not in (0, batch_size):  # another number of streams: new streams
+                states.reset()
+        initial_states = (states if states is not None else ElmoLstmStates(self.config)).initial(batch_size, inputs)
         dropout = self.config.lm_dropout if self.training else 0.0
         layers, final_states = self.elmo.bilm.forward_packed_layers(
-            inputs, [batch_size] * steps, states, reference=self.elmo._reference_implementation, dropout=dropout
+            inputs,
+            [batch_size] * steps,
+            initial_states,
+            reference=self.elmo._reference_implementation,
+            dropout=dropout,
         )
-        if self.training:
-            self._stream_states = [(hidden.detach(), cell.detach()) for hidden, cell in final_states]
+        if states is not None:
+            states.update(final_states)
         # (2, steps * batch, dim) time-major -> (2, batch, steps, dim)
         layers = [layer.view(2, steps, batch_size, -1).transpose(1, 2) for layer in layers]
         top = layers[-1]
@@ -1433,7 +1448,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         top, _ = self.elmo.bilm.forward_packed(
             token_embeddings[packing.source],
             packing.batch_sizes,
-            self._zero_states(input_ids.shape[0], token_embeddings),
+            ElmoLstmStates(self.config).initial(input_ids.shape[0], token_embeddings),
             reference=self.elmo._reference_implementation,
         )
         token_labels = torch.cat([labels.flatten()[packing.word_positions], labels.new_tensor([bos, eos])])
