@@ -657,17 +657,17 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
             rows = [rows[0] + [config.bos_word_id], rows[1] + [config.eos_word_id]]
         return torch.tensor(rows, device=device)
 
-    def _check_input_ids(self, input_ids: torch.Tensor) -> None:
-        """Refuse `input_ids` whose ids are out of range or whose shape is not (batch, words, `input_ids_width`)."""
+    def _check_input_ids(self, input_ids: torch.Tensor, name: str = "input_ids") -> None:
+        """Refuse ids (`name`) out of range or whose shape is not (batch, words, `input_ids_width`)."""
         if self.config.has_word_embeddings and isinstance(input_ids, torch.Tensor) and input_ids.dim() == 3:
             char_ids, word_ids = self.char_encoder.split_word_ids(input_ids)
-            _check_indices("input_ids", char_ids, self.config.char_vocab_size)
-            _check_indices("input_ids (word ids, the last column)", word_ids, self.config.word_vocab_size)
+            _check_indices(name, char_ids, self.config.char_vocab_size)
+            _check_indices(f"{name} (word ids, the last column)", word_ids, self.config.word_vocab_size)
         else:
-            _check_indices("input_ids", input_ids, self.config.char_vocab_size)
+            _check_indices(name, input_ids, self.config.char_vocab_size)
         if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.input_ids_width:
             raise ValueError(
-                f"input_ids must have shape (batch_size, num_words, {self.config.input_ids_width}), got "
+                f"{name} must have shape (batch_size, num_words, {self.config.input_ids_width}), got "
                 f"{tuple(input_ids.shape)}."
             )
 
@@ -801,8 +801,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         self, input_ids: torch.Tensor, backward_input_ids: torch.Tensor, attention_mask: torch.Tensor | None
     ) -> torch.Tensor:
         """Refuse stream windows that are empty, of different shapes or padded; their all-ones word mask."""
-        _check_indices("backward_input_ids", backward_input_ids, self.config.char_vocab_size)
-        if backward_input_ids.shape != input_ids.shape:
+        if isinstance(backward_input_ids, torch.Tensor) and backward_input_ids.shape != input_ids.shape:
             raise ValueError(
                 f"backward_input_ids must have the shape of input_ids {tuple(input_ids.shape)}, got "
                 f"{tuple(backward_input_ids.shape)}."
@@ -813,6 +812,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
             )
         if attention_mask is not None:
             raise ValueError("Stream windows have no padding: give no attention_mask with backward_input_ids.")
+        self._check_input_ids(backward_input_ids, "backward_input_ids")
         return input_ids.new_ones(input_ids.shape[:2], dtype=torch.bool)
 
     def _embed(self, token_ids: torch.Tensor) -> torch.Tensor:
