@@ -59,6 +59,9 @@ class ElmoLstmStates:
                     f"{(tuple(hidden.shape), tuple(cell.shape))}."
                 )
 
+    def __repr__(self) -> str:
+        return f"ElmoLstmStates(num_layers={self.num_layers}, num_rows={self.num_rows})"
+
     @property
     def num_rows(self) -> int:
         """How many batch rows have a stored state (0: none)."""
