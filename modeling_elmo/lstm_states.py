@@ -48,10 +48,11 @@ class ElmoLstmStates:
         """Refuse `layers` that are not `num_layers` (hidden, cell) pairs of the shapes above with the same rows."""
         if len(self.layers) != self.num_layers or any(len(layer) != 2 for layer in self.layers):
             raise ValueError(f"states must hold {self.num_layers} (hidden, cell) pairs, one per biLM layer.")
-        num_rows = self.num_rows
         for index, (hidden, cell) in enumerate(self.layers):
             if not all(isinstance(tensor, torch.Tensor) and tensor.is_floating_point() for tensor in (hidden, cell)):
                 raise TypeError(f"states of layer {index} must be floating-point torch.Tensors.")
+        num_rows = self.num_rows
+        for index, (hidden, cell) in enumerate(self.layers):
             expected = ((2, num_rows, self.projection_dim), (2, num_rows, self.cell_size))
             if (tuple(hidden.shape), tuple(cell.shape)) != expected:
                 raise ValueError(
@@ -78,12 +79,14 @@ class ElmoLstmStates:
     def reset(self, rows: torch.Tensor | Sequence[int] | None = None) -> None:
         """
         Forget the stored states: all of them (`rows=None`), or zero those of `rows`, row indices or a boolean mask by
-        row (rows beyond the stored ones are zero already).
+        row (AllenNLP's `reset_states(mask)`: True rows are reset; rows beyond the stored ones are zero already).
         """
         if rows is None:
             self.layers = None
             return
         rows = torch.as_tensor(rows)
+        if rows.dim() == 0:  # one row index
+            rows = rows.reshape(1)
         if rows.dtype == torch.bool:
             rows = rows.flatten().nonzero().squeeze(1)
         if rows.dtype.is_floating_point or rows.dtype.is_complex or rows.dim() != 1 or (rows < 0).any():
