@@ -68,14 +68,6 @@ class ElmoLstmStates:
         """How many batch rows have a stored state (0: none)."""
         return 0 if self.layers is None else self.layers[0][0].shape[1]
 
-    def fits(self, config) -> bool:
-        """Whether these states have the shapes of the biLM of `config`."""
-        return (self.num_layers, self.projection_dim, self.cell_size) == (
-            config.num_hidden_layers,
-            config.projection_dim,
-            config.lstm_cell_size,
-        )
-
     def reset(self, rows: torch.Tensor | Sequence[int] | None = None) -> None:
         """
         Forget the stored states: all of them (`rows=None`), or zero those of `rows`, row indices or a boolean mask by
@@ -158,3 +150,14 @@ class ElmoLstmStates:
             return hidden, cell
         kept_hidden, kept_cell = self._rows(index, hidden.shape[1], hidden)
         return torch.where(empty, kept_hidden, hidden), torch.where(empty, kept_cell.to(cell), cell)
+
+
+def check_states(states: ElmoLstmStates, config) -> None:
+    """Refuse `states` that are not an `ElmoLstmStates` with the shapes of the biLM of `config`."""
+    shapes = (config.num_hidden_layers, config.projection_dim, config.lstm_cell_size)
+    if not (
+        isinstance(states, ElmoLstmStates) and (states.num_layers, states.projection_dim, states.cell_size) == shapes
+    ):
+        raise TypeError(
+            "states must be an ElmoLstmStates made for this model's biLM, e.g. ElmoLstmStates(model.config)."
+        )

@@ -26,7 +26,7 @@ from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
 from .crf import LinearChainCrf, bio_constraints
 from .lstm_engine import LstmEngine, LstmInferenceMixin, run_call
-from .lstm_states import ElmoLstmStates, LstmState
+from .lstm_states import ElmoLstmStates, LstmState, check_states
 from .packed_sentences import pack_sentences
 from .padded_recurrence import is_exporting, padded_bilm_layers
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
@@ -746,10 +746,8 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         self._check_input_ids(input_ids)
         if states is None and self.config.stateful:
             states = self._lstm_states
-        if states is not None and not (isinstance(states, ElmoLstmStates) and states.fits(self.config)):
-            raise TypeError(
-                "states must be an ElmoLstmStates made for this model's biLM, e.g. ElmoLstmStates(model.config)."
-            )
+        if states is not None:
+            check_states(states, self.config)
         if backward_input_ids is None:
             attention_mask = self._checked_attention_mask(input_ids, attention_mask)
         else:
@@ -1366,15 +1364,8 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
 
     @stream_states.setter
     def stream_states(self, states: ElmoLstmStates) -> None:
-        self._stream_states = self._checked_states(states)
-
-    def _checked_states(self, states: ElmoLstmStates) -> ElmoLstmStates:
-        """`states`, refused unless they are an `ElmoLstmStates` of this biLM's shapes."""
-        if not (isinstance(states, ElmoLstmStates) and states.fits(self.config)):
-            raise TypeError(
-                "states must be an ElmoLstmStates made for this model's biLM, e.g. ElmoLstmStates(model.config)."
-            )
-        return states
+        check_states(states, self.config)
+        self._stream_states = states
 
     def _check_labels(
         self, input_ids: torch.Tensor, labels: torch.Tensor | None, backward_labels: torch.Tensor | None
