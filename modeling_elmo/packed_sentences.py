@@ -21,6 +21,7 @@ class PackedBatch:
     source: torch.Tensor  # (2, num_packed) index into [word embeddings; <S>; </S>] for each direction
     word_to_packed: torch.Tensor  # (2, num_words) packed position of every real word, per direction
     word_positions: torch.Tensor  # (num_words,) flat index into (batch * max_words) of every real word
+    token_positions: torch.Tensor  # (2, num_packed) flat index into (batch * (max_words + 2)) of every packed token
 
     def pad(self, words: torch.Tensor) -> torch.Tensor:
         """`words` (num_words, width), in `word_positions` order -> (batch, max_words, width), zero at padding."""
@@ -40,6 +41,22 @@ class PackedBatch:
         2 * dim).
         """
         return self.pad(packed[self.packed_words].transpose(0, 1).flatten(1))
+
+    def unpack_sequences(self, packed: torch.Tensor) -> torch.Tensor:
+        """
+        `packed` (2, num_packed, dim) -> every row's whole sequence `<S> words </S>` from position 0, `[forward;
+        backward]`: (batch, max_words + 2, 2 * dim), zero after each row's `</S>`.
+        """
+        batch_size, max_words = self.padded_shape
+        directions = torch.arange(2, device=packed.device).unsqueeze(1)
+        padded = packed.new_zeros(2, batch_size * (max_words + 2), packed.shape[-1])
+        padded = padded.index_put((directions, self.token_positions), packed)
+        return padded.view(2, batch_size, max_words + 2, -1).permute(1, 2, 0, 3).flatten(2)
+
+    def pack_sequences(self, layer: torch.Tensor) -> torch.Tensor:
+        """The inverse of `unpack_sequences`: `layer` (batch, max_words + 2, 2 * dim) -> (2, num_packed, dim)."""
+        tokens = layer.flatten(0, 1).unflatten(-1, (2, -1))  # (batch * (max_words + 2), 2, dim)
+        return torch.stack([tokens[self.token_positions[direction], direction] for direction in range(2)])
 
     def repack(self, layer: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
         """
@@ -85,4 +102,5 @@ def pack_sentences(attention_mask: torch.Tensor) -> PackedBatch:
         source=source,
         word_to_packed=word_to_packed,
         word_positions=mask.flatten().nonzero().squeeze(1),
+        token_positions=row * (max_words + 2) + positions,
     )

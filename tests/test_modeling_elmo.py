@@ -214,11 +214,11 @@ def test_stateful_with_changing_batch_size(converted_fixture, fixture_sentences)
     with torch.no_grad():
         shrinking(**encode(first))
         full(**encode(first))
-        after_first = [state.clone() for state in shrinking._lstm_states[0]]
+        after_first = [state.clone() for state in shrinking._lstm_states.layers[0]]
         small = shrinking(**encode(second[:2])).last_hidden_state
         expected = full(**encode(second)).last_hidden_state[:2, : small.shape[1]]
         torch.testing.assert_close(small, expected, rtol=0, atol=1e-6)
-        for stored, before in zip(shrinking._lstm_states[0], after_first, strict=True):
+        for stored, before in zip(shrinking._lstm_states.layers[0], after_first, strict=True):
             torch.testing.assert_close(stored[:, 2], before[:, 2], rtol=0, atol=0)
 
         growing = ElmoModel.from_pretrained(converted_fixture, stateful=True)
@@ -452,3 +452,14 @@ def test_model_file_names_no_engine_machinery():
     text = Path(inspect.getfile(ElmoLstmLayer)).read_text(encoding="utf-8").lower()
     for name in ("onednn", "mkldnn", "thread", "snapshot", "probe", "compress"):
         assert name not in text, name
+
+
+def test_stream_windows_are_refused_with_padding_empty_or_bad_ids(converted_fixture):
+    model = ElmoModel.from_pretrained(converted_fixture)
+    windows = encode([["a", "b"], ["c", "d"]])["input_ids"]
+    with pytest.raises(ValueError, match="give no attention_mask with backward_input_ids"):
+        model(windows, torch.ones(2, 2), backward_input_ids=windows)
+    with pytest.raises(ValueError, match=r"unroll_steps >= 1: input_ids has shape \(2, 0, 50\)"):
+        model(windows[:, :0], backward_input_ids=windows[:, :0])
+    with pytest.raises(ValueError, match=r"backward_input_ids must be in \[0, 261\], found 999"):
+        model(windows, backward_input_ids=windows.clone().fill_(999))
