@@ -397,26 +397,34 @@ class ElmoBiLm(nn.Module):
         Returns:
             The layers, each (batch, max_words, 2 * projection_dim) and zero at padding: the token layer `[x; x]` and
             every LSTM layer `[forward; backward]` (or the top one only); and per layer the final state (sorted rows).
+            With `packing.sequence_positions` the layers keep `<S>` and `</S>`: (batch, max_words + 2, ...).
 
-        The layers run on packed sequences. When a graph is built for all layers, each is padded as soon as it is
-        computed and the next layer reads its word rows back from the padded tensor (`PackedBatch.repack`), so every
-        returned layer is on the path to the outputs; otherwise only the returned layers are padded.
+        The layers run on packed sequences. When a graph is built for all layers (without the boundaries), each is
+        padded as soon as it is computed and the next layer reads its word rows back from the padded tensor
+        (`PackedBatch.repack`), so every returned layer is on the path to the outputs; otherwise only the returned
+        layers are padded.
         """
+        keep_boundaries = packing.sequence_positions is not None
+        unpack = packing.unpack_sequences if keep_boundaries else packing.unpack
         on_graph = (  # only returned layers need to be on the path: the top one always is
             all_layers
+            and not keep_boundaries
             and torch.is_grad_enabled()
             and (token_embeddings.requires_grad or any(parameter.requires_grad for parameter in self.parameters()))
         )
-        words = token_embeddings[: packing.word_positions.numel()]
-        layers = [packing.pad(torch.cat([words, words], dim=-1))] if on_graph or all_layers else []
         inputs = token_embeddings[packing.source]  # (2, num_packed, projection_dim), backward rows reversed
+        if keep_boundaries:
+            layers = [unpack(inputs)] if all_layers else []
+        else:
+            words = token_embeddings[: packing.word_positions.numel()]
+            layers = [packing.pad(torch.cat([words, words], dim=-1))] if on_graph or all_layers else []
         final_states = []
         for index in range(len(self.layers)):
             if on_graph:
                 inputs = packing.repack(layers[-1], inputs)
             outputs, final_state = self.run_layer(index, inputs, packing.batch_sizes, initial_states[index], reference)
             if on_graph or all_layers or index == len(self.layers) - 1:
-                layers.append(packing.unpack(outputs))
+                layers.append(unpack(outputs))
             final_states.append(final_state)
             inputs = outputs
         return tuple(layers if all_layers else layers[-1:]), final_states
@@ -786,6 +794,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         input_ids: torch.LongTensor,
         attention_mask: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        keep_sentence_boundaries: bool = False,
         **kwargs,
     ) -> ElmoModelOutput:
         r"""
@@ -797,7 +806,12 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
                 1 for words, 0 for padding. Derived from `input_ids` when absent.
             output_hidden_states (`bool`, *optional*):
                 Return all `num_hidden_layers + 1` layers as `hidden_states`.
+            keep_sentence_boundaries (`bool`, *optional*, defaults to `False`):
+                Return every layer over each row's `<S> words </S>`, shaped `(batch_size, num_words + 2, ...)`, `<S>`
+                first and zero after `</S>` (AllenNLP's `_ElmoBiLm` layout); the scalar mixes then mask with that.
         """
+        if is_exporting() and keep_sentence_boundaries:
+            raise ValueError("keep_sentence_boundaries=True cannot be exported: export the default layout.")
         if is_exporting():  # torch.export / ONNX: the padded path, with no Python values read from tensors
             return self._forward_exportable(input_ids, attention_mask, output_hidden_states)
         self._check_input_ids(input_ids)
@@ -817,10 +831,18 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         layers = run_call(
             self,
             self.bilm.layers[0],
-            lambda: self._bilm_layers(input_ids, attention_mask, bool(output_hidden_states or self.scalar_mixes)),
+            lambda: self._bilm_layers(
+                input_ids,
+                attention_mask,
+                bool(output_hidden_states or self.scalar_mixes),
+                keep_sentence_boundaries,
+            ),
             attention_mask,
             exclusive=self._reference_implementation or self.config.stateful,
         )
+        if keep_sentence_boundaries:
+            num_tokens = attention_mask.sum(dim=1, keepdim=True) + 2
+            attention_mask = torch.arange(layers[-1].shape[1], device=num_tokens.device) < num_tokens
         representations = tuple(mix(layers, attention_mask) for mix in self.scalar_mixes)
         return ElmoModelOutput(
             last_hidden_state=layers[-1],
@@ -829,10 +851,10 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         )
 
     def _bilm_layers(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, all_layers: bool
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, all_layers: bool, keep_boundaries: bool = False
     ) -> tuple[torch.Tensor, ...]:
         """The padded layers of `forward` (all of them, or the top one only) for checked arguments."""
-        packing = pack_sentences(attention_mask)
+        packing = pack_sentences(attention_mask, with_boundaries=keep_boundaries)
 
         words = input_ids.flatten(0, 1)[packing.word_positions]  # (num_words, max_chars): every word of the batch
         token_char_ids = torch.cat([words, self.boundary_char_ids(input_ids.device)])  # then <S>, </S>
