@@ -12,6 +12,7 @@ from transformers import (
 )
 
 from .configuration_elmo import ElmoConfig, pipeline_token_classification_class
+from .lstm_states import ElmoLstmStates
 from .modeling_elmo import (
     ElmoForPreTraining,
     ElmoForPreTrainingOutput,
@@ -56,6 +57,7 @@ __all__ = [
     "ElmoForSequenceClassification",
     "ElmoForTokenClassification",
     "ElmoHeadModel",
+    "ElmoLstmStates",
     "ElmoModel",
     "ElmoModelOutput",
     "ElmoPreTrainedModel",

@@ -293,7 +293,8 @@ class ElmoConfig(PreTrainedConfig):
             `scalar_mix_layer_norm_scope` predates this field and normalised over the batch: it loads as `"batch"`.
         stateful (`bool`, defaults to `False`):
             Carry the LSTM states of each batch row over to the same row of the next call, like the original
-            TensorFlow biLM. The default starts every call from zero states.
+            TensorFlow biLM: the model keeps its own `ElmoLstmStates` and passes it as `states=` itself. The default
+            starts every call from zero states (unless a call is given `states=`).
         classifier_head (`str`, defaults to `"linear"`):
             Head of [`ElmoForTokenClassification`] and [`ElmoForSequenceClassification`] over the scalar mix of all
             biLM layers: `"linear"` (one linear layer) or `"bilstm"` (the paper's tagger: a bidirectional LSTM over

@@ -25,12 +25,11 @@ from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
 from .crf import LinearChainCrf, bio_constraints
 from .lstm_engine import LstmEngine, LstmInferenceMixin, run_call
+from .lstm_states import ElmoLstmStates, LstmState
 from .packed_sentences import PackedBatch, pack_sentences
 from .padded_recurrence import is_exporting, padded_bilm_layers
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
 from .word_embedding_store import WordEmbeddingCache, WordEmbeddingStore, stored_or_computed, word_keys
-
-LstmState = tuple[torch.Tensor, torch.Tensor]
 
 
 @dataclass
@@ -48,11 +47,15 @@ class ElmoModelOutput(ModelOutput):
         elmo_representations (`tuple(torch.FloatTensor)`, *optional*, returned when `num_output_representations > 0`):
             `num_output_representations` learned scalar mixes of all layers, each `(batch_size, num_words,
             2 * projection_dim)`.
+        states (`ElmoLstmStates`, *optional*, returned when the call carried LSTM states):
+            The `states` passed in (or the model's own with `config.stateful=True`), now holding every row's final
+            LSTM states: pass them to the next call to continue from there.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     elmo_representations: tuple[torch.FloatTensor, ...] | None = None
+    states: ElmoLstmStates | None = None
 
 
 @dataclass
@@ -618,10 +621,9 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
     and returns every layer's contextual word vectors, without the sentence boundary tokens that it adds inside.
 
     Stateless by default: every call starts from zero LSTM states, so a sentence's vectors do not depend on the rest
-    of the batch. With `config.stateful=True` the final LSTM states of each batch row are carried into the same row
-    of the next call, like the original TensorFlow biLM; `reset_states()` clears them. When the batch size changes
-    in stateful mode, row `i` still continues from the stored row `i`; rows beyond the stored ones start from zero,
-    and stored rows beyond the current batch are kept untouched for later calls.
+    of the batch. A call given `states=` (an [`ElmoLstmStates`]) starts each batch row from its stored state and
+    stores the row's final state back, like the original TensorFlow biLM (the row rules are `ElmoLstmStates`'). With
+    `config.stateful=True` the model passes its own states object on every call; `reset_states()` clears it.
 
     `add_scalar_mixes=False` leaves out the `config.num_output_representations` scalar mixes (a head that mixes the
     layers itself has no use for them).
@@ -635,7 +637,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         self.bilm = ElmoBiLm(config)
         num_mixes = config.num_output_representations if add_scalar_mixes else 0
         self.scalar_mixes = nn.ModuleList(ElmoScalarMix(config) for _ in range(num_mixes))
-        self._lstm_states: list[LstmState] | None = None
+        self._lstm_states = ElmoLstmStates(config)  # carried between calls when `config.stateful`
         self._reference_implementation = False
         self.post_init()
 
@@ -664,7 +666,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
 
     def reset_states(self) -> None:
         """Forget the LSTM states carried between calls in stateful mode."""
-        self._lstm_states = None
+        self._lstm_states.reset()
 
     def enable_word_cache(self, max_words: int = 100_000) -> None:
         """
@@ -729,37 +731,12 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
                 f"{tuple(input_ids.shape)}."
             )
 
-    def _initial_states(self, batch_size: int, sort_order: torch.Tensor, like: torch.Tensor) -> list[LstmState]:
-        """Per layer, zero states or the carried ones (stateful mode), in sorted row order."""
-        cell_size, proj_size = self.config.lstm_cell_size, self.config.projection_dim
-        states = []
-        for index in range(self.config.num_hidden_layers):
-            hidden = like.new_zeros(2, batch_size, proj_size)
-            cell = like.new_zeros(2, batch_size, cell_size)
-            if self.config.stateful and self._lstm_states is not None:
-                stored_hidden, stored_cell = self._lstm_states[index]
-                rows = min(batch_size, stored_hidden.shape[1])
-                hidden[:, :rows] = stored_hidden[:, :rows].to(like)
-                cell[:, :rows] = stored_cell[:, :rows].to(like)
-            states.append((hidden[:, sort_order], cell[:, sort_order]))
-        return states
-
-    def _store_states(self, final_states: list[LstmState], sort_order: torch.Tensor) -> None:
-        """Keep the final states (sorted rows) for the next call, detached, in original row order."""
-        batch_size = sort_order.numel()
-        stored = []
-        for index, (hidden, cell) in enumerate(final_states):
-            unsorted_hidden = torch.empty_like(hidden).index_copy_(1, sort_order, hidden.detach())
-            unsorted_cell = torch.empty_like(cell).index_copy_(1, sort_order, cell.detach())
-            if self._lstm_states is not None and self._lstm_states[index][0].shape[1] > batch_size:
-                previous_hidden, previous_cell = self._lstm_states[index]
-                unsorted_hidden = torch.cat([unsorted_hidden, previous_hidden[:, batch_size:]], dim=1)
-                unsorted_cell = torch.cat([unsorted_cell, previous_cell[:, batch_size:]], dim=1)
-            stored.append((unsorted_hidden, unsorted_cell))
-        self._lstm_states = stored
-
     def _forward_exportable(
-        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None, output_hidden_states: bool | None
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None,
+        output_hidden_states: bool | None,
+        states: ElmoLstmStates | None,
     ) -> ElmoModelOutput:
         """
         `forward` for `torch.export` (`padded_recurrence`): the same outputs with symbolic batch and word dimensions.
@@ -770,6 +747,8 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
                 "A stateful ElmoModel (config.stateful=True) cannot be exported: its LSTM states carry over between "
                 "calls. Set model.config.stateful = False to export the stateless model."
             )
+        if states is not None:
+            raise ValueError("states= cannot be exported: the exported model is stateless (call it without states).")
         if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.input_ids_width:
             raise ValueError(
                 f"input_ids must have shape (batch_size, num_words, {self.config.input_ids_width}), got "
@@ -794,6 +773,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         input_ids: torch.LongTensor,
         attention_mask: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        states: ElmoLstmStates | None = None,
         keep_sentence_boundaries: bool = False,
         **kwargs,
     ) -> ElmoModelOutput:
@@ -806,6 +786,10 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
                 1 for words, 0 for padding. Derived from `input_ids` when absent.
             output_hidden_states (`bool`, *optional*):
                 Return all `num_hidden_layers + 1` layers as `hidden_states`.
+            states (`ElmoLstmStates`, *optional*):
+                LSTM states to start each batch row from, updated with the rows' final states and returned as
+                `states` (see [`ElmoLstmStates`]). Default: the model's own with `config.stateful=True`, else zero
+                states.
             keep_sentence_boundaries (`bool`, *optional*, defaults to `False`):
                 Return every layer over each row's `<S> words </S>`, shaped `(batch_size, num_words + 2, ...)`, `<S>`
                 first and zero after `</S>` (AllenNLP's `_ElmoBiLm` layout); the scalar mixes then mask with that.
@@ -813,8 +797,14 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         if is_exporting() and keep_sentence_boundaries:
             raise ValueError("keep_sentence_boundaries=True cannot be exported: export the default layout.")
         if is_exporting():  # torch.export / ONNX: the padded path, with no Python values read from tensors
-            return self._forward_exportable(input_ids, attention_mask, output_hidden_states)
+            return self._forward_exportable(input_ids, attention_mask, output_hidden_states, states)
         self._check_input_ids(input_ids)
+        if states is None and self.config.stateful:
+            states = self._lstm_states
+        if states is not None and not (isinstance(states, ElmoLstmStates) and states.fits(self.config)):
+            raise TypeError(
+                "states must be an ElmoLstmStates made for this model's biLM, e.g. ElmoLstmStates(model.config)."
+            )
         if input_ids.shape[0] == 0:
             raise ValueError("Empty batch: input_ids has batch size 0.")
         if attention_mask is None:
@@ -835,10 +825,11 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
                 input_ids,
                 attention_mask,
                 bool(output_hidden_states or self.scalar_mixes),
+                states,
                 keep_sentence_boundaries,
             ),
             attention_mask,
-            exclusive=self._reference_implementation or self.config.stateful,
+            exclusive=self._reference_implementation or states is not None,
         )
         if keep_sentence_boundaries:
             num_tokens = attention_mask.sum(dim=1, keepdim=True) + 2
@@ -848,12 +839,19 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
             last_hidden_state=layers[-1],
             hidden_states=layers if output_hidden_states else None,
             elmo_representations=representations or None,
+            states=states,
         )
 
     def _bilm_layers(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, all_layers: bool, keep_boundaries: bool = False
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        all_layers: bool,
+        states: ElmoLstmStates | None,
+        keep_boundaries: bool = False,
     ) -> tuple[torch.Tensor, ...]:
-        """The padded layers of `forward` (all of them, or the top one only) for checked arguments."""
+        """The padded layers of `forward` (all of them, or the top one only) for checked arguments; `states` (if
+        any) are updated with the final LSTM states."""
         packing = pack_sentences(attention_mask, with_boundaries=keep_boundaries)
 
         words = input_ids.flatten(0, 1)[packing.word_positions]  # (num_words, max_chars): every word of the batch
@@ -863,12 +861,13 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         else:
             token_embeddings = self.char_encoder.embed_words(token_char_ids)
 
-        initial_states = self._initial_states(input_ids.shape[0], packing.sort_order, token_embeddings)
+        carried = states if states is not None else ElmoLstmStates(self.config)
+        initial_states = carried.initial(input_ids.shape[0], token_embeddings, packing.sort_order)
         layers, final_states = self.bilm(
             token_embeddings, packing, initial_states, all_layers=all_layers, reference=self._reference_implementation
         )
-        if self.config.stateful:
-            self._store_states(final_states, packing.sort_order)
+        if states is not None:  # every row has at least its <S> and </S>: none is without tokens
+            states.update(final_states, packing.sort_order)
         return layers
 
 
@@ -1277,9 +1276,11 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
     `projection_dim` features, the character projection is the identity and is not trained (bilm-tf has none).
 
     Windows come from `modeling_elmo.pretraining.streams`: in training mode row `i` of a call continues row `i` of
-    the previous call, and the LSTM states are carried (detached) from one call to the next (`stream_states`;
-    `reset_stream_states()` starts over). In eval mode every call starts from zero states and leaves them alone. The
-    biLM is an [`ElmoModel`] (`self.elmo`): `AutoModel.from_pretrained` on a saved `ElmoForPreTraining` returns it.
+    the previous call, and the LSTM states are carried (detached) from one call to the next in `stream_states` (an
+    [`ElmoLstmStates`]; `reset_stream_states()` starts over; a batch of another size starts new streams). In eval
+    mode every call starts from zero states and leaves them alone. A call given `states=` starts from those and
+    updates them instead, in either mode. The biLM is an [`ElmoModel`] (`self.elmo`): `AutoModel.from_pretrained` on
+    a saved `ElmoForPreTraining` returns it.
     """
 
     _keys_to_ignore_on_load_unexpected = [r"^(elmo\.)?scalar_mixes\."]  # mixes of a converted ElmoModel
@@ -1292,7 +1293,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         self.elmo = ElmoModel(config, add_scalar_mixes=False)
         self.softmax = ElmoLmSoftmax(config)
         self.sampler = LogUniformSampler(config.lm_vocab_size)
-        self._stream_states: list[LstmState] | None = None
+        self._stream_states = ElmoLstmStates(config)
         self.post_init()
         if self.elmo.char_encoder.projection.is_identity:  # bilm-tf has none there (see ElmoCharacterProjection)
             self.elmo.char_encoder.projection.requires_grad_(False)
@@ -1304,25 +1305,26 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         self.elmo.set_input_embeddings(value)
 
     def reset_stream_states(self) -> None:
-        """Start the next call's windows from zero LSTM states."""
-        self._stream_states = None
+        """Start the next training call's windows from zero LSTM states."""
+        self._stream_states.reset()
 
     @property
-    def stream_states(self) -> list[LstmState] | None:
-        """The LSTM states the next call starts from: per layer, hidden (2, batch, projection_dim) and cell (2, batch,
-        lstm_cell_size), detached; `None` for zero states. Settable, e.g. to resume training from a checkpoint."""
+    def stream_states(self) -> ElmoLstmStates:
+        """The LSTM states the next training call starts from ([`ElmoLstmStates`], one row per stream). Settable,
+        e.g. to resume training from a checkpoint: `ElmoLstmStates(model.config, saved.layers)`."""
         return self._stream_states
 
     @stream_states.setter
-    def stream_states(self, states: list[LstmState] | None) -> None:
-        self._stream_states = states
+    def stream_states(self, states: ElmoLstmStates) -> None:
+        self._stream_states = self._checked_states(states)
 
-    def _zero_states(self, batch_size: int, like: torch.Tensor) -> list[LstmState]:
-        cell_size, proj_size = self.config.lstm_cell_size, self.config.projection_dim
-        return [
-            (like.new_zeros(2, batch_size, proj_size), like.new_zeros(2, batch_size, cell_size))
-            for _ in range(self.config.num_hidden_layers)
-        ]
+    def _checked_states(self, states: ElmoLstmStates) -> ElmoLstmStates:
+        """`states`, refused unless they are an `ElmoLstmStates` of this biLM's shapes."""
+        if not (isinstance(states, ElmoLstmStates) and states.fits(self.config)):
+            raise TypeError(
+                "states must be an ElmoLstmStates made for this model's biLM, e.g. ElmoLstmStates(model.config)."
+            )
+        return states
 
     def _embed(self, token_char_ids: torch.Tensor) -> torch.Tensor:
         """(num_tokens, max_characters_per_token) -> (num_tokens, projection_dim) character-CNN embeddings."""
@@ -1363,6 +1365,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         labels: torch.LongTensor | None = None,
         backward_labels: torch.LongTensor | None = None,
         output_hidden_states: bool | None = None,
+        states: ElmoLstmStates | None = None,
         **kwargs,
     ) -> ElmoForPreTrainingOutput:
         r"""
@@ -1378,6 +1381,9 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
                 The same for the backward streams (`wn .. w1 <S>`).
             output_hidden_states (`bool`, *optional*):
                 Return every layer as `hidden_states`: position `t` of both windows, `[forward; backward]`.
+            states (`ElmoLstmStates`, *optional*):
+                The streams' LSTM states to start from, updated with the final ones. Default: `stream_states` in
+                training mode, zero states (kept nowhere) in eval mode.
         """
         self._check_window("input_ids", input_ids)
         self._check_window("backward_input_ids", backward_input_ids)
@@ -1398,15 +1404,23 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         # both windows, time-major: row `t * batch_size + b` is step t of stream b (a packed batch of full rows)
         char_ids = torch.stack([input_ids, backward_input_ids]).transpose(1, 2).reshape(-1, width)
         inputs = self._embed(char_ids).view(2, steps * batch_size, -1)
-        states = self._stream_states if self.training else None
-        if states is None or states[0][0].shape[1] != batch_size:
-            states = self._zero_states(batch_size, inputs)
+        if states is not None:
+            states = self._checked_states(states)
+        elif self.training:
+            states = self._stream_states
+            if states.num_rows not in (0, batch_size):  # another number of streams: new streams
+                states.reset()
+        initial_states = (states if states is not None else ElmoLstmStates(self.config)).initial(batch_size, inputs)
         dropout = self.config.lm_dropout if self.training else 0.0
         layers, final_states = self.elmo.bilm.forward_packed_layers(
-            inputs, [batch_size] * steps, states, reference=self.elmo._reference_implementation, dropout=dropout
+            inputs,
+            [batch_size] * steps,
+            initial_states,
+            reference=self.elmo._reference_implementation,
+            dropout=dropout,
         )
-        if self.training:
-            self._stream_states = [(hidden.detach(), cell.detach()) for hidden, cell in final_states]
+        if states is not None:
+            states.update(final_states)
         # (2, steps * batch, dim) time-major -> (2, batch, steps, dim)
         layers = [layer.view(2, steps, batch_size, -1).transpose(1, 2) for layer in layers]
         top = layers[-1]
@@ -1456,7 +1470,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         top, _ = self.elmo.bilm.forward_packed(
             token_embeddings[packing.source],
             packing.batch_sizes,
-            self._zero_states(input_ids.shape[0], token_embeddings),
+            ElmoLstmStates(self.config).initial(input_ids.shape[0], token_embeddings),
             reference=self.elmo._reference_implementation,
         )
         token_labels = torch.cat([labels.flatten()[packing.word_positions], labels.new_tensor([bos, eos])])
@@ -1476,6 +1490,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
 
 
 __all__ = [
+    "ElmoLstmStates",
     "ElmoModel",
     "ElmoPreTrainedModel",
     "ElmoModelOutput",

@@ -214,11 +214,11 @@ def test_stateful_with_changing_batch_size(converted_fixture, fixture_sentences)
     with torch.no_grad():
         shrinking(**encode(first))
         full(**encode(first))
-        after_first = [state.clone() for state in shrinking._lstm_states[0]]
+        after_first = [state.clone() for state in shrinking._lstm_states.layers[0]]
         small = shrinking(**encode(second[:2])).last_hidden_state
         expected = full(**encode(second)).last_hidden_state[:2, : small.shape[1]]
         torch.testing.assert_close(small, expected, rtol=0, atol=1e-6)
-        for stored, before in zip(shrinking._lstm_states[0], after_first, strict=True):
+        for stored, before in zip(shrinking._lstm_states.layers[0], after_first, strict=True):
             torch.testing.assert_close(stored[:, 2], before[:, 2], rtol=0, atol=0)
 
         growing = ElmoModel.from_pretrained(converted_fixture, stateful=True)

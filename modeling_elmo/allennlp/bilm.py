@@ -7,6 +7,7 @@ import os
 import torch
 from torch import nn
 
+from ..lstm_states import ElmoLstmStates
 from ..modeling_elmo import ElmoModel
 from .boundaries import add_sentence_boundary_token_ids
 from .characters import ELMoCharacterMapper, batch_to_ids
@@ -86,9 +87,9 @@ class _ElmoBiLm(nn.Module):
     with `vocab_to_cache`] -> `{"activations": num_layers tensors (batch, timesteps + 2, 2 * projection_dim),
     "mask": (batch, timesteps + 2)}`, `<S>` and `</S>` included; layer 0 is the token embedding twice, `[x; x]`.
 
-    Stateful like AllenNLP (each batch row continues from the LSTM states that row left in the previous call; rows
-    beyond the previous batch start from zero, stored rows beyond this batch are kept) unless `stateful=False`, which
-    makes every call start from zero. `reset_states()` forgets the states.
+    Stateful like AllenNLP: `states` (an `ElmoLstmStates`, passed to the model on every call) gives each batch row the
+    LSTM states that row left in the previous call, with AllenNLP's row rules; `stateful=False` makes every call start
+    from zero states instead. `reset_states()` forgets them.
     """
 
     def __init__(
@@ -103,7 +104,7 @@ class _ElmoBiLm(nn.Module):
         super().__init__()
         self.model = load_elmo_model(options_file, weight_file)
         self.model.requires_grad_(requires_grad)
-        self.model.config.stateful = bool(stateful)
+        self.states = ElmoLstmStates(self.model.config) if stateful else None
         self._requires_grad = requires_grad
         # a view of the model's character encoder, kept out of the module tree so that its weights are listed once
         self.__dict__["_token_embedder"] = _ElmoCharacterEncoder.of_model(self.model, requires_grad)
@@ -116,7 +117,7 @@ class _ElmoBiLm(nn.Module):
 
     @property
     def stateful(self) -> bool:
-        return self.model.config.stateful
+        return self.states is not None
 
     @property
     def _elmo_lstm(self) -> "_ElmoBiLm":
@@ -128,19 +129,20 @@ class _ElmoBiLm(nn.Module):
 
     def reset_states(self, mask: torch.Tensor | None = None) -> None:
         """Forget the LSTM states of every row, or of the rows where `mask` (batch,) is True."""
-        if mask is None:
-            self.model.reset_states()
+        if self.states is None:
             return
-        states = self.model._lstm_states
-        if states is None:
+        if mask is None:
+            self.states.reset()
+            return
+        if not self.states.num_rows:
             raise ConfigurationError("reset_states(mask): there are no LSTM states yet (no batch has run).")
-        if mask.dim() != 1 or mask.shape[0] != states[0][0].shape[1]:
+        if not isinstance(mask, torch.Tensor) or mask.dim() != 1 or mask.shape[0] != self.states.num_rows:
+            shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
             raise ConfigurationError(
-                f"reset_states(mask): mask must have shape ({states[0][0].shape[1]},), the batch size of the stored "
-                f"states, got {tuple(mask.shape)}."
+                f"reset_states(mask): mask must have shape ({self.states.num_rows},), the batch size of the stored "
+                f"states, got {shape}."
             )
-        keep = ~mask.bool().to(states[0][0].device).view(1, -1, 1)
-        self.model._lstm_states = [(hidden * keep, cell * keep) for hidden, cell in states]
+        self.states.reset(mask.bool())
 
     def create_cached_cnn_embeddings(self, tokens: list[str]) -> None:
         """Accept word ids (index into `tokens`; 0 is padding) as `word_inputs` from now on."""
@@ -156,7 +158,12 @@ class _ElmoBiLm(nn.Module):
             char_ids = self._cached_word_char_ids(inputs, word_inputs)
         mask = (char_ids > 0).any(dim=-1)
         output = self.model(
-            char_ids, attention_mask=mask, output_hidden_states=True, keep_sentence_boundaries=True, return_dict=True
+            char_ids,
+            attention_mask=mask,
+            output_hidden_states=True,
+            states=self.states,
+            keep_sentence_boundaries=True,
+            return_dict=True,
         )
         num_tokens = mask.sum(dim=1, keepdim=True) + 2
         mask_with_bos_eos = torch.arange(mask.shape[1] + 2, device=mask.device) < num_tokens

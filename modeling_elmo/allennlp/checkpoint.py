@@ -33,7 +33,7 @@ def load_elmo_model(options_file: str | os.PathLike, weight_file: str | os.PathL
             resolve_source(os.fspath(options_file)), resolve_source(os.fspath(weight_file))
         )
     except (OriginalCheckpointError, ConversionError) as error:
-        raise ConfigurationError(str(error)) from None
+        raise ConfigurationError(" ".join(str(error).split())) from None  # one line (HTTP errors have several)
     model = ElmoModel(config, add_scalar_mixes=False)
     model.load_state_dict(state_dict, strict=True)
     return model.eval()

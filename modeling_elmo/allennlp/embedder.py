@@ -76,9 +76,10 @@ class ElmoEmbedder:
         activations = torch.stack([layer for layer, _ in without_boundaries], dim=1)
         return activations, without_boundaries[0][1].long()
 
-    def _empty_embedding(self) -> np.ndarray:
-        """What AllenNLP 0.9 gives an empty sentence: zeros (num_layers, 0, dim), float64."""
-        return np.zeros((self.elmo_bilm.num_layers, 0, self.elmo_bilm.get_output_dim()))
+    @staticmethod
+    def _empty_embedding() -> np.ndarray:
+        """What AllenNLP 0.9 gives an empty sentence, whatever the model: zeros (3, 0, 1024), float64."""
+        return np.zeros((3, 0, 1024))
 
     def embed_sentence(self, sentence: list[str]) -> np.ndarray:
         """One tokenized sentence -> (num_layers, len(sentence), dim) float32."""

@@ -37,6 +37,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
 from ..hub.model_card import render_pretrained_model_card
+from ..lstm_states import ElmoLstmStates
 from ..modeling_elmo import ElmoForPreTraining
 from ..tokenization_elmo import ElmoTokenizer
 from . import build_vocab
@@ -281,13 +282,15 @@ class ElmoPretrainingTrainer(Trainer):
     def _save_rng_state(self, output_dir: str) -> None:
         """With the random states, keep the LSTM states the streams have reached: a resumed run continues exactly."""
         super()._save_rng_state(output_dir)
-        torch.save(self.accelerator.unwrap_model(self.model).stream_states, self._stream_states_file(output_dir))
+        states = self.accelerator.unwrap_model(self.model).stream_states
+        torch.save(states.layers, self._stream_states_file(output_dir))
 
     def _load_rng_state(self, checkpoint: str | None) -> None:
         super()._load_rng_state(checkpoint)
         if checkpoint is not None and self._stream_states_file(checkpoint).is_file():
-            states = torch.load(self._stream_states_file(checkpoint), map_location=self.args.device, weights_only=True)
-            self.accelerator.unwrap_model(self.model).stream_states = states
+            layers = torch.load(self._stream_states_file(checkpoint), map_location=self.args.device, weights_only=True)
+            model = self.accelerator.unwrap_model(self.model)
+            model.stream_states = ElmoLstmStates(model.config, layers)
 
     def _save_checkpoint(self, model, trial) -> None:
         """Save `checkpoint-N`, first removing the `trainer_state.json` of an older save under that name: a save

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForPreTraining
 
-from modeling_elmo import ElmoConfig, ElmoForPreTraining, ElmoModel
+from modeling_elmo import ElmoConfig, ElmoForPreTraining, ElmoLstmStates, ElmoModel
 from modeling_elmo.character_ids import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
 
 VOCAB = [BOS_TOKEN, EOS_TOKEN, "<UNK>", "the", "cat", "sat", "on", "mat", "a", "dog", "ran"]
@@ -108,6 +108,23 @@ def test_a_sentence_split_across_windows_sees_the_state_of_its_first_part(model)
         evaluated = model(**{name: value[:, 3:] for name, value in batch.items()})
     assert model.stream_states is stored
     torch.testing.assert_close(evaluated.forward_hidden_state, fresh.forward_hidden_state, rtol=0, atol=0)
+
+
+def test_explicit_states_continue_the_streams_in_eval_mode(model):
+    """`states=` carries the streams from one call to the next whatever the mode; `stream_states` stay untouched."""
+    batch = sentence_windows([SENTENCES[1], ["the", "dog", "sat", "on", "a", "mat"]], 12)
+    stored = model.stream_states
+    states = ElmoLstmStates(model.config)
+    with torch.no_grad():
+        whole = model(**batch)
+        first = model(**{name: value[:, :3] for name, value in batch.items()}, states=states)
+        second = model(**{name: value[:, 3:] for name, value in batch.items()}, states=states)
+    assert states.num_rows == 2 and model.stream_states is stored and stored.num_rows == 0
+    for name in ("forward_hidden_state", "backward_hidden_state"):
+        split = torch.cat([getattr(first, name), getattr(second, name)], dim=1)
+        torch.testing.assert_close(split, getattr(whole, name), rtol=0, atol=1e-6)
+    with pytest.raises(TypeError, match="ElmoLstmStates made for this model"):
+        model.stream_states = [tuple(layer) for layer in states.layers]
 
 
 def test_sentence_perplexity_equals_a_brute_force_computation(model):
