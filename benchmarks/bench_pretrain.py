@@ -220,7 +220,7 @@ def _make_step(args: argparse.Namespace):
     """One training step (a closure) of `args.impl` for `args.part`, and the parameter count."""
     import torch
 
-    from modeling_elmo import ElmoForPreTraining
+    from modeling_elmo import ElmoForPreTraining, ElmoLstmStates
 
     torch.manual_seed(0)
     config = small_config()
@@ -240,15 +240,13 @@ def _make_step(args: argparse.Namespace):
         inputs = torch.randn(2, steps, batch_size, dim, generator=generator)
         probe = torch.randn(2, steps, batch_size, dim, generator=generator) / (steps * batch_size) ** 0.5
         if args.impl == "ours":
-            bilm, states = model.elmo.bilm, [None]
+            bilm, states = model.elmo.bilm, ElmoLstmStates(config)  # its dropout: config.lm_dropout (DROPOUT)
             parameters = list(bilm.parameters())
 
             def compute_loss() -> torch.Tensor:
-                if states[0] is None:
-                    states[0] = model._zero_states(batch_size, inputs)
-                top, final = bilm.forward_packed(inputs.view(2, steps * batch_size, dim), [batch_size] * steps,
-                                                 states[0], dropout=DROPOUT)  # fmt: skip
-                states[0] = [(hidden.detach(), cell.detach()) for hidden, cell in final]
+                initial = states.initial(batch_size, inputs)
+                top, final = bilm(inputs.view(2, steps * batch_size, dim), [batch_size] * steps, initial)
+                states.update(final)
                 return (top.view_as(probe) * probe).sum()
         else:
             parameters = list(model.lstms.parameters())

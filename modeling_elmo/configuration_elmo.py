@@ -68,8 +68,9 @@ BILM_ARCHITECTURE_FIELDS = (
 # The config fields that, with the weights, decide what the biLM computes: every cache or fingerprint of biLM outputs
 # keys on exactly these (the heads' and the language model's fields do not change the biLM's layers).
 # `lstm_forget_bias` is not architecture (a folder saved with the forget bias folded into the LSTM bias computes the
-# same function with 0.0) but changes the outputs of the same weights.
-BILM_FIELDS = (*BILM_ARCHITECTURE_FIELDS, "lstm_forget_bias", "stateful")
+# same function with 0.0) but changes the outputs of the same weights. `stateful` is not here: it says where a call's
+# LSTM states come from (`ElmoLstmStates`), not what the biLM computes from them.
+BILM_FIELDS = (*BILM_ARCHITECTURE_FIELDS, "lstm_forget_bias")
 # Upper bound of `max_characters_per_token` (every word is padded to that many character ids; the originals use 50).
 MAX_CHARACTERS_PER_TOKEN = 1024
 

@@ -8,6 +8,7 @@ modules, each reached through one switch.
 """
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -26,7 +27,7 @@ from .configuration_elmo import ElmoConfig
 from .crf import LinearChainCrf, bio_constraints
 from .lstm_engine import LstmEngine, LstmInferenceMixin, run_call
 from .lstm_states import ElmoLstmStates, LstmState
-from .packed_sentences import PackedBatch, pack_sentences
+from .packed_sentences import pack_sentences
 from .padded_recurrence import is_exporting, padded_bilm_layers
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
 from .word_embedding_store import WordEmbeddingCache, WordEmbeddingStore, stored_or_computed, word_keys
@@ -370,123 +371,57 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
 
 class ElmoBiLm(nn.Module):
     """
-    The biLM: the stack of `ElmoLstmLayer`s over packed `<S> words </S>` sequences (bilm-tf's `MultiRNNCell` of each
-    direction, AllenNLP's `ElmoLstm`), where every layer after the first adds its input to its output when
-    `config.use_skip_connections` (bilm-tf's `ResidualWrapper`).
+    The biLM: the stack of `ElmoLstmLayer`s over packed sequences (bilm-tf's `MultiRNNCell` of each direction,
+    AllenNLP's `ElmoLstm`), where every layer after the first adds its input to its output when
+    `config.use_skip_connections` (bilm-tf's `ResidualWrapper`), and, in training mode, `dropout` is applied to every
+    layer's input, which the skip connection then adds (bilm-tf's `DropoutWrapper(ResidualWrapper(cell),
+    input_keep_prob)`, the language model's recipe).
     """
 
-    def __init__(self, config: ElmoConfig):
+    def __init__(self, config: ElmoConfig, dropout: float = 0.0):
         super().__init__()
         self.layers = nn.ModuleList(ElmoLstmLayer(config) for _ in range(config.num_hidden_layers))
         self.use_skip_connections = config.use_skip_connections
+        self.dropout = dropout
 
     def forward(
         self,
-        token_embeddings: torch.Tensor,
-        packing: PackedBatch,
-        initial_states: list[LstmState],
-        all_layers: bool,
-        reference: bool = False,
-    ) -> tuple[tuple[torch.Tensor, ...], list[LstmState]]:
-        """
-        Args:
-            token_embeddings: (num_words + 2, projection_dim): the batch's words in `packing.word_positions` order,
-                then `<S>` and `</S>`.
-            packing: the batch's `PackedBatch`.
-            initial_states: per layer, hidden (2, batch, proj) and cell (2, batch, cell_size), sorted rows.
-            all_layers: return every layer; otherwise only the top one.
-            reference: run every layer's `forward_reference` instead of its fast path.
-
-        Returns:
-            The layers, each (batch, max_words, 2 * projection_dim) and zero at padding: the token layer `[x; x]` and
-            every LSTM layer `[forward; backward]` (or the top one only); and per layer the final state (sorted rows).
-            With `packing.sequence_positions` the layers keep `<S>` and `</S>`: (batch, max_words + 2, ...).
-
-        The layers run on packed sequences. When a graph is built for all layers (without the boundaries), each is
-        padded as soon as it is computed and the next layer reads its word rows back from the padded tensor
-        (`PackedBatch.repack`), so every returned layer is on the path to the outputs; otherwise only the returned
-        layers are padded.
-        """
-        keep_boundaries = packing.sequence_positions is not None
-        unpack = packing.unpack_sequences if keep_boundaries else packing.unpack
-        on_graph = (  # only returned layers need to be on the path: the top one always is
-            all_layers
-            and not keep_boundaries
-            and torch.is_grad_enabled()
-            and (token_embeddings.requires_grad or any(parameter.requires_grad for parameter in self.parameters()))
-        )
-        inputs = token_embeddings[packing.source]  # (2, num_packed, projection_dim), backward rows reversed
-        if keep_boundaries:
-            layers = [unpack(inputs)] if all_layers else []
-        else:
-            words = token_embeddings[: packing.word_positions.numel()]
-            layers = [packing.pad(torch.cat([words, words], dim=-1))] if on_graph or all_layers else []
-        final_states = []
-        for index in range(len(self.layers)):
-            if on_graph:
-                inputs = packing.repack(layers[-1], inputs)
-            outputs, final_state = self.run_layer(index, inputs, packing.batch_sizes, initial_states[index], reference)
-            if on_graph or all_layers or index == len(self.layers) - 1:
-                layers.append(unpack(outputs))
-            final_states.append(final_state)
-            inputs = outputs
-        return tuple(layers if all_layers else layers[-1:]), final_states
-
-    def run_layer(
-        self,
-        index: int,
-        inputs: torch.Tensor,
-        batch_sizes: list[int],
-        initial_state: LstmState,
-        reference: bool = False,
-        dropout: float = 0.0,
-    ) -> tuple[torch.Tensor, LstmState]:
-        """
-        Layer `index` on packed `inputs` (2, num_packed, projection_dim), its skip connection included: outputs
-        (2, num_packed, projection_dim) and final state. `dropout` is applied to the layer's input, which the skip
-        connection then adds (bilm-tf's `DropoutWrapper(ResidualWrapper(cell), input_keep_prob)`).
-        """
-        if dropout:
-            inputs = nn.functional.dropout(inputs, dropout)
-        layer = self.layers[index]
-        outputs, final_state = (layer.forward_reference if reference else layer)(inputs, batch_sizes, initial_state)
-        if self.use_skip_connections and index > 0:
-            outputs = outputs + inputs
-        return outputs, final_state
-
-    def forward_packed(
-        self,
         inputs: torch.Tensor,
         batch_sizes: list[int],
         initial_states: list[LstmState],
         reference: bool = False,
-        dropout: float = 0.0,
+        layer_inputs: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, list[LstmState]]:
         """
-        The stack on packed sequences as they are (no boundary tokens added), for language modelling: `inputs`
-        (2, num_packed, projection_dim) with the backward direction's rows already in its own order -> the top
-        layer's packed outputs (2, num_packed, projection_dim) and every layer's final state (sorted rows).
-        """
-        layers, final_states = self.forward_packed_layers(inputs, batch_sizes, initial_states, reference, dropout)
-        return layers[-1], final_states
+        Args:
+            inputs: (2, num_packed, projection_dim) packed token embeddings of both directions, the backward
+                direction's rows in its own order.
+            batch_sizes: active rows per time step (non-increasing).
+            initial_states: per layer, hidden (2, batch, projection_dim) and cell (2, batch, lstm_cell_size), in the
+                packed row order.
+            reference: run every layer's `forward_reference` instead of its fast path.
+            layer_inputs: called with each layer's inputs (the token embeddings, then every layer's outputs but the
+                top one's) before the layer reads them, and returns what it reads (the same values): lets a caller
+                keep every layer and put it on the autograd path.
 
-    def forward_packed_layers(
-        self,
-        inputs: torch.Tensor,
-        batch_sizes: list[int],
-        initial_states: list[LstmState],
-        reference: bool = False,
-        dropout: float = 0.0,
-    ) -> tuple[list[torch.Tensor], list[LstmState]]:
-        """`forward_packed` returning every layer: the inputs, then each LSTM layer's packed outputs."""
-        layers, final_states = [inputs], []
-        for index in range(len(self.layers)):
-            outputs, final_state = self.run_layer(
-                index, layers[-1], batch_sizes, initial_states[index], reference, dropout
+        Returns:
+            The top layer's packed outputs (2, num_packed, projection_dim) and per layer the final state (packed row
+            order).
+        """
+        final_states = []
+        for index, layer in enumerate(self.layers):
+            if layer_inputs is not None:
+                inputs = layer_inputs(inputs)
+            if self.dropout and self.training:
+                inputs = nn.functional.dropout(inputs, self.dropout)
+            outputs, final_state = (layer.forward_reference if reference else layer)(
+                inputs, batch_sizes, initial_states[index]
             )
-            layers.append(outputs)
+            if self.use_skip_connections and index > 0:
+                outputs = outputs + inputs
             final_states.append(final_state)
-        return layers, final_states
+            inputs = outputs
+        return inputs, final_states
 
 
 class ElmoScalarMix(nn.Module):
@@ -625,16 +560,21 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
     stores the row's final state back, like the original TensorFlow biLM (the row rules are `ElmoLstmStates`'). With
     `config.stateful=True` the model passes its own states object on every call; `reset_states()` clears it.
 
+    Two other inputs: `keep_sentence_boundaries=True` returns the layers at `<S>` and `</S>` too (AllenNLP's
+    `_ElmoBiLm`), and `backward_input_ids` turns `input_ids` into the forward streams' windows of bilm-tf's training,
+    read with those of the backward streams (see `forward`).
+
     `add_scalar_mixes=False` leaves out the `config.num_output_representations` scalar mixes (a head that mixes the
-    layers itself has no use for them).
+    layers itself has no use for them); `lstm_dropout` is the dropout on every LSTM layer's input in training mode
+    (the language model's, see [`ElmoForPreTraining`]).
     """
 
     _keys_to_ignore_on_load_unexpected = [r"^softmax\."]  # the LM softmax of a saved ElmoForPreTraining
 
-    def __init__(self, config: ElmoConfig, add_scalar_mixes: bool = True):
+    def __init__(self, config: ElmoConfig, add_scalar_mixes: bool = True, lstm_dropout: float = 0.0):
         super().__init__(config)
         self.char_encoder = ElmoCharacterEncoder(config)
-        self.bilm = ElmoBiLm(config)
+        self.bilm = ElmoBiLm(config, dropout=lstm_dropout)
         num_mixes = config.num_output_representations if add_scalar_mixes else 0
         self.scalar_mixes = nn.ModuleList(ElmoScalarMix(config) for _ in range(num_mixes))
         self._lstm_states = ElmoLstmStates(config)  # carried between calls when `config.stateful`
@@ -732,11 +672,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
             )
 
     def _forward_exportable(
-        self,
-        input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor | None,
-        output_hidden_states: bool | None,
-        states: ElmoLstmStates | None,
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None, output_hidden_states: bool | None
     ) -> ElmoModelOutput:
         """
         `forward` for `torch.export` (`padded_recurrence`): the same outputs with symbolic batch and word dimensions.
@@ -747,8 +683,6 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
                 "A stateful ElmoModel (config.stateful=True) cannot be exported: its LSTM states carry over between "
                 "calls. Set model.config.stateful = False to export the stateless model."
             )
-        if states is not None:
-            raise ValueError("states= cannot be exported: the exported model is stateless (call it without states).")
         if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.input_ids_width:
             raise ValueError(
                 f"input_ids must have shape (batch_size, num_words, {self.config.input_ids_width}), got "
@@ -775,6 +709,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         output_hidden_states: bool | None = None,
         states: ElmoLstmStates | None = None,
         keep_sentence_boundaries: bool = False,
+        backward_input_ids: torch.LongTensor | None = None,
         **kwargs,
     ) -> ElmoModelOutput:
         r"""
@@ -791,13 +726,23 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
                 `states` (see [`ElmoLstmStates`]). Default: the model's own with `config.stateful=True`, else zero
                 states.
             keep_sentence_boundaries (`bool`, *optional*, defaults to `False`):
-                Return every layer over each row's `<S> words </S>`, shaped `(batch_size, num_words + 2, ...)`, `<S>`
-                first and zero after `</S>` (AllenNLP's `_ElmoBiLm` layout); the scalar mixes then mask with that.
+                Return the layers at every token of each row's `<S> words </S>`, from position 0 (AllenNLP's
+                `_ElmoBiLm`): `(batch_size, num_words + 2, 2 * projection_dim)`, zero after each row's `</S>`; the
+                scalar mixes then run over these tokens.
+            backward_input_ids (`torch.LongTensor` of shape `(batch_size, unroll_steps, config.input_ids_width)`,
+            *optional*):
+                Read the inputs as bilm-tf's training windows: `input_ids` the forward streams' tokens and these the
+                backward streams' (each direction its own tokens, in its own order; no padding, no boundary tokens
+                added). The layers are then `(batch_size, unroll_steps, 2 * projection_dim)`, `[forward; backward]`
+                at position `t` of the two windows.
         """
-        if is_exporting() and keep_sentence_boundaries:
-            raise ValueError("keep_sentence_boundaries=True cannot be exported: export the default layout.")
         if is_exporting():  # torch.export / ONNX: the padded path, with no Python values read from tensors
-            return self._forward_exportable(input_ids, attention_mask, output_hidden_states, states)
+            if states is not None or backward_input_ids is not None or keep_sentence_boundaries:
+                raise ValueError(
+                    "Only stateless sentence inputs can be exported: no states=, backward_input_ids or "
+                    "keep_sentence_boundaries."
+                )
+            return self._forward_exportable(input_ids, attention_mask, output_hidden_states)
         self._check_input_ids(input_ids)
         if states is None and self.config.stateful:
             states = self._lstm_states
@@ -805,35 +750,30 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
             raise TypeError(
                 "states must be an ElmoLstmStates made for this model's biLM, e.g. ElmoLstmStates(model.config)."
             )
-        if input_ids.shape[0] == 0:
-            raise ValueError("Empty batch: input_ids has batch size 0.")
-        if attention_mask is None:
-            attention_mask = (input_ids != 0).any(dim=-1)
-        if attention_mask.shape != input_ids.shape[:2]:
-            raise ValueError(
-                f"attention_mask must have shape {tuple(input_ids.shape[:2])}, got {tuple(attention_mask.shape)}."
-            )
-        if attention_mask.device.type == "meta" or ((attention_mask != 0) & (attention_mask != 1)).any():
-            raise ValueError("attention_mask must hold 1 for words and 0 for padding (on a real device).")
+        if backward_input_ids is None:
+            attention_mask = self._checked_attention_mask(input_ids, attention_mask)
+        else:
+            attention_mask = self._checked_windows(input_ids, backward_input_ids, attention_mask)
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
+        all_layers = bool(output_hidden_states or self.scalar_mixes)
+        if backward_input_ids is None:
+            compute = functools.partial(
+                self._sentence_layers, input_ids, attention_mask, all_layers, states, keep_sentence_boundaries
+            )
+        else:
+            compute = functools.partial(self._window_layers, input_ids, backward_input_ids, all_layers, states)
         layers = run_call(
             self,
             self.bilm.layers[0],
-            lambda: self._bilm_layers(
-                input_ids,
-                attention_mask,
-                bool(output_hidden_states or self.scalar_mixes),
-                states,
-                keep_sentence_boundaries,
-            ),
+            compute,
             attention_mask,
             exclusive=self._reference_implementation or states is not None,
         )
-        if keep_sentence_boundaries:
-            num_tokens = attention_mask.sum(dim=1, keepdim=True) + 2
-            attention_mask = torch.arange(layers[-1].shape[1], device=num_tokens.device) < num_tokens
+        if keep_sentence_boundaries:  # each row's tokens from position 0: its words and the two boundaries
+            positions = torch.arange(layers[-1].shape[1], device=attention_mask.device)
+            attention_mask = positions < attention_mask.sum(dim=1, keepdim=True) + 2
         representations = tuple(mix(layers, attention_mask) for mix in self.scalar_mixes)
         return ElmoModelOutput(
             last_hidden_state=layers[-1],
@@ -842,33 +782,126 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
             states=states,
         )
 
-    def _bilm_layers(
+    def _checked_attention_mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """`attention_mask` of sentence inputs (derived from `input_ids` when `None`), refused unless it is a 0/1
+        mask of shape (batch, words) for a batch of at least one row."""
+        if input_ids.shape[0] == 0:
+            raise ValueError("Empty batch: input_ids has batch size 0.")
+        if attention_mask is None:
+            return (input_ids != 0).any(dim=-1)
+        if attention_mask.shape != input_ids.shape[:2]:
+            raise ValueError(
+                f"attention_mask must have shape {tuple(input_ids.shape[:2])}, got {tuple(attention_mask.shape)}."
+            )
+        if attention_mask.device.type == "meta" or ((attention_mask != 0) & (attention_mask != 1)).any():
+            raise ValueError("attention_mask must hold 1 for words and 0 for padding (on a real device).")
+        return attention_mask
+
+    def _checked_windows(
+        self, input_ids: torch.Tensor, backward_input_ids: torch.Tensor, attention_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Refuse stream windows that are empty, of different shapes or padded; their all-ones word mask."""
+        _check_indices("backward_input_ids", backward_input_ids, self.config.char_vocab_size)
+        if backward_input_ids.shape != input_ids.shape:
+            raise ValueError(
+                f"backward_input_ids must have the shape of input_ids {tuple(input_ids.shape)}, got "
+                f"{tuple(backward_input_ids.shape)}."
+            )
+        if 0 in input_ids.shape:
+            raise ValueError(
+                f"Windows need batch_size, unroll_steps >= 1: input_ids has shape {tuple(input_ids.shape)}."
+            )
+        if attention_mask is not None:
+            raise ValueError("Stream windows have no padding: give no attention_mask with backward_input_ids.")
+        return input_ids.new_ones(input_ids.shape[:2], dtype=torch.bool)
+
+    def _embed(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """(num_tokens, input_ids_width) -> (num_tokens, projection_dim) character-CNN embeddings."""
+        if self._reference_implementation:
+            return self.char_encoder(token_ids)
+        return self.char_encoder.embed_words(token_ids)
+
+    def _run_bilm(
+        self,
+        inputs: torch.Tensor,
+        batch_sizes: list[int],
+        states: ElmoLstmStates | None,
+        order: torch.Tensor | None,
+        layer_inputs: Callable[[torch.Tensor], torch.Tensor],
+    ) -> torch.Tensor:
+        """The biLM on packed `inputs` (2, num_packed, projection_dim) from `states` (zero if `None`, updated with
+        the final states otherwise), `order` the batch row of each packed row (`None`: the same): its top layer."""
+        carried = states if states is not None else ElmoLstmStates(self.config)
+        initial_states = carried.initial(batch_sizes[0], inputs, order)
+        top, final_states = self.bilm(
+            inputs, batch_sizes, initial_states, reference=self._reference_implementation, layer_inputs=layer_inputs
+        )
+        if states is not None:  # every row has at least one token (its <S> and </S>, or a window's)
+            states.update(final_states, order)
+        return top
+
+    def _sentence_layers(
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         all_layers: bool,
         states: ElmoLstmStates | None,
-        keep_boundaries: bool = False,
+        keep_sentence_boundaries: bool,
     ) -> tuple[torch.Tensor, ...]:
-        """The padded layers of `forward` (all of them, or the top one only) for checked arguments; `states` (if
-        any) are updated with the final LSTM states."""
-        packing = pack_sentences(attention_mask, with_boundaries=keep_boundaries)
-
+        """
+        The padded layers of `forward` on sentences (all of them, or the top one only), with the boundary tokens
+        (from position 0) or without (at the words' positions). When a graph is built for all layers without the
+        boundaries, each layer is padded as soon as it is computed and the next layer reads its word rows back from
+        the padded tensor (`PackedBatch.repack`), so every returned layer is on the path to the outputs.
+        """
+        packing = pack_sentences(attention_mask)
         words = input_ids.flatten(0, 1)[packing.word_positions]  # (num_words, max_chars): every word of the batch
-        token_char_ids = torch.cat([words, self.boundary_char_ids(input_ids.device)])  # then <S>, </S>
-        if self._reference_implementation:
-            token_embeddings = self.char_encoder(token_char_ids)  # (num_words + 2, projection_dim)
-        else:
-            token_embeddings = self.char_encoder.embed_words(token_char_ids)
-
-        carried = states if states is not None else ElmoLstmStates(self.config)
-        initial_states = carried.initial(input_ids.shape[0], token_embeddings, packing.sort_order)
-        layers, final_states = self.bilm(
-            token_embeddings, packing, initial_states, all_layers=all_layers, reference=self._reference_implementation
+        token_embeddings = self._embed(torch.cat([words, self.boundary_char_ids(input_ids.device)]))  # <S>, </S>
+        unpack = packing.unpack_sequences if keep_sentence_boundaries else packing.unpack
+        on_graph = (
+            all_layers
+            and not keep_sentence_boundaries
+            and torch.is_grad_enabled()
+            and (
+                token_embeddings.requires_grad or any(parameter.requires_grad for parameter in self.bilm.parameters())
+            )
         )
-        if states is not None:  # every row has at least its <S> and </S>: none is without tokens
-            states.update(final_states, packing.sort_order)
-        return layers
+        layers = []
+
+        def keep_layer(packed: torch.Tensor) -> torch.Tensor:
+            if not all_layers:
+                return packed
+            layers.append(unpack(packed))
+            return packing.repack(layers[-1], packed) if on_graph else packed
+
+        inputs = token_embeddings[packing.source]  # (2, num_packed, projection_dim), backward rows reversed
+        top = self._run_bilm(inputs, packing.batch_sizes, states, packing.sort_order, keep_layer)
+        return (*layers, unpack(top))
+
+    def _window_layers(
+        self,
+        input_ids: torch.Tensor,
+        backward_input_ids: torch.Tensor,
+        all_layers: bool,
+        states: ElmoLstmStates | None,
+    ) -> tuple[torch.Tensor, ...]:
+        """The layers of `forward` on stream windows (all of them, or the top one only), each (batch, steps,
+        2 * projection_dim): position `t` of both windows."""
+        batch_size, steps, width = input_ids.shape
+        # both windows, time-major: row `t * batch_size + b` is step t of stream b (a packed batch of full rows)
+        char_ids = torch.stack([input_ids, backward_input_ids]).transpose(1, 2).reshape(-1, width)
+        inputs = self._embed(char_ids).view(2, steps * batch_size, -1)
+        packed_layers = []
+
+        def keep_layer(packed: torch.Tensor) -> torch.Tensor:
+            if all_layers:
+                packed_layers.append(packed)
+            return packed
+
+        packed_layers.append(self._run_bilm(inputs, [batch_size] * steps, states, None, keep_layer))
+        # (2, steps * batch, dim) time-major -> (batch, steps, 2 * dim)
+        layers = (layer.view(2, steps, batch_size, -1).transpose(1, 2) for layer in packed_layers)
+        return tuple(torch.cat([layer[0], layer[1]], dim=-1) for layer in layers)
 
 
 class ElmoBiLstmTagger(nn.Module):
@@ -951,17 +984,27 @@ class ElmoHeadModel(ElmoPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.elmo.set_input_embeddings(value)
 
-    def elmo_layers(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """All `num_hidden_layers + 1` biLM layers, each (batch, words, 2 * projection_dim); no gradients if frozen."""
+    def elmo_layers(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, states: ElmoLstmStates | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """All `num_hidden_layers + 1` biLM layers, each (batch, words, 2 * projection_dim), from `states` (updated)
+        if given; no gradients if frozen."""
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.config.freeze_elmo):
-            output = self.elmo(input_ids, attention_mask=attention_mask, output_hidden_states=True, return_dict=True)
+            output = self.elmo(
+                input_ids, attention_mask=attention_mask, output_hidden_states=True, states=states, return_dict=True
+            )
         return output.hidden_states
 
-    def contextual_layers(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """`elmo_layers`, through the activation cache when one is attached (every row is one sentence)."""
+    def contextual_layers(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, states: ElmoLstmStates | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """`elmo_layers`, through the activation cache when one is attached (every row is one sentence, from zero
+        states: `states` are refused then)."""
         if self.activation_cache is not None:
+            if states is not None:
+                raise ValueError("An activation cache holds layers computed from zero states: pass no states=.")
             return self.activation_cache.layers(self, input_ids, attention_mask)
-        return self.elmo_layers(input_ids, attention_mask)
+        return self.elmo_layers(input_ids, attention_mask, states)
 
     def encode_words(self, layers: tuple[torch.Tensor, ...], mask: torch.Tensor) -> torch.Tensor:
         """
@@ -1035,6 +1078,7 @@ class ElmoForTokenClassification(ElmoHeadModel):
         attention_mask: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         output_hidden_states: bool | None = None,
+        states: ElmoLstmStates | None = None,
         **kwargs,
     ) -> TokenClassifierOutput:
         r"""
@@ -1048,6 +1092,8 @@ class ElmoForTokenClassification(ElmoHeadModel):
                 sentence are marginalised).
             output_hidden_states (`bool`, *optional*):
                 Return the biLM layers as `hidden_states`.
+            states (`ElmoLstmStates`, *optional*):
+                The biLM's LSTM states to start each row from, updated in place (see [`ElmoLstmStates`]).
 
         Returns:
             [`TokenClassifierOutput`] with `logits` of shape `(batch_size, num_words, num_labels)`.
@@ -1055,7 +1101,7 @@ class ElmoForTokenClassification(ElmoHeadModel):
         if attention_mask is None:
             attention_mask = (input_ids != 0).any(dim=-1)
         mask = attention_mask.bool()
-        layers = self.contextual_layers(input_ids, attention_mask)
+        layers = self.contextual_layers(input_ids, attention_mask, states)
         logits = self.classifier(self.encode_words(layers, mask))
 
         loss = None
@@ -1163,6 +1209,7 @@ class ElmoForSequenceClassification(ElmoHeadModel):
         token_type_ids: torch.LongTensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        states: ElmoLstmStates | None = None,
         **kwargs,
     ) -> SequenceClassifierOutput:
         r"""
@@ -1180,6 +1227,9 @@ class ElmoForSequenceClassification(ElmoHeadModel):
             output_hidden_states (`bool`, *optional*):
                 Return the biLM layers as `hidden_states`, each `(batch_size, num_words, 2 * projection_dim)`; for
                 text pairs every word's vectors are those of its own text.
+            states (`ElmoLstmStates`, *optional*):
+                The biLM's LSTM states to start each row from, updated in place (see [`ElmoLstmStates`]); for text
+                pairs the biLM's rows are the first texts, then the second texts (`2 * batch_size` rows).
 
         Returns:
             [`SequenceClassifierOutput`] with `logits` of shape `(batch_size, num_labels)`.
@@ -1192,7 +1242,7 @@ class ElmoForSequenceClassification(ElmoHeadModel):
             )
         pairs = self.config.classifier_sentence_pairs
         masks = self._sentence_masks(attention_mask, token_type_ids)
-        layers = self.contextual_layers(torch.cat([input_ids, input_ids]) if pairs else input_ids, masks)
+        layers = self.contextual_layers(torch.cat([input_ids, input_ids]) if pairs else input_ids, masks, states)
         words = masks.bool()
         pooled = self.pooler(self.encode_words(layers, words), words)
         if pairs:
@@ -1290,7 +1340,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         super().__init__(config)
         if config.lm_vocab_size is None:
             raise ValueError("ElmoForPreTraining needs config.lm_vocab_size (the words of its softmax), got None.")
-        self.elmo = ElmoModel(config, add_scalar_mixes=False)
+        self.elmo = ElmoModel(config, add_scalar_mixes=False, lstm_dropout=config.lm_dropout)
         self.softmax = ElmoLmSoftmax(config)
         self.sampler = LogUniformSampler(config.lm_vocab_size)
         self._stream_states = ElmoLstmStates(config)
@@ -1326,19 +1376,19 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
             )
         return states
 
-    def _embed(self, token_char_ids: torch.Tensor) -> torch.Tensor:
-        """(num_tokens, max_characters_per_token) -> (num_tokens, projection_dim) character-CNN embeddings."""
-        if self.elmo._reference_implementation:
-            return self.elmo.char_encoder(token_char_ids)
-        return self.elmo.char_encoder.embed_words(token_char_ids)
-
-    def _check_window(self, name: str, char_ids: torch.Tensor) -> None:
-        _check_indices(name, char_ids, self.config.char_vocab_size)
-        if char_ids.dim() != 3 or char_ids.shape[-1] != self.config.max_characters_per_token or 0 in char_ids.shape:
-            raise ValueError(
-                f"{name} must have shape (batch_size, unroll_steps, {self.config.max_characters_per_token}) with "
-                f"batch_size, unroll_steps >= 1, got {tuple(char_ids.shape)}."
-            )
+    def _check_labels(
+        self, input_ids: torch.Tensor, labels: torch.Tensor | None, backward_labels: torch.Tensor | None
+    ) -> None:
+        """Refuse labels given for one direction only, out of the vocabulary or of another shape than the windows."""
+        if (labels is None) != (backward_labels is None):
+            raise ValueError("Give both labels and backward_labels, or neither.")
+        for name, values in (("labels", labels), ("backward_labels", backward_labels)):
+            if values is not None:
+                _check_indices(name, values, self.config.lm_vocab_size)
+                if isinstance(input_ids, torch.Tensor) and values.shape != input_ids.shape[:2]:
+                    raise ValueError(
+                        f"{name} must have shape {tuple(input_ids.shape[:2])}, got {tuple(values.shape)}."
+                    )
 
     def _loss(self, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Mean next-token cross-entropy: `hidden` (n, projection_dim), `labels` (n,)."""
@@ -1385,64 +1435,41 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
                 The streams' LSTM states to start from, updated with the final ones. Default: `stream_states` in
                 training mode, zero states (kept nowhere) in eval mode.
         """
-        self._check_window("input_ids", input_ids)
-        self._check_window("backward_input_ids", backward_input_ids)
-        if backward_input_ids.shape != input_ids.shape:
-            raise ValueError(
-                f"backward_input_ids must have the shape of input_ids {tuple(input_ids.shape)}, got "
-                f"{tuple(backward_input_ids.shape)}."
-            )
-        if (labels is None) != (backward_labels is None):
-            raise ValueError("Give both labels and backward_labels, or neither.")
-        batch_size, steps, width = input_ids.shape
-        for name, values in (("labels", labels), ("backward_labels", backward_labels)):
-            if values is not None:
-                _check_indices(name, values, self.config.lm_vocab_size)
-                if values.shape != input_ids.shape[:2]:
-                    raise ValueError(f"{name} must have shape {(batch_size, steps)}, got {tuple(values.shape)}.")
-
-        # both windows, time-major: row `t * batch_size + b` is step t of stream b (a packed batch of full rows)
-        char_ids = torch.stack([input_ids, backward_input_ids]).transpose(1, 2).reshape(-1, width)
-        inputs = self._embed(char_ids).view(2, steps * batch_size, -1)
-        if states is not None:
-            states = self._checked_states(states)
-        elif self.training:
+        self._check_labels(input_ids, labels, backward_labels)
+        if states is None and self.training:
             states = self._stream_states
-            if states.num_rows not in (0, batch_size):  # another number of streams: new streams
+            if states.num_rows not in (0, len(input_ids)):  # another number of streams: new streams
                 states.reset()
-        initial_states = (states if states is not None else ElmoLstmStates(self.config)).initial(batch_size, inputs)
-        dropout = self.config.lm_dropout if self.training else 0.0
-        layers, final_states = self.elmo.bilm.forward_packed_layers(
-            inputs,
-            [batch_size] * steps,
-            initial_states,
-            reference=self.elmo._reference_implementation,
-            dropout=dropout,
+        elif states is None:  # zero states, kept nowhere (whatever `config.stateful` says)
+            states = ElmoLstmStates(self.config)
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
-        if states is not None:
-            states.update(final_states)
-        # (2, steps * batch, dim) time-major -> (2, batch, steps, dim)
-        layers = [layer.view(2, steps, batch_size, -1).transpose(1, 2) for layer in layers]
-        top = layers[-1]
+        output = self.elmo(
+            input_ids,
+            backward_input_ids=backward_input_ids,
+            states=states,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
+        # the top layer (batch, steps, 2 * dim) as the two directions (2, batch, steps, dim), laid out time-major
+        # (the dropout below draws its mask in that layout)
+        top = output.last_hidden_state.unflatten(-1, (2, -1)).permute(2, 1, 0, 3).contiguous().transpose(1, 2)
 
         loss = forward_loss = backward_loss = None
+        dropout = self.config.lm_dropout if self.training else 0.0
         if labels is not None:
             outputs = nn.functional.dropout(top, dropout) if dropout else top
             forward_loss = self._loss(outputs[0].flatten(0, 1), labels.flatten().to(top.device))
             backward_loss = self._loss(outputs[1].flatten(0, 1), backward_labels.flatten().to(top.device))
             loss = 0.5 * (forward_loss + backward_loss)
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
         return ElmoForPreTrainingOutput(
             loss=loss,
             forward_loss=forward_loss,
             backward_loss=backward_loss,
             forward_hidden_state=top[0],
             backward_hidden_state=top[1],
-            hidden_states=tuple(torch.cat([layer[0], layer[1]], dim=-1) for layer in layers)
-            if output_hidden_states
-            else None,
+            hidden_states=output.hidden_states,
         )
 
     def sentence_negative_log_likelihoods(
@@ -1463,16 +1490,15 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
             (2, num_predictions) cross-entropies of the forward and the backward LM, `num_predictions` = words +
             sentences of the batch.
         """
-        self._check_window("input_ids", input_ids)
-        packing = pack_sentences(attention_mask)
-        words = input_ids.flatten(0, 1)[packing.word_positions]
-        token_embeddings = self._embed(torch.cat([words, self.elmo.boundary_char_ids(input_ids.device)]))
-        top, _ = self.elmo.bilm.forward_packed(
-            token_embeddings[packing.source],
-            packing.batch_sizes,
-            ElmoLstmStates(self.config).initial(input_ids.shape[0], token_embeddings),
-            reference=self.elmo._reference_implementation,
+        sequences = self.elmo(
+            input_ids,
+            attention_mask,
+            states=ElmoLstmStates(self.config),  # zero states, kept nowhere (whatever `config.stateful` says)
+            keep_sentence_boundaries=True,
+            return_dict=True,
         )
+        packing = pack_sentences(attention_mask)
+        top = packing.pack_sequences(sequences.last_hidden_state)  # (2, num_packed, dim), as the biLM ran them
         token_labels = torch.cat([labels.flatten()[packing.word_positions], labels.new_tensor([bos, eos])])
         packed_labels = token_labels[packing.source]  # (2, num_packed): each packed row's own token
         # packed row r (step t, sorted row b) is followed by row r + batch_sizes[t] if row b is still active at t + 1

@@ -21,9 +21,7 @@ class PackedBatch:
     source: torch.Tensor  # (2, num_packed) index into [word embeddings; <S>; </S>] for each direction
     word_to_packed: torch.Tensor  # (2, num_words) packed position of every real word, per direction
     word_positions: torch.Tensor  # (num_words,) flat index into (batch * max_words) of every real word
-    # (2, num_packed) flat index into (batch * (max_words + 2)) of each packed row's position in `<S> words </S>`;
-    # only when the layers are to keep the sentence boundaries (`pack_sentences(..., with_boundaries=True)`)
-    sequence_positions: torch.Tensor | None = None
+    token_positions: torch.Tensor  # (2, num_packed) flat index into (batch * (max_words + 2)) of every packed token
 
     def pad(self, words: torch.Tensor) -> torch.Tensor:
         """`words` (num_words, width), in `word_positions` order -> (batch, max_words, width), zero at padding."""
@@ -46,15 +44,19 @@ class PackedBatch:
 
     def unpack_sequences(self, packed: torch.Tensor) -> torch.Tensor:
         """
-        `packed` (2, num_packed, dim) -> every position of each row's `<S> words </S>` as a layer `[forward;
-        backward]`: (batch, max_words + 2, 2 * dim), `<S>` first, zero after `</S>` (AllenNLP's `_ElmoBiLm` layout).
+        `packed` (2, num_packed, dim) -> every row's whole sequence `<S> words </S>` from position 0, `[forward;
+        backward]`: (batch, max_words + 2, 2 * dim), zero after each row's `</S>`.
         """
         batch_size, max_words = self.padded_shape
-        directions = [
-            packed.new_zeros(batch_size * (max_words + 2), packed.shape[-1]).index_copy(0, positions, rows)
-            for positions, rows in zip(self.sequence_positions, packed, strict=True)
-        ]
-        return torch.cat(directions, dim=-1).view(batch_size, max_words + 2, -1)
+        directions = torch.arange(2, device=packed.device).unsqueeze(1)
+        padded = packed.new_zeros(2, batch_size * (max_words + 2), packed.shape[-1])
+        padded = padded.index_put((directions, self.token_positions), packed)
+        return padded.view(2, batch_size, max_words + 2, -1).permute(1, 2, 0, 3).flatten(2)
+
+    def pack_sequences(self, layer: torch.Tensor) -> torch.Tensor:
+        """The inverse of `unpack_sequences`: `layer` (batch, max_words + 2, 2 * dim) -> (2, num_packed, dim)."""
+        tokens = layer.flatten(0, 1).unflatten(-1, (2, -1))  # (batch * (max_words + 2), 2, dim)
+        return torch.stack([tokens[self.token_positions[direction], direction] for direction in range(2)])
 
     def repack(self, layer: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
         """
@@ -66,11 +68,8 @@ class PackedBatch:
         return packed.index_put(self.packed_words, words)
 
 
-def pack_sentences(attention_mask: torch.Tensor, with_boundaries: bool = False) -> PackedBatch:
-    """
-    Build the packing of a batch from its word mask (batch, max_words); any padding side is accepted.
-    `with_boundaries` adds the index map of `unpack_sequences` (layers that keep `<S>` and `</S>`).
-    """
+def pack_sentences(attention_mask: torch.Tensor) -> PackedBatch:
+    """Build the packing of a batch from its word mask (batch, max_words); any padding side is accepted."""
     batch_size, max_words = attention_mask.shape
     mask = attention_mask.bool()
     num_words = mask.sum(dim=1)
@@ -103,5 +102,5 @@ def pack_sentences(attention_mask: torch.Tensor, with_boundaries: bool = False) 
         source=source,
         word_to_packed=word_to_packed,
         word_positions=mask.flatten().nonzero().squeeze(1),
-        sequence_positions=row * (max_words + 2) + positions if with_boundaries else None,
+        token_positions=row * (max_words + 2) + positions,
     )

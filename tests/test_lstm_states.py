@@ -8,7 +8,14 @@ import pytest
 import torch
 from test_modeling_elmo import ORIGINAL_TOLERANCE, encode, expected_top_layers, fixture_sentences, run_fixture_batches
 
-from modeling_elmo import ElmoConfig, ElmoLstmStates, ElmoModel
+from modeling_elmo import (
+    ElmoConfig,
+    ElmoForSequenceClassification,
+    ElmoForTokenClassification,
+    ElmoLstmStates,
+    ElmoModel,
+)
+from modeling_elmo.finetuning.activation_cache import ElmoActivationCache
 
 __all__ = ["expected_top_layers", "fixture_sentences"]  # module fixtures shared with test_modeling_elmo
 
@@ -164,3 +171,42 @@ def test_states_of_another_shape_are_refused(converted_fixture, fixture_sentence
         ElmoLstmStates(CONFIG, [stored(rows=2, start=0.0)[0], (torch.ones(2, 1, 3), torch.ones(2, 1, 5))])
     with pytest.raises(ValueError, match="2 \\(hidden, cell\\) pairs"):
         ElmoLstmStates(CONFIG, stored(rows=2, start=0.0)[:1])
+
+
+def test_sentence_boundaries_are_the_windows_of_the_same_tokens(converted_fixture, fixture_sentences):
+    """`keep_sentence_boundaries=True` gives every token of `<S> words </S>` from position 0; each direction there is
+    the stream-window path's on the same tokens (the backward window reads them reversed)."""
+    model = ElmoModel.from_pretrained(converted_fixture)
+    sentences = [fixture_sentences[0][2], fixture_sentences[1][0][:3]]
+    with torch.no_grad():
+        bounded = model(**encode(sentences), keep_sentence_boundaries=True, output_hidden_states=True)
+        plain = model(**encode(sentences), output_hidden_states=True)
+        for row, words in enumerate(sentences):
+            tokens = encode([["<S>", *words, "</S>"]])["input_ids"]
+            tokens[0, 0], tokens[0, -1] = model.boundary_char_ids(tokens.device)
+            windows = model(tokens, backward_input_ids=tokens.flip(1), output_hidden_states=True)
+            length, dim = len(words) + 2, model.config.projection_dim
+            for found, expected, words_only in zip(
+                bounded.hidden_states, windows.hidden_states, plain.hidden_states, strict=True
+            ):
+                assert found.shape == (2, max(map(len, sentences)) + 2, 2 * dim)
+                torch.testing.assert_close(found[row, :length, :dim], expected[0, :, :dim], rtol=0, atol=1e-6)
+                torch.testing.assert_close(found[row, :length, dim:], expected[0, :, dim:].flip(0), rtol=0, atol=1e-6)
+                assert torch.equal(found[row, 1 : length - 1], words_only[row, : len(words)])
+                assert not found[row, length:].any()
+
+
+@pytest.mark.parametrize("head", [ElmoForTokenClassification, ElmoForSequenceClassification])
+def test_heads_pass_states_to_their_biLM(converted_fixture, fixture_sentences, head):
+    stateful = head.from_pretrained(converted_fixture, num_labels=3, stateful=True).eval()
+    explicit = head.from_pretrained(converted_fixture, num_labels=3).eval()
+    explicit.load_state_dict(stateful.state_dict())
+    states = ElmoLstmStates(explicit.config)
+    with torch.no_grad():
+        for index in range(3):
+            batch = encode([fixture_sentences[k][index] for k in range(3)])
+            assert torch.equal(explicit(**batch, states=states).logits, stateful(**batch).logits)
+    assert all(map(torch.equal, sum(states.layers, ()), sum(stateful.elmo._lstm_states.layers, ())))
+    explicit.activation_cache = ElmoActivationCache(explicit)
+    with pytest.raises(ValueError, match="activation cache holds layers computed from zero states"):
+        explicit(**batch, states=states)

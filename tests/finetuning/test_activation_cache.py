@@ -23,7 +23,6 @@ CHANGED_BILM_FIELDS = {
     "proj_clip": 2.0,
     "use_skip_connections": False,
     "lstm_forget_bias": 0.5,
-    "stateful": True,
     "char_input": "lexicon",
     "char_padding_id": 5,
     "bos_char_ids": [3, 4, 5],
@@ -35,6 +34,7 @@ CHANGED_BILM_FIELDS = {
 }
 # Every other ElmoConfig field belongs to a head, the language model or initialisation: none changes the biLM's layers.
 OTHER_FIELDS = {
+    "stateful",  # where the LSTM states of a call come from; a stateful biLM gets no cache at all
     "num_output_representations",
     "scalar_mix_layer_norm",
     "scalar_mix_layer_norm_scope",
@@ -90,11 +90,15 @@ def test_changing_a_biLM_field_misses_the_cache(tmp_path, field):
     assert getattr(model.config, field) != CHANGED_BILM_FIELDS[field]
     setattr(model.config, field, CHANGED_BILM_FIELDS[field])  # same weights, another biLM
     assert bilm_fingerprint(model) != fingerprint
-    if field == "stateful":  # a stateful biLM's outputs depend on earlier batches: no cache at all
-        with pytest.raises(ValueError, match="stateful"):
-            ElmoActivationCache(model, tmp_path)
-    else:
-        assert ElmoActivationCache(model, tmp_path).entries == {}
+    assert ElmoActivationCache(model, tmp_path).entries == {}
+
+
+def test_a_stateful_biLM_gets_no_cache(tmp_path):
+    """A stateful biLM's outputs depend on earlier batches: no cache at all."""
+    model = tiny_tagger()
+    model.config.stateful = True
+    with pytest.raises(ValueError, match="stateful"):
+        ElmoActivationCache(model, tmp_path)
 
 
 @pytest.mark.parametrize("field", sorted(OTHER_FIELDS - {"freeze_elmo", "pad_token_id"}))
