@@ -105,7 +105,6 @@ class _ElmoBiLm(nn.Module):
         self.model = load_elmo_model(options_file, weight_file)
         self.model.requires_grad_(requires_grad)
         self.states = ElmoLstmStates(self.model.config) if stateful else None
-        self._requires_grad = requires_grad
         # a view of the model's character encoder, kept out of the module tree so that its weights are listed once
         self.__dict__["_token_embedder"] = _ElmoCharacterEncoder.of_model(self.model, requires_grad)
         self.num_layers = self.model.config.num_hidden_layers + 1
