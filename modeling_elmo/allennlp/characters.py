@@ -70,13 +70,16 @@ def _word_ids(word: str) -> tuple[int, ...]:
 
 
 def batch_to_ids(batch: list[list[str]]) -> torch.Tensor:
-    """Tokenized sentences -> character ids (len(batch), longest sentence, 50), long, zero rows after each sentence."""
+    """Tokenized sentences -> character ids (len(batch), longest sentence, 50), long, zero rows after each sentence
+    ((len(batch), 0) when no sentence has a word, as in AllenNLP)."""
     if not isinstance(batch, list | tuple) or not all(isinstance(sentence, list | tuple) for sentence in batch):
         raise TypeError("batch_to_ids takes a list of tokenized sentences (lists of str).")
     for index, sentence in enumerate(batch):
         if not all(isinstance(token, str) for token in sentence):
             raise TypeError(f"batch_to_ids: sentence {index} holds a token that is not a str.")
     length = max((len(sentence) for sentence in batch), default=0)
+    if length == 0:  # AllenNLP's shape when no sentence has a word
+        return torch.zeros(len(batch), 0, dtype=torch.long)
     ids = torch.zeros(len(batch), length, ELMoCharacterMapper.max_word_length, dtype=torch.long)
     for row, sentence in enumerate(batch):
         if sentence:

@@ -50,6 +50,7 @@ def test_batch_to_ids_pads_with_zero_words():
     assert ids[0, 0].tolist() == ELMoCharacterMapper.convert_word_to_char_ids("Second")
     assert ids[0, 1].tolist() == [259, 47, 260] + PADDING
     assert not ids[1].any()
+    assert tuple(batch_to_ids([[]]).shape) == (1, 0)  # AllenNLP's shape when there are no words
 
 
 def test_batch_to_ids_equals_the_tokenizer():
