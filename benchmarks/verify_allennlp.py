@@ -236,9 +236,10 @@ def hdf5_contents(path: str) -> dict:
     return contents
 
 
-def compare(ours: dict, theirs: dict, tolerance: float) -> tuple[list[tuple[str, str]], float]:
-    """Every output of both sides: (problems, largest difference); gradients relative to their largest value."""
-    problems, worst = [], 0.0
+def compare(ours: dict, theirs: dict, tolerance: float) -> tuple[list[tuple[str, str]], dict[str, float]]:
+    """Every output of both sides: (problems, largest difference per kind of output, the scenario's name without
+    its model and batch); gradients relative to their largest value."""
+    problems, worst = [], {}
     for name in sorted(set(ours) | set(theirs)):
         if name not in ours or name not in theirs:
             problems.append((name, "only in " + ("ours" if name in ours else "AllenNLP")))
@@ -257,10 +258,20 @@ def compare(ours: dict, theirs: dict, tolerance: float) -> tuple[list[tuple[str,
                     if [json.loads(x) for x in va] != [json.loads(x) for x in vb]:
                         problems.append((f"{name}:{key}", "sentence_to_index differs"))
                 else:
-                    worst = max(worst, _difference(f"{name}:{key}", va, vb, tolerance, problems))
+                    difference = _difference(f"{name}:{key}", va, vb, tolerance, problems)
+                    worst[_kind(name)] = max(worst.get(_kind(name), 0.0), difference)
             continue
-        worst = max(worst, _difference(name, np.asarray(a), np.asarray(b), tolerance, problems))
+        difference = _difference(name, np.asarray(a), np.asarray(b), tolerance, problems)
+        worst[_kind(name)] = max(worst.get(_kind(name), 0.0), difference)
     return problems, worst
+
+
+def _kind(name: str) -> str:
+    """`model/scenario/...` -> `scenario` (with `/grad` for gradients, the format for embed_file)."""
+    parts = name.split("/")
+    if len(parts) > 2 and parts[2] == "grad" or parts[1] == "embed_file":
+        return f"{parts[1]}/{parts[2]}"
+    return parts[1]
 
 
 def _difference(name: str, a: np.ndarray, b: np.ndarray, tolerance: float, problems: list) -> float:
@@ -335,7 +346,9 @@ def main() -> int:
             subprocess.run(command, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
         ours, theirs = (pickle.loads((Path(work) / f"{name}.pickle").read_bytes()) for name in ("ours", "allennlp"))
         problems, worst = compare(ours, theirs, args.tolerance)
-        print(f"{len(ours)} outputs compared; largest difference {worst:.3g} (tolerance {args.tolerance:g})")
+        print(f"{len(ours)} outputs compared (tolerance {args.tolerance:g}); largest difference by scenario:")
+        for kind, difference in sorted(worst.items()):
+            print(f"  {kind}: {difference:.3g}")
         for name, problem in problems:
             print(f"DIFFERS {name}: {problem}")
     return 1 if problems else 0
