@@ -48,10 +48,11 @@ class ElmoLstmStates:
         """Refuse `layers` that are not `num_layers` (hidden, cell) pairs of the shapes above with the same rows."""
         if len(self.layers) != self.num_layers or any(len(layer) != 2 for layer in self.layers):
             raise ValueError(f"states must hold {self.num_layers} (hidden, cell) pairs, one per biLM layer.")
-        num_rows = self.num_rows
         for index, (hidden, cell) in enumerate(self.layers):
             if not all(isinstance(tensor, torch.Tensor) and tensor.is_floating_point() for tensor in (hidden, cell)):
                 raise TypeError(f"states of layer {index} must be floating-point torch.Tensors.")
+        num_rows = self.num_rows
+        for index, (hidden, cell) in enumerate(self.layers):
             expected = ((2, num_rows, self.projection_dim), (2, num_rows, self.cell_size))
             if (tuple(hidden.shape), tuple(cell.shape)) != expected:
                 raise ValueError(
@@ -59,28 +60,25 @@ class ElmoLstmStates:
                     f"{(tuple(hidden.shape), tuple(cell.shape))}."
                 )
 
+    def __repr__(self) -> str:
+        return f"ElmoLstmStates(num_layers={self.num_layers}, num_rows={self.num_rows})"
+
     @property
     def num_rows(self) -> int:
         """How many batch rows have a stored state (0: none)."""
         return 0 if self.layers is None else self.layers[0][0].shape[1]
 
-    def fits(self, config) -> bool:
-        """Whether these states have the shapes of the biLM of `config`."""
-        return (self.num_layers, self.projection_dim, self.cell_size) == (
-            config.num_hidden_layers,
-            config.projection_dim,
-            config.lstm_cell_size,
-        )
-
     def reset(self, rows: torch.Tensor | Sequence[int] | None = None) -> None:
         """
         Forget the stored states: all of them (`rows=None`), or zero those of `rows`, row indices or a boolean mask by
-        row (rows beyond the stored ones are zero already).
+        row (AllenNLP's `reset_states(mask)`: True rows are reset; rows beyond the stored ones are zero already).
         """
         if rows is None:
             self.layers = None
             return
         rows = torch.as_tensor(rows)
+        if rows.dim() == 0:  # one row index
+            rows = rows.reshape(1)
         if rows.dtype == torch.bool:
             rows = rows.flatten().nonzero().squeeze(1)
         if rows.dtype.is_floating_point or rows.dtype.is_complex or rows.dim() != 1 or (rows < 0).any():
@@ -152,3 +150,14 @@ class ElmoLstmStates:
             return hidden, cell
         kept_hidden, kept_cell = self._rows(index, hidden.shape[1], hidden)
         return torch.where(empty, kept_hidden, hidden), torch.where(empty, kept_cell.to(cell), cell)
+
+
+def check_states(states: ElmoLstmStates, config) -> None:
+    """Refuse `states` that are not an `ElmoLstmStates` with the shapes of the biLM of `config`."""
+    shapes = (config.num_hidden_layers, config.projection_dim, config.lstm_cell_size)
+    if not (
+        isinstance(states, ElmoLstmStates) and (states.num_layers, states.projection_dim, states.cell_size) == shapes
+    ):
+        raise TypeError(
+            "states must be an ElmoLstmStates made for this model's biLM, e.g. ElmoLstmStates(model.config)."
+        )

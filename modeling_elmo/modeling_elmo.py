@@ -26,7 +26,7 @@ from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
 from .crf import LinearChainCrf, bio_constraints
 from .lstm_engine import LstmEngine, LstmInferenceMixin, run_call
-from .lstm_states import ElmoLstmStates, LstmState
+from .lstm_states import ElmoLstmStates, LstmState, check_states
 from .packed_sentences import pack_sentences
 from .padded_recurrence import is_exporting, padded_bilm_layers
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
@@ -657,17 +657,17 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
             rows = [rows[0] + [config.bos_word_id], rows[1] + [config.eos_word_id]]
         return torch.tensor(rows, device=device)
 
-    def _check_input_ids(self, input_ids: torch.Tensor) -> None:
-        """Refuse `input_ids` whose ids are out of range or whose shape is not (batch, words, `input_ids_width`)."""
+    def _check_input_ids(self, input_ids: torch.Tensor, name: str = "input_ids") -> None:
+        """Refuse ids (`name`) out of range or whose shape is not (batch, words, `input_ids_width`)."""
         if self.config.has_word_embeddings and isinstance(input_ids, torch.Tensor) and input_ids.dim() == 3:
             char_ids, word_ids = self.char_encoder.split_word_ids(input_ids)
-            _check_indices("input_ids", char_ids, self.config.char_vocab_size)
-            _check_indices("input_ids (word ids, the last column)", word_ids, self.config.word_vocab_size)
+            _check_indices(name, char_ids, self.config.char_vocab_size)
+            _check_indices(f"{name} (word ids, the last column)", word_ids, self.config.word_vocab_size)
         else:
-            _check_indices("input_ids", input_ids, self.config.char_vocab_size)
+            _check_indices(name, input_ids, self.config.char_vocab_size)
         if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.input_ids_width:
             raise ValueError(
-                f"input_ids must have shape (batch_size, num_words, {self.config.input_ids_width}), got "
+                f"{name} must have shape (batch_size, num_words, {self.config.input_ids_width}), got "
                 f"{tuple(input_ids.shape)}."
             )
 
@@ -746,10 +746,8 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         self._check_input_ids(input_ids)
         if states is None and self.config.stateful:
             states = self._lstm_states
-        if states is not None and not (isinstance(states, ElmoLstmStates) and states.fits(self.config)):
-            raise TypeError(
-                "states must be an ElmoLstmStates made for this model's biLM, e.g. ElmoLstmStates(model.config)."
-            )
+        if states is not None:
+            check_states(states, self.config)
         if backward_input_ids is None:
             attention_mask = self._checked_attention_mask(input_ids, attention_mask)
         else:
@@ -801,8 +799,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         self, input_ids: torch.Tensor, backward_input_ids: torch.Tensor, attention_mask: torch.Tensor | None
     ) -> torch.Tensor:
         """Refuse stream windows that are empty, of different shapes or padded; their all-ones word mask."""
-        _check_indices("backward_input_ids", backward_input_ids, self.config.char_vocab_size)
-        if backward_input_ids.shape != input_ids.shape:
+        if isinstance(backward_input_ids, torch.Tensor) and backward_input_ids.shape != input_ids.shape:
             raise ValueError(
                 f"backward_input_ids must have the shape of input_ids {tuple(input_ids.shape)}, got "
                 f"{tuple(backward_input_ids.shape)}."
@@ -813,6 +810,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
             )
         if attention_mask is not None:
             raise ValueError("Stream windows have no padding: give no attention_mask with backward_input_ids.")
+        self._check_input_ids(backward_input_ids, "backward_input_ids")
         return input_ids.new_ones(input_ids.shape[:2], dtype=torch.bool)
 
     def _embed(self, token_ids: torch.Tensor) -> torch.Tensor:
@@ -1366,15 +1364,8 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
 
     @stream_states.setter
     def stream_states(self, states: ElmoLstmStates) -> None:
-        self._stream_states = self._checked_states(states)
-
-    def _checked_states(self, states: ElmoLstmStates) -> ElmoLstmStates:
-        """`states`, refused unless they are an `ElmoLstmStates` of this biLM's shapes."""
-        if not (isinstance(states, ElmoLstmStates) and states.fits(self.config)):
-            raise TypeError(
-                "states must be an ElmoLstmStates made for this model's biLM, e.g. ElmoLstmStates(model.config)."
-            )
-        return states
+        check_states(states, self.config)
+        self._stream_states = states
 
     def _check_labels(
         self, input_ids: torch.Tensor, labels: torch.Tensor | None, backward_labels: torch.Tensor | None

@@ -452,3 +452,14 @@ def test_model_file_names_no_engine_machinery():
     text = Path(inspect.getfile(ElmoLstmLayer)).read_text(encoding="utf-8").lower()
     for name in ("onednn", "mkldnn", "thread", "snapshot", "probe", "compress"):
         assert name not in text, name
+
+
+def test_stream_windows_are_refused_with_padding_empty_or_bad_ids(converted_fixture):
+    model = ElmoModel.from_pretrained(converted_fixture)
+    windows = encode([["a", "b"], ["c", "d"]])["input_ids"]
+    with pytest.raises(ValueError, match="give no attention_mask with backward_input_ids"):
+        model(windows, torch.ones(2, 2), backward_input_ids=windows)
+    with pytest.raises(ValueError, match=r"unroll_steps >= 1: input_ids has shape \(2, 0, 50\)"):
+        model(windows[:, :0], backward_input_ids=windows[:, :0])
+    with pytest.raises(ValueError, match=r"backward_input_ids must be in \[0, 261\], found 999"):
+        model(windows, backward_input_ids=windows.clone().fill_(999))
