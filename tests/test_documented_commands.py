@@ -87,6 +87,13 @@ def write_sentences(sandbox: Sandbox) -> None:
     (sandbox.work / "sentences.txt").write_text(text + "\n", encoding="utf-8")
 
 
+def write_fixture_in_batch_order(sandbox: Sandbox) -> None:
+    """The fixture's 30 sentences in the order its batches of 3 ran (batch i = sentence i of each list)."""
+    groups = json.loads((sandbox.fixture_dir / "sentences.json").read_text())
+    lines = [groups[k][i] for i in range(len(groups[0])) for k in range(len(groups))]
+    (sandbox.work / "sentences.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def write_tiny_conll(sandbox: Sandbox, sentences_per_split: int = 12) -> None:
     """`elmo-original` (the fixture biLM stands in for the 'original' model) and the first sentences of each
     CoNLL-2003 split under `../shared/data/conll2003`."""
@@ -186,6 +193,22 @@ def check_embed_fixture(sandbox: Sandbox, output: str) -> None:
             assert layers.shape == (3, len(words), 32) and layers.dtype == np.float32
             with h5py.File(sandbox.fixture_dir / f"lm_embeddings_{k}.hdf5", "r") as reference:
                 expected = np.concatenate(list(reference["0"][...]), axis=-1)
+            assert np.abs(layers[2] - expected).max() <= ORIGINAL_TOLERANCE
+
+
+def check_allennlp_drop_in(sandbox: Sandbox, output: str) -> None:
+    """The printed shapes, and every line's top layer equal to the original's: the stateful batches of 3 of the
+    fixture, carried from batch to batch."""
+    assert "[(2, 4, 32), (2, 4, 32)]" in output
+    groups = json.loads((sandbox.fixture_dir / "sentences.json").read_text())
+    with h5py.File(sandbox.work / "sentences.hdf5", "r") as handle:
+        assert len(json.loads(handle["sentence_to_index"][0])) == 30
+        for line in range(30):
+            i, k = divmod(line, 3)
+            with h5py.File(sandbox.fixture_dir / f"lm_embeddings_{k}.hdf5", "r") as reference:
+                expected = np.concatenate(list(reference[str(i)][...]), axis=-1)
+            layers = handle[str(line)][...]
+            assert layers.shape == (3, len(groups[k][i].split()), 32) and layers.dtype == np.float32
             assert np.abs(layers[2] - expected).max() <= ORIGINAL_TOLERANCE
 
 
@@ -523,6 +546,7 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "convert-fixture": DocCommand(nothing, check_convert_fixture),
     "export-fixture": DocCommand(copy_converted_fixture, check_export_fixture),
     "embed-fixture": DocCommand(write_sentences, check_embed_fixture),
+    "allennlp-drop-in": DocCommand(write_fixture_in_batch_order, check_allennlp_drop_in),
     "onnx-fixture": DocCommand(copy_converted_fixture, check_onnx_fixture),
     "ner": DocCommand(write_tiny_conll, check_ner),
     "pretrain-vocab": DocCommand(write_tiny_corpus, check_pretrain_vocab),
