@@ -36,6 +36,7 @@ from .. import ElmoConfig  # noqa: F401  (importing the package registers the Au
 from ..finetuning.trainer import ElmoCardTrainer, HeadArguments, TimeBudgetCallback, attach_activation_cache
 from ..hub.model_card import render_classifier_model_card
 from . import data as task_data
+from .defaults import NEW_HEAD_DEFAULTS, ClassifierTrainingArguments
 from .metrics import build_compute_metrics
 from .output_folder import (
     check_output_folder,
@@ -51,7 +52,13 @@ logger = logging.getLogger(PROG)
 
 @dataclass
 class ModelArguments(HeadArguments):
-    classifier_pooling: str | None = field(default=None, metadata={"help": "'mean', 'max' or 'mean_max'"})
+    classifier_pooling: str | None = field(
+        default=None, metadata={"help": "'mean', 'max' or 'mean_max' (a new head: mean; else the model's value)"}
+    )
+    classifier_batch_norm: bool | None = field(
+        default=None,
+        metadata={"help": "standardise the pooled features before the linear layer (a new head: True)"},
+    )
 
 
 @dataclass
@@ -104,10 +111,14 @@ def _files(data: DataArguments, training: TrainingArguments) -> dict[str, str]:
     return {split: given[split] for split, needed in wanted.items() if needed}
 
 
+def _is_classifier(config) -> bool:
+    return any(name.endswith("ForSequenceClassification") for name in config.architectures or [])
+
+
 def _fine_tuned_labels(model_name_or_path: str) -> tuple[str, list[str] | None]:
     """(problem type, label names) of an already fine-tuned classifier, for evaluation without a train file."""
     config = AutoConfig.from_pretrained(model_name_or_path)
-    if not any(name.endswith("ForSequenceClassification") for name in config.architectures or []):
+    if not _is_classifier(config):
         raise task_data.DataError(
             f"Without --do_train, --model_name_or_path must be a fine-tuned classifier; {model_name_or_path} is not."
         )
@@ -163,7 +174,11 @@ def read_task(files: dict[str, str], data: DataArguments, model_name_or_path: st
 
 
 def _load_model(model_args: ModelArguments, task: Task, trains: bool, pairs: bool):
+    """The model to train or evaluate: a new head on a biLM gets `NEW_HEAD_DEFAULTS` for the head flags not given, a
+    classifier trained before keeps its own values."""
     overrides = model_args.config_overrides()
+    if trains and not _is_classifier(AutoConfig.from_pretrained(model_args.model_name_or_path)):
+        overrides = {**NEW_HEAD_DEFAULTS, **overrides}
     if trains:
         names = task.label_names or ["score"]
         overrides.update(
@@ -205,7 +220,7 @@ def _fail(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
-    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments), prog=PROG)
+    parser = HfArgumentParser((ModelArguments, DataArguments, ClassifierTrainingArguments), prog=PROG)
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     output_dir = Path(training_args.output_dir)
