@@ -7,7 +7,7 @@ small separable set of the tests on the fixture biLM.
     elmo-train-classifier prepare-sst --data_dir ../shared/data/sst --output_dir /tmp/clf/data/sst2 --binary
     elmo-train-classifier prepare-sst --data_dir ../shared/data/sst --output_dir /tmp/clf/data/sst5
     python benchmarks/classifier_defaults_study.py --bilm /tmp/clf/bilm/pretrained --data_dir /tmp/clf/data \
-        --work_dir /tmp/clf/study --steps features,baseline,grid,recipe,final,sizes,separable,report
+        --work_dir /tmp/clf/study --steps features,baseline,grid,final,sizes,separable,report
 
 Frozen runs are cheap: `features` runs the biLM once per distinct sentence (as the activation cache does) and keeps
 its layers; every head is then trained in this process on those layers with the model's own head modules
@@ -18,8 +18,7 @@ test is computed only in `final` (the chosen settings) and `baseline` (the chose
 Steps:
   features   biLM layers of every sentence of the SST-2 and SST-5 files -> WORK/features.pt
   baseline   scikit-learn logistic regression (L2, C picked on dev) on the pooled layers (mean, mean+max)
-  grid       head grid: pooling x dropout x learning rate, --grid_epochs epochs, linear decay, every seed, dev only
-  recipe     for the best head: epochs x schedule, every seed, dev only
+  grid       the candidate (--final) and one change at a time to it (VARIANTS: head and recipe), every seed, dev only
   final      the settings given by --final (the defaults) on every seed: dev and test
   sizes      the final settings and alternatives on SST-2 training subsets (dev only)
   separable  the separable set of the tests on the fixture biLM: the final settings, the old defaults, and
@@ -55,7 +54,24 @@ SPLITS = ("train", "validation", "test")
 # the recipe of the command before this study: the Trainer's defaults and the config's head
 OLD_DEFAULTS = {
     "pooling": "mean_max", "dropout": 0.5, "lr": 5e-5, "epochs": 3, "schedule": "linear", "warmup": 0.0, "batch": 8,
+    "batch_norm": 0.0,
 }  # fmt: skip
+
+
+# the grid: changes to the candidate (--final), one at a time
+VARIANTS = [
+    {},
+    {"batch_norm": 0.0},
+    {"pooling": "mean_max"},
+    {"lr": 3e-3},
+    {"lr": 3e-2},
+    {"dropout": 0.2},
+    OLD_DEFAULTS,
+    {"epochs": 5},
+    {"epochs": 20},
+    {"pooling": "max"},
+    {"schedule": "constant"},
+]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -64,29 +80,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data_dir", type=Path, required=True, help="prepare-sst outputs: DIR/sst2, DIR/sst5")
     parser.add_argument("--work_dir", type=Path, default=Path("/tmp/clf/study"))
     parser.add_argument("--fixture_model", type=Path, default=None, help="the fixture biLM converted (separable)")
-    parser.add_argument("--steps", default="features,baseline,grid,recipe,final,sizes,separable,report")
+    parser.add_argument("--steps", default="features,baseline,grid,final,sizes,separable,report")
     parser.add_argument("--tasks", default="sst2,sst5")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--pooling", default="mean,max,mean_max")
-    parser.add_argument("--dropout", default="0,0.2,0.5")
-    parser.add_argument("--lr", default="1e-3,3e-3,1e-2")
-    parser.add_argument("--grid_epochs", type=int, default=10)
-    parser.add_argument("--recipe_epochs", default="5,10,20")
-    parser.add_argument("--recipe_schedules", default="linear,constant")
     parser.add_argument(
-        "--final", default="pooling=mean,dropout=0.2,lr=3e-3,epochs=10,schedule=linear,warmup=0.1,batch=32"
+        "--final",
+        default="pooling=mean,dropout=0,lr=1e-2,epochs=10,schedule=linear,warmup=0.1,batch=32,batch_norm=1",
+        help="the candidate defaults (the grid varies them one at a time)",
     )
-    parser.add_argument("--sizes", default="200,1000,3000")
+    parser.add_argument("--variants", default=None, help="grid: only these changes, e.g. 'candidate;lr 0.003'")
+    parser.add_argument("--strengths", default="0.001,0.01,0.1,1", help="logistic regression: C values tried on dev")
+    parser.add_argument("--sizes", default="200,1000,3000", help="SST training subsets of the sizes step")
+    parser.add_argument("--sizes_epochs", default="10,30", help="epochs of the sizes step")
     parser.add_argument("--finetune_lr", default="1e-3,3e-3")
     parser.add_argument("--finetune_epochs", type=float, default=2)
-    parser.add_argument("--finetune_train_samples", type=int, default=1000)
+    parser.add_argument("--finetune_train_samples", type=int, default=500)
     parser.add_argument("--finetune_tasks", default="sst2")
     args = parser.parse_args(argv)
     args.steps = [step.strip() for step in args.steps.split(",") if step.strip()]
     args.tasks = [task for task in args.tasks.split(",") if task]
     args.seeds = [int(seed) for seed in args.seeds.split(",")]
     args.final = parse_settings(args.final)
+    args.strengths = [float(value) for value in args.strengths.split(",")]
     return args
 
 
@@ -269,29 +285,25 @@ def run_settings(args, stage: str, config, data: Data, settings: dict, splits=("
 
 
 def grid_step(args, config, datasets: dict[str, Data]) -> None:
-    poolings = args.pooling.split(",")
-    dropouts = [float(value) for value in args.dropout.split(",")]
-    rates = [float(value) for value in args.lr.split(",")]
-    for task, (pooling, dropout, rate) in product(args.tasks, product(poolings, dropouts, rates)):
-        settings = {
-            **args.final, "pooling": pooling, "dropout": dropout, "lr": rate, "epochs": args.grid_epochs,
-            "schedule": "linear",
-        }  # fmt: skip
-        run_settings(args, "grid", config, datasets[task], settings)
+    """One change at a time around `--final`, most informative first (results are kept as they come)."""
+    wanted = args.variants.split(";") if args.variants else [describe(change) for change in VARIANTS]
+    for task in args.tasks:
+        for change in (change for change in VARIANTS if describe(change) in wanted):
+            settings = {**args.final, **change}
+            run_settings(args, "grid", config, datasets[task], settings, change=describe(change))
 
 
-def recipe_step(args, config, datasets: dict[str, Data]) -> None:
-    epochs = [int(value) for value in args.recipe_epochs.split(",")]
-    schedules = args.recipe_schedules.split(",")
-    for task, (count, schedule) in product(args.tasks, product(epochs, schedules)):
-        run_settings(args, "recipe", config, datasets[task], {**args.final, "epochs": count, "schedule": schedule})
+def describe(change: dict) -> str:
+    if change == OLD_DEFAULTS:
+        return "old defaults"
+    return ", ".join(f"{name} {value}" for name, value in change.items()) or "candidate"
 
 
 def sizes_step(args, config, datasets: dict[str, Data]) -> None:
     for task in args.tasks:
         for count in [int(value) for value in args.sizes.split(",")]:
             subset = datasets[task].subset(count, seed=0)
-            for epochs in sorted({args.final["epochs"], 2 * args.final["epochs"], 3 * args.final["epochs"]}):
+            for epochs in [int(value) for value in args.sizes_epochs.split(",")]:
                 run_settings(args, "sizes", config, subset, {**args.final, "epochs": epochs}, train_size=count)
 
 
@@ -307,7 +319,7 @@ def pooled(items: list[torch.Tensor], kind: str) -> "numpy.ndarray":  # noqa: F8
     return torch.stack(rows).numpy()
 
 
-def logistic_regression(data: Data, strengths=(0.001, 0.01, 0.1, 1.0, 10.0)) -> list[dict]:
+def logistic_regression(data: Data, strengths: list[float]) -> list[dict]:
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
@@ -319,7 +331,7 @@ def logistic_regression(data: Data, strengths=(0.001, 0.01, 0.1, 1.0, 10.0)) -> 
         best = None
         for strength in strengths:
             start = time.monotonic()
-            model = make_pipeline(StandardScaler(), LogisticRegression(C=strength, max_iter=3000))
+            model = make_pipeline(StandardScaler(), LogisticRegression(C=strength, max_iter=1000))
             model.fit(features["train"], labels["train"])
             dev = model.score(features["validation"], labels["validation"])
             rows.append({"features": kind, "C": strength, "validation": dev, "seconds": time.monotonic() - start})
@@ -333,7 +345,7 @@ def logistic_regression(data: Data, strengths=(0.001, 0.01, 0.1, 1.0, 10.0)) -> 
 
 def baseline_step(args, datasets: dict[str, Data]) -> None:
     for task in args.tasks:
-        for row in logistic_regression(datasets[task]):
+        for row in logistic_regression(datasets[task], args.strengths):
             record(args, {"stage": "baseline", "task": task, **row})
 
 
@@ -343,11 +355,11 @@ def baseline_step(args, datasets: dict[str, Data]) -> None:
 def separable_step(args) -> None:
     if args.fixture_model is None:
         sys.exit("separable: give --fixture_model (the fixture biLM converted with elmo-convert)")
-    train, dev = separable_sentences(200, seed=0), separable_sentences(200, seed=1)
-    sentences = [tuple(record["sentence"]) for record in train + dev]
+    train, dev, test = (separable_sentences(200, seed=seed) for seed in (0, 1, 2))
+    sentences = [tuple(record["sentence"]) for record in train + dev + test]
     layers = bilm_layers(args.fixture_model, sentences)
     splits = {}
-    for split, records in (("train", train), ("validation", dev), ("test", dev)):
+    for split, records in (("train", train), ("validation", dev), ("test", test)):
         splits[("separable", split)] = (
             [tuple(record["sentence"]) for record in records],
             [int(record["label"] == "pos") for record in records],
@@ -355,8 +367,8 @@ def separable_step(args) -> None:
     data = Data(layers, splits, "separable")
     config = AutoConfig.from_pretrained(args.fixture_model)
     for name, settings in (("new defaults", args.final), ("old defaults", OLD_DEFAULTS)):
-        run_settings(args, "separable", config, data, settings, setting=name)
-    for row in logistic_regression(data):
+        run_settings(args, "separable", config, data, settings, splits=("validation", "test"), setting=name)
+    for row in logistic_regression(data, args.strengths):
         record(args, {"stage": "separable-baseline", "task": "separable", **row})
 
 
@@ -407,29 +419,41 @@ def finetune_step(args) -> None:
 
 def summary(values: list[float]) -> str:
     if len(values) == 1:
-        return f"{values[0]:.3f} (1 seed)"
+        return f"{values[0]:.3f}"
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
+def setting_of(row: dict) -> str:
+    """What distinguishes a row's run within its stage."""
+    if row["stage"] in ("baseline", "separable-baseline"):
+        return f"{row['features']} pooled layers, C {row['C']:g}" + (" (chosen on dev)" if row.get("chosen") else "")
+    if row["stage"] == "finetune":
+        return f"fine-tuned, {row['train_size']} sentences, {row['epochs']:g} epochs, lr {row['lr']:g}"
+    if row["stage"] == "sizes":
+        return f"{row['train_size']} sentences, {row['epochs']} epochs, lr {row['lr']:g}"
+    if row["stage"] == "separable":
+        return row["setting"]
+    return row.get("change", "")
+
+
 def report_step(args) -> str:
+    """One line per stage, task and setting: seeds, dev and test accuracy (mean ± standard deviation over seeds; the
+    last row of each seed), mean wall time per run."""
     rows = [json.loads(line) for line in (args.work_dir / "results.jsonl").read_text().splitlines()]
-    keys = ("stage", "task", "setting", "train_size", "pooling", "dropout", "lr", "epochs", "schedule", "warmup",
-            "batch", "features", "C")  # fmt: skip
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, dict] = {}
     for row in rows:
-        groups.setdefault(tuple((key, row.get(key)) for key in keys), []).append(row)
-    lines = []
-    for group, members in groups.items():
-        described = {key: value for key, value in group if value is not None}
-        seeds = {member.get("seed") for member in members}
-        members = list({member.get("seed"): member for member in members}.values())  # the last row per seed
+        groups.setdefault((row["stage"], row["task"], setting_of(row)), {})[row.get("seed")] = row
+    lines = [
+        "| stage | task | setting | seeds | dev accuracy | test accuracy | wall time per run |",
+        "|---|---|---|---:|---|---|---:|",
+    ]
+    for (stage, task, setting), by_seed in groups.items():
+        members = list(by_seed.values())
         dev = summary([member["validation"] for member in members])
         test = summary([member["test"] for member in members]) if all("test" in m for m in members) else ""
         seconds = statistics.mean(member["seconds"] for member in members)
-        lines.append(f"| {described} | {len(seeds)} | {dev} | {test} | {seconds:.1f} s |")
-    text = "| run | seeds | dev accuracy | test accuracy | wall time per run |\n|---|---|---|---|---|\n" + "\n".join(
-        lines
-    )
+        lines.append(f"| {stage} | {task} | {setting} | {len(members)} | {dev} | {test} | {seconds:.0f} s |")
+    text = "\n".join(lines)
     (args.work_dir / "report.md").write_text(text + "\n", encoding="utf-8")
     return text
 
@@ -440,15 +464,13 @@ def main(argv: list[str] | None = None) -> None:
     args.work_dir.mkdir(parents=True, exist_ok=True)
     if "features" in args.steps:
         features_step(args)
-    needs_data = {"baseline", "grid", "recipe", "final", "sizes"} & set(args.steps)
+    needs_data = {"baseline", "grid", "final", "sizes"} & set(args.steps)
     datasets = load_data(args) if needs_data else {}
     config = AutoConfig.from_pretrained(args.bilm) if needs_data else None
     if "baseline" in args.steps:
         baseline_step(args, datasets)
     if "grid" in args.steps:
         grid_step(args, config, datasets)
-    if "recipe" in args.steps:
-        recipe_step(args, config, datasets)
     if "final" in args.steps:
         for task in args.tasks:
             run_settings(args, "final", config, datasets[task], args.final, splits=("validation", "test"))

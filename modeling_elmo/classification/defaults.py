@@ -20,7 +20,7 @@ class ClassifierTrainingArguments(TrainingArguments):
     """`TrainingArguments` with the classifier's recipe as defaults (the Trainer's own suit fine-tuning a transformer:
     a learning rate of 5e-5 leaves a frozen-biLM head at chance)."""
 
-    learning_rate: float = field(default=1e-2, metadata={"help": "AdamW's peak learning rate"})
+    learning_rate: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate"})
     num_train_epochs: float = field(default=10.0, metadata={"help": "training epochs"})
     warmup_steps: float = field(
         default=0.1, metadata={"help": "linear warm-up: steps (an integer), or a fraction of all steps in [0, 1)"}
