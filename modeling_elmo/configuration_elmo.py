@@ -165,6 +165,7 @@ FIELD_RULES: dict[str, Rule] = {
     "tagger_num_layers": _POSITIVE_INT,
     "classifier_pooling": _one_of("mean", "max", "mean_max"),
     "classifier_sentence_pairs": _BOOLEAN,
+    "classifier_batch_norm": _BOOLEAN,
     "classifier_dropout": Rule("a number from 0 to 1", lambda value: _is_number(value) and 0 <= value <= 1),
     "use_crf": _BOOLEAN,
     "freeze_elmo": _BOOLEAN,
@@ -318,6 +319,12 @@ class ElmoConfig(PreTrainedConfig):
             both texts, told apart by `token_type_ids` (as `tokenizer(texts, text_pairs)` gives them); each text runs
             through the biLM as a sentence of its own, and the head reads `[u; v; |u - v|; u * v]` of their pooled
             vectors `u`, `v`. The classifier's input width depends on it, so it is fixed when the model is built.
+        classifier_batch_norm (`bool`, defaults to `False`):
+            Standardise each feature of [`ElmoForSequenceClassification`]'s pooled vector with batch statistics
+            (`BatchNorm1d` without a learned scale and shift; running averages at evaluation) before the linear layer,
+            as linear probes of frozen features do: the classifier then learns at one learning rate whatever the
+            scale of the biLM's layers. `elmo-train-classifier` turns it on for a new head (see
+            docs/train-classifier.md, "Defaults").
         classifier_dropout (`float`, defaults to 0.5):
             Dropout on the mixed ELMo vectors and on the BiLSTM output.
         use_crf (`bool`, defaults to `False`):
@@ -366,6 +373,7 @@ class ElmoConfig(PreTrainedConfig):
     tagger_num_layers: int = 1
     classifier_pooling: str = "mean_max"
     classifier_sentence_pairs: bool = False
+    classifier_batch_norm: bool = False
     classifier_dropout: float | int = 0.5
     use_crf: bool = False
     freeze_elmo: bool = True

@@ -1142,13 +1142,31 @@ class ElmoSentencePooler(nn.Module):
         return torch.cat(pooled, dim=-1)
 
 
+class ElmoFeatureNorm(nn.BatchNorm1d):
+    """Per-feature standardisation of the pooled sentence vectors (`config.classifier_batch_norm`): batch statistics
+    in training, running averages in evaluation, no learned scale or shift. A training batch of one row, which has no
+    variance, is standardised with the running averages."""
+
+    def __init__(self, num_features: int):
+        super().__init__(num_features, affine=False)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """`features` (batch, num_features) -> (batch, num_features)."""
+        if self.training and features.shape[0] < 2:
+            return nn.functional.batch_norm(
+                features, self.running_mean, self.running_var, training=False, eps=self.eps
+            )
+        return super().forward(features)
+
+
 class ElmoForSequenceClassification(ElmoHeadModel):
     r"""
     ELMo with a sentence-classification head (sentiment, topic, intent; entailment and paraphrase for text pairs): the
     word vectors of [`ElmoHeadModel`] (scalar mix of all biLM layers, optional BiLSTM), pooled over each sentence's
-    words (`config.classifier_pooling`), then a linear layer. Loss and `config.problem_type` as in
-    `BertForSequenceClassification`: mean squared error for `num_labels == 1` (regression), cross-entropy for integer
-    labels, binary cross-entropy with logits for float labels (multi-label). Freezing and the activation cache: see
+    words (`config.classifier_pooling`), optionally standardised feature by feature (`config.classifier_batch_norm`),
+    then a linear layer. Loss and `config.problem_type` as in `BertForSequenceClassification`: mean squared error for
+    `num_labels == 1` (regression), cross-entropy for integer labels, binary cross-entropy with logits for float
+    labels (multi-label). Freezing and the activation cache: see
     [`ElmoHeadModel`].
 
     Text pairs (`config.classifier_sentence_pairs=True`): a row holds the words of both texts, `token_type_ids` 0 for
@@ -1168,6 +1186,7 @@ class ElmoForSequenceClassification(ElmoHeadModel):
         super().__init__(config)
         self.pooler = ElmoSentencePooler(config, self.word_vector_size)
         features = self.pooler.output_size * (4 if config.classifier_sentence_pairs else 1)
+        self.feature_norm = ElmoFeatureNorm(features) if config.classifier_batch_norm else None
         self.classifier = nn.Linear(features, config.num_labels)
         self.post_init()
 
@@ -1250,6 +1269,8 @@ class ElmoForSequenceClassification(ElmoHeadModel):
             layers = tuple(
                 first_texts + second_texts for first_texts, second_texts in (layer.chunk(2) for layer in layers)
             )
+        if self.feature_norm is not None:
+            pooled = self.feature_norm(pooled)
         logits = self.classifier(pooled)
 
         loss = None

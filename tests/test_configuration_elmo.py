@@ -35,6 +35,7 @@ BAD_VALUES = {
     "tagger_num_layers": [0, True],
     "classifier_pooling": ["sum", "MEAN", None, 1],
     "classifier_sentence_pairs": ["true", 1, None],
+    "classifier_batch_norm": ["true", 1, None],
     "classifier_dropout": [-0.1, 1.5, NAN, None],
     "use_crf": ["yes", 1],
     "freeze_elmo": ["false", None],

@@ -386,3 +386,56 @@ def test_attention_mask_values_are_checked(pairs):
     inputs["attention_mask"][0, 0] = 2
     with pytest.raises(ValueError, match="attention_mask must hold 1 for words and 0 for padding"):
         tiny_model(classifier_sentence_pairs=pairs)(**inputs)
+
+
+def _features_before_the_classifier(model: ElmoForSequenceClassification, inputs: dict) -> list[torch.Tensor]:
+    captured = []
+    handle = model.classifier.register_forward_hook(lambda module, args, output: captured.append(args[0]))
+    model(**inputs)
+    handle.remove()
+    return captured
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_batch_norm_standardises_each_feature_over_the_batch_in_training(pairs):
+    model = tiny_model(classifier_batch_norm=True, classifier_dropout=0.0, classifier_sentence_pairs=pairs).train()
+    plain = tiny_model(classifier_dropout=0.0, classifier_sentence_pairs=pairs).train()
+    inputs = pair_batch() if pairs else {key: value for key, value in batch().items() if key != "labels"}
+    (features,) = _features_before_the_classifier(model, inputs)
+    (unnormalised,) = _features_before_the_classifier(plain, inputs)
+    mean = unnormalised.mean(dim=0)
+    variance = unnormalised.var(dim=0, unbiased=False)
+    torch.testing.assert_close(features, (unnormalised - mean) / torch.sqrt(variance + 1e-5))
+    # the running averages moved from (0, 1) towards the batch's statistics (momentum 0.1)
+    torch.testing.assert_close(model.feature_norm.running_mean, 0.1 * mean)
+
+
+def test_batch_norm_uses_running_averages_in_evaluation_and_for_a_single_training_row():
+    model = tiny_model(classifier_batch_norm=True)
+    with torch.no_grad():
+        model.feature_norm.running_mean.normal_()
+        model.feature_norm.running_var.uniform_(0.5, 2.0)
+    inputs = {key: value for key, value in batch().items() if key != "labels"}
+    plain = tiny_model()  # same seed: the same weights, no normalisation
+    (unnormalised,) = _features_before_the_classifier(plain, inputs)
+    expected = (unnormalised - model.feature_norm.running_mean) / torch.sqrt(model.feature_norm.running_var + 1e-5)
+    (features,) = _features_before_the_classifier(model, inputs)
+    torch.testing.assert_close(features, expected)
+    # padding and batch-mates do not change a sentence's logits in evaluation
+    single = dict(ElmoTokenizer()([SENTENCES[2]], is_split_into_words=True, return_tensors="pt"))
+    torch.testing.assert_close(model(**single).logits[0], model(**inputs).logits[2])
+    before = model.feature_norm.running_mean.clone()
+    model.train()
+    output = model(**single, labels=torch.tensor([1]))  # one row has no variance: the running averages are used
+    assert torch.isfinite(output.loss) and torch.equal(model.feature_norm.running_mean, before)
+
+
+def test_batch_norm_running_averages_are_saved_and_loaded(tmp_path):
+    model = tiny_model(classifier_batch_norm=True).train()
+    model(**batch())
+    model.eval().save_pretrained(tmp_path)
+    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path)
+    assert loaded.config.classifier_batch_norm
+    torch.testing.assert_close(loaded.feature_norm.running_var, model.feature_norm.running_var)
+    torch.testing.assert_close(loaded(**batch()).logits, model(**batch()).logits)
+    assert tiny_model().feature_norm is None  # off unless asked for

@@ -52,6 +52,7 @@ from ..finetuning.trainer import (
 from ..hub.model_card import render_classifier_model_card
 from ..runtime.cpu_threads import configure_cpu_threads
 from . import data as task_data
+from .defaults import NEW_HEAD_DEFAULTS, ClassifierTrainingArguments
 from .metrics import build_compute_metrics
 from .output_folder import (
     ForeignFilesError,
@@ -69,7 +70,14 @@ logger = logging.getLogger(PROG)
 @dataclass
 class ModelArguments(HeadArguments):
     classifier_pooling: str | None = field(
-        default=None, metadata={"help": "'mean', 'max' or 'mean_max'" + KEEPS_THE_MODEL_VALUE}
+        default=None, metadata={"help": "'mean', 'max' or 'mean_max' (a new head: mean)" + KEEPS_THE_MODEL_VALUE}
+    )
+    classifier_batch_norm: bool | None = field(
+        default=None,
+        metadata={
+            "help": "standardise the pooled features before the linear layer (a new head: True)"
+            + KEEPS_THE_MODEL_VALUE
+        },
     )
 
 
@@ -137,11 +145,15 @@ def _check_model_folder(model_name_or_path: str) -> None:
         raise task_data.DataError(f"--model_name_or_path {model_name_or_path}: {NO_SUCH_FOLDER}.")
 
 
+def _is_classifier(config) -> bool:
+    return any(name.endswith("ForSequenceClassification") for name in config.architectures or [])
+
+
 def _fine_tuned_labels(model_name_or_path: str) -> tuple[str, list[str] | None]:
     """(problem type, label names) of an already fine-tuned classifier, for evaluation without a train file."""
     _check_model_folder(model_name_or_path)
     config = AutoConfig.from_pretrained(model_name_or_path)
-    if not any(name.endswith("ForSequenceClassification") for name in config.architectures or []):
+    if not _is_classifier(config):
         raise task_data.DataError(
             f"Without --do_train, --model_name_or_path must be a fine-tuned classifier; {model_name_or_path} is not."
         )
@@ -198,7 +210,11 @@ def read_task(files: dict[str, str], data: DataArguments, model_name_or_path: st
 
 def _load_model(model_args: ModelArguments, task: Task, trains: bool, pairs: bool):
     _check_model_folder(model_args.model_name_or_path)
+    """The model to train or evaluate: a new head on a biLM gets `NEW_HEAD_DEFAULTS` for the head flags not given, a
+    classifier trained before keeps its own values."""
     overrides = model_args.config_overrides()
+    if trains and not _is_classifier(AutoConfig.from_pretrained(model_args.model_name_or_path)):
+        overrides = {**NEW_HEAD_DEFAULTS, **overrides}
     if trains:
         names = task.label_names or ["score"]
         overrides.update(
@@ -243,7 +259,7 @@ def build_parser():
     """The parser of `elmo-train-classifier`: its model and data flags, every `TrainingArguments` flag, and the
     `prepare-sst` subcommand in the help."""
     return trainer_argument_parser(
-        (ModelArguments, DataArguments, TrainingArguments),
+        (ModelArguments, DataArguments, ClassifierTrainingArguments),
         prog=PROG,
         description="Sentence or sentence-pair classification (or regression) with ELMo and the Transformers "
         "Trainer, the way Transformers' run_classification.py works.",
@@ -251,7 +267,7 @@ def build_parser():
     )
 
 
-def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
+def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, ClassifierTrainingArguments]:
     """The command line as dataclasses; an unknown flag or a bad value stops with one line, exit status 2."""
     parser = build_parser()
     model_args, data_args, training_args = parse_trainer_arguments(parser, argv)

@@ -46,6 +46,7 @@ OTHER_FIELDS = {
     "classifier_dropout",
     "classifier_pooling",
     "classifier_sentence_pairs",
+    "classifier_batch_norm",
     "use_crf",
     "freeze_elmo",
     "scalar_mix_l2_coef",

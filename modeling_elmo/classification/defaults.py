@@ -1,0 +1,31 @@
+"""`elmo-train-classifier`'s defaults: the head a new classifier gets and the training recipe, chosen on SST-2 and
+SST-5 dev (benchmarks/classifier_defaults_study.py, results in benchmarks/RESULTS-classification.md; what to change
+for other data sizes: docs/train-classifier.md, "Defaults")."""
+
+from dataclasses import dataclass, field
+
+from transformers import TrainingArguments
+
+# The head fields of a new classifier (one trained from a biLM folder, not from a classifier trained before) that the
+# command line does not give. A biLM folder stores the config's own values, which are the NER head's.
+NEW_HEAD_DEFAULTS = {
+    "classifier_pooling": "mean",
+    "classifier_dropout": 0.0,
+    "classifier_batch_norm": True,
+}
+
+
+@dataclass
+class ClassifierTrainingArguments(TrainingArguments):
+    """`TrainingArguments` with the classifier's recipe as defaults (the Trainer's own suit fine-tuning a transformer:
+    a learning rate of 5e-5 leaves a frozen-biLM head at chance)."""
+
+    learning_rate: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate"})
+    num_train_epochs: float = field(default=10.0, metadata={"help": "training epochs"})
+    warmup_steps: float = field(
+        default=0.1, metadata={"help": "linear warm-up: steps (an integer), or a fraction of all steps in [0, 1)"}
+    )
+    per_device_train_batch_size: int = field(default=32, metadata={"help": "training batch size per device"})
+
+
+__all__ = ["NEW_HEAD_DEFAULTS", "ClassifierTrainingArguments"]
