@@ -44,6 +44,7 @@ def test_an_existing_folder_is_never_missing_whatever_its_name(tmp_path, monkeyp
     assert not missing_model_folder("elmo-fixture") and not missing_model_folder("org/name")
     assert missing_model_folder("elmo-fixtur") and missing_model_folder(str(tmp_path / "nowhere"))
     assert not missing_model_folder("org/elsewhere")  # a Hub id: the Hub (or its cache) decides
+    assert missing_model_folder("") and missing_model_folder(" ")
 
 
 def _help(parser) -> str:
