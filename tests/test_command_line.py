@@ -2,6 +2,7 @@
 what happens; unknown flags and bad `TrainingArguments` values are one line and exit 2 on every Trainer command; a
 model argument naming a missing folder is refused at once (no Hub round trip)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -44,6 +45,7 @@ def test_an_existing_folder_is_never_missing_whatever_its_name(tmp_path, monkeyp
     assert not missing_model_folder("elmo-fixture") and not missing_model_folder("org/name")
     assert missing_model_folder("elmo-fixtur") and missing_model_folder(str(tmp_path / "nowhere"))
     assert not missing_model_folder("org/elsewhere")  # a Hub id: the Hub (or its cache) decides
+    assert missing_model_folder("") and missing_model_folder(" ")
 
 
 def _help(parser) -> str:
@@ -206,3 +208,20 @@ def test_elmo_train_classifier_refuses_an_output_dir_in_use_by_a_live_run(conver
     assert stop.value.code == 2
     assert f"--output_dir {output} is in use by another running elmo-train-classifier" in capsys.readouterr().err
     assert list(output.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", TRAINER_COMMANDS)
+def test_a_head_too_large_for_memory_is_refused_before_allocating(converted_fixture, tmp_path, capsys, command):
+    records = [{"sentence": "a fine film", "label": 1}, {"sentence": "a dull film", "label": 0}]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    (tmp_path / "conll").mkdir()
+    for split in ("train", "dev", "test"):
+        (tmp_path / "conll" / f"{split}.txt").write_text("EU NNP B-NP B-ORG\n\nPeter NNP B-NP B-PER\n")
+    main, arguments = TRAINER_COMMANDS[command]
+    arguments = [argument if argument != "t.jsonl" else str(tmp_path / "t.jsonl") for argument in arguments]
+    arguments = [argument if argument != "conll" else str(tmp_path / "conll") for argument in arguments]
+    huge = ["--classifier_head", "bilstm", "--tagger_hidden_size", "1000000", "--report_to", "none"]
+    with pytest.raises(SystemExit) as stop:
+        main(["--model_name_or_path", str(converted_fixture), "--output_dir", str(tmp_path / "o"), *arguments, *huge])
+    error = capsys.readouterr().err.strip().splitlines() or [str(stop.value.code)]
+    assert len(error) == 1 and "needs at least" in error[0] and "--tagger_hidden_size" in error[0], error

@@ -48,6 +48,7 @@ from ..finetuning.trainer import (
     HeadArguments,
     TimeBudgetCallback,
     attach_activation_cache,
+    check_model_memory,
 )
 from ..hub.model_card import render_classifier_model_card
 from ..runtime.cpu_threads import configure_cpu_threads
@@ -208,7 +209,7 @@ def read_task(files: dict[str, str], data: DataArguments, model_name_or_path: st
     return Task(tables, labels, names, problem, kinds.pop())
 
 
-def _load_model(model_args: ModelArguments, task: Task, trains: bool, pairs: bool):
+def _load_model(model_args: ModelArguments, task: Task, trains: bool, pairs: bool, device):
     _check_model_folder(model_args.model_name_or_path)
     """The model to train or evaluate: a new head on a biLM gets `NEW_HEAD_DEFAULTS` for the head flags not given, a
     classifier trained before keeps its own values."""
@@ -224,6 +225,7 @@ def _load_model(model_args: ModelArguments, task: Task, trains: bool, pairs: boo
             problem_type=task.problem_type,
             classifier_sentence_pairs=pairs,
         )
+    check_model_memory(AutoModelForSequenceClassification, model_args.model_name_or_path, overrides, device)
     model = AutoModelForSequenceClassification.from_pretrained(model_args.model_name_or_path, **overrides)
     if model.config.classifier_sentence_pairs != pairs:
         kind = "text pairs" if model.config.classifier_sentence_pairs else "single texts"
@@ -288,7 +290,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         check_output_folder(output_dir)
         task = read_task(files, data_args, model_args.model_name_or_path, training_args.seed)
         pairs = len(task_data.Columns.parse(data_args.text_column_names, data_args.label_column_name).texts) == 2
-        model = _load_model(model_args, task, "train" in files, pairs)
+        model = _load_model(model_args, task, "train" in files, pairs, training_args.device)
         tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
         cache = attach_activation_cache(model, data_args.elmo_cache, data_args.elmo_cache_dir)
     except (OSError, ValueError, SafetensorError) as error:  # DataError, ForeignFilesError, a bad model or option

@@ -35,6 +35,8 @@ def is_hub_repo_id(value: str) -> bool:
 
 def missing_model_folder(value: str) -> bool:
     """Whether the model argument `value` names a local folder that does not exist (see `NO_SUCH_FOLDER`)."""
+    if not value.strip():
+        return True  # `Path("")` is the current folder
     return not Path(value).expanduser().exists() and not is_hub_repo_id(value)
 
 

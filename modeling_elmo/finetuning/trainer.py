@@ -5,8 +5,9 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from transformers import Trainer, TrainerCallback
+from transformers import AutoConfig, Trainer, TrainerCallback
 
+from ..commands.memory import check_memory, training_bytes
 from .activation_cache import ElmoActivationCache
 
 
@@ -69,6 +70,19 @@ class HeadArguments:
         }
 
 
+def check_model_memory(auto_class, model_name_or_path: str, overrides: dict, device) -> None:
+    """Refuse, before anything is allocated, a head whose sizes (`overrides`: `--tagger_hidden_size`, ...) need more
+    memory than `device` has free for training (`commands.memory`)."""
+    config = AutoConfig.from_pretrained(model_name_or_path, **overrides)
+    parameters, needed = training_bytes(lambda: auto_class.from_config(config))
+    check_memory(
+        needed,
+        device,
+        f"{parameters:,} parameters with their gradients and AdamW moments (the head's sizes: --classifier_head, "
+        "--tagger_hidden_size, --tagger_num_layers)",
+    )
+
+
 def attach_activation_cache(model, enabled: bool, directory: str | None) -> ElmoActivationCache | None:
     """An activation cache attached to `model` when `enabled` or a `directory` is given (the directory is created
     now, so that a bad path fails before training); else None. Raises `ValueError` for an unfrozen biLM."""
@@ -95,4 +109,5 @@ __all__ = [
     "HeadArguments",
     "TimeBudgetCallback",
     "attach_activation_cache",
+    "check_model_memory",
 ]

@@ -43,6 +43,7 @@ from ..finetuning.trainer import (
     HeadArguments,
     TimeBudgetCallback,
     attach_activation_cache,
+    check_model_memory,
 )
 from ..hub.model_card import render_ner_model_card
 from ..runtime.cpu_threads import configure_cpu_threads
@@ -94,7 +95,7 @@ def _data_files(data: DataArguments) -> dict[str, str]:
     return files
 
 
-def _load_model(model_args: ModelArguments, label_names: list[str] | None):
+def _load_model(model_args: ModelArguments, label_names: list[str] | None, device):
     overrides = model_args.config_overrides()
     if label_names is not None:
         overrides.update(
@@ -102,6 +103,7 @@ def _load_model(model_args: ModelArguments, label_names: list[str] | None):
             id2label=dict(enumerate(label_names)),
             label2id={label: index for index, label in enumerate(label_names)},
         )
+    check_model_memory(AutoModelForTokenClassification, model_args.model_name_or_path, overrides, device)
     return AutoModelForTokenClassification.from_pretrained(model_args.model_name_or_path, **overrides)
 
 
@@ -136,7 +138,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         # without a train file, evaluate with the fine-tuned model's own labels (an unknown tag is then an error)
         label_names = None if "train" in files else _labels_if_fine_tuned(model_args.model_name_or_path)
         raw = load_conll(files, label_names=label_names)
-        model = _load_model(model_args, raw[next(iter(raw))].features["ner_tags"].feature.names)
+        model = _load_model(model_args, raw[next(iter(raw))].features["ner_tags"].feature.names, training_args.device)
         tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
         cache = attach_activation_cache(model, data_args.elmo_cache, data_args.elmo_cache_dir)
     except (OSError, ValueError, SafetensorError) as error:  # missing/unreadable data, model or cache; a bad option

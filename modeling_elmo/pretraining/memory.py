@@ -7,26 +7,10 @@ keeps, per position and direction (character embeddings and convolutions, highwa
 of every layer, the softmax logits). It leaves out what the framework adds on top, so it is a lower bound.
 """
 
-import os
-
 import torch
 
+from ..commands.memory import GIB, check_memory, training_bytes
 from ..configuration_elmo import ElmoConfig
-
-GIB = 1 << 30
-BYTES_PER_PARAMETER = 4 * 4  # float32 weight, gradient, and AdamW's two moments
-
-
-class MemoryNeedError(ValueError):
-    """A run whose sizes need more memory than the machine has."""
-
-
-def count_parameters(config: ElmoConfig) -> int:
-    """The parameters of `ElmoForPreTraining(config)`, counted without allocating them."""
-    from ..modeling_elmo import ElmoForPreTraining
-
-    with torch.device("meta"):
-        return sum(parameter.numel() for parameter in ElmoForPreTraining(config).parameters())
 
 
 def activation_bytes(config: ElmoConfig, rows: int, unroll_steps: int) -> int:
@@ -41,38 +25,18 @@ def activation_bytes(config: ElmoConfig, rows: int, unroll_steps: int) -> int:
     return 2 * rows * unroll_steps * per_position
 
 
-def available_bytes(device: torch.device) -> int | None:
-    """Memory free for a run on `device` (`MemAvailable` of the host for the CPU); None where unknown."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    if device.type != "cpu":
-        return None
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return None
-
-
 def check_training_memory(config: ElmoConfig, rows: int, unroll_steps: int, device: torch.device) -> None:
     """Raise `MemoryNeedError` when a run of `config` at `rows` x `unroll_steps` positions per batch needs more
     memory than `device` has free, naming the figures and the flags that set them."""
-    parameters = count_parameters(config)
-    weights = parameters * BYTES_PER_PARAMETER
+    from ..modeling_elmo import ElmoForPreTraining
+
+    parameters, weights = training_bytes(lambda: ElmoForPreTraining(config))
     activations = activation_bytes(config, rows, unroll_steps)
-    available = available_bytes(device)
-    if available is None or weights + activations <= available:
-        return
-    raise MemoryNeedError(
-        f"this run needs at least {(weights + activations) / GIB:,.1f} GiB of memory, more than the "
-        f"{available / GIB:,.1f} GiB free on {device.type}: {weights / GIB:,.1f} GiB for {parameters:,} parameters "
-        f"(weights, gradients, AdamW moments; set by options.json's char_cnn and lstm and the vocabulary) and "
-        f"{activations / GIB:,.1f} GiB of activations for {rows:,} rows x {unroll_steps:,} steps "
-        "(--per_device_train_batch_size, --unroll_steps, --n_negative_samples_batch). Lower them."
+    check_memory(
+        weights + activations,
+        device,
+        f"{weights / GIB:,.1f} GiB for {parameters:,} parameters (weights, gradients, AdamW moments; set by "
+        f"options.json's char_cnn and lstm and the vocabulary) and {activations / GIB:,.1f} GiB of activations for "
+        f"{rows:,} rows x {unroll_steps:,} steps (--per_device_train_batch_size, --unroll_steps, "
+        "--n_negative_samples_batch)",
     )

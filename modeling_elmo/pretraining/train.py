@@ -45,6 +45,7 @@ from ..commands.arguments import (
     trainer_argument_parser,
     training_arguments_problem,
 )
+from ..commands.memory import MemoryNeedError
 from ..commands.output_lock import OutputFolderInUseError, run_output_dir_lock
 from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
 from ..hub.model_card import render_pretrained_model_card
@@ -56,7 +57,7 @@ from . import build_vocab
 from .checkpoints import TRAINER_STATE_NAME, CheckpointError, check_checkpoint_files, resolve_checkpoint, saved_state
 from .corpus import CorpusError, count_positions, resolve_corpus_files
 from .evaluation import evaluate_perplexity
-from .memory import MemoryNeedError, check_training_memory
+from .memory import check_training_memory
 from .options import PretrainingOptions, PretrainingOptionsError, read_pretraining_options
 from .output_folder import OutputFolderError, check_output_dir
 from .streams import LmStreamDataset
