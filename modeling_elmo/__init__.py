@@ -8,7 +8,6 @@ from transformers import (
     AutoModelForPreTraining,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
-    AutoTokenizer,
 )
 
 from .configuration_elmo import ElmoConfig, pipeline_token_classification_class
@@ -23,13 +22,14 @@ from .modeling_elmo import (
     ElmoPreTrainedModel,
 )
 from .tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer
+from .transformers_compat import register_tokenizer
 
 AutoConfig.register(ElmoConfig.model_type, ElmoConfig)
 AutoModel.register(ElmoConfig, ElmoModel)
 AutoModelForTokenClassification.register(ElmoConfig, ElmoForTokenClassification)
 AutoModelForSequenceClassification.register(ElmoConfig, ElmoForSequenceClassification)
 AutoModelForPreTraining.register(ElmoConfig, ElmoForPreTraining)
-AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer)
+register_tokenizer(ElmoConfig, ElmoTokenizer)
 
 # save_pretrained / push_to_hub then copy the code files and write `auto_map`, so that saved folders also load with
 # `trust_remote_code=True` where this package is not installed (see `modeling_elmo.hub.remote_code`).

@@ -10,8 +10,10 @@ here with a `prepare` and a `check`.
 """
 
 import ast
+import importlib.util
 import itertools
 import json
+import os
 import re
 import shutil
 import zipfile
@@ -38,6 +40,7 @@ from transformers import (
 
 from modeling_elmo import ElmoForPreTraining, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel
 from modeling_elmo.conversion.convert import convert_checkpoint
+from modeling_elmo.transformers_compat import IS_TRANSFORMERS_5
 
 ORIGINAL_TOLERANCE = 2e-6  # float32 outputs against the original TensorFlow code's (the project's standard)
 
@@ -60,6 +63,7 @@ class DocCommand:
     check: Callable[[Sandbox, str], None]  # (sandbox, the command's stdout + stderr); asserts the effect
     follows: str | None = None  # run in the sandbox left by this ID's block, right after it (its outputs as inputs)
     runnable_part: Callable[[str], str] = lambda text: text  # the part of the text that can run offline
+    needs: str | None = None  # "transformers-4" or "flair": runs only there (CI's Transformers 4.x job has both)
 
 
 # --- inputs -------------------------------------------------------------------------------------------------------
@@ -204,6 +208,35 @@ def check_onnx_fixture(sandbox: Sandbox, output: str) -> None:
         expected = torch.stack(model(**batch, output_hidden_states=True).hidden_states, dim=1).numpy()
     assert hidden_states.shape == expected.shape == (2, 3, 6, 32)
     assert np.abs(hidden_states - expected).max() <= 1e-5
+
+
+def check_ecosystem_transformers4(sandbox: Sandbox, output: str) -> None:
+    version, shape = output.strip().splitlines()[-1].split(" ", 1)
+    assert version.startswith("4.") and shape == "torch.Size([1, 4, 32])"
+
+
+def check_ecosystem_flair(sandbox: Sandbox, output: str) -> None:
+    lines = output.strip().splitlines()[-2:]
+    assert lines == ["ELMoEmbeddings [(96,), (96,)]", "TransformerWordEmbeddings [(96,), (96,)]"]
+
+
+def check_ecosystem_sentence_transformers(sandbox: Sandbox, output: str) -> None:
+    assert output.strip().splitlines()[-1] == "(1, 32)"
+
+
+def check_ecosystem_onnxruntime(sandbox: Sandbox, output: str) -> None:
+    prefix = "max abs difference from SentenceTransformer: "
+    (line,) = [line for line in output.splitlines() if line.startswith(prefix)]
+    assert float(line.removeprefix(prefix)) <= 1e-5
+
+
+def environment_lacks(needs: str | None) -> str | None:
+    """Why this environment cannot run a block that `needs` something (None: it can)."""
+    if needs == "transformers-4" and IS_TRANSFORMERS_5:
+        return "runs under Transformers 4.x (CI's 4.x job)"
+    if needs == "flair" and importlib.util.find_spec("flair") is None and not os.environ.get("ELMO_REQUIRE_FLAIR"):
+        return "runs where flair is installed (CI's 4.x job)"
+    return None
 
 
 def check_ner(sandbox: Sandbox, output: str) -> None:
@@ -457,6 +490,12 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     ),
     "train-classifier-prepare-sst": DocCommand(link_sst, check_train_classifier_prepare_sst),
     "train-classifier-sst2": DocCommand(write_tiny_sst, check_train_classifier_sst2),
+    "ecosystem-transformers4": DocCommand(
+        copy_converted_fixture, check_ecosystem_transformers4, needs="transformers-4"
+    ),
+    "ecosystem-flair": DocCommand(copy_converted_fixture, check_ecosystem_flair, needs="flair"),
+    "ecosystem-sentence-transformers": DocCommand(copy_converted_fixture, check_ecosystem_sentence_transformers),
+    "ecosystem-onnxruntime": DocCommand(copy_converted_fixture, check_ecosystem_onnxruntime),
 }
 
 
@@ -526,6 +565,9 @@ def test_documented_command_does_what_it_says(chain, tmp_path, fixture_dir, conv
     found = blocks_by_id()
     missing = [name for name in chain if name not in found]
     assert not missing, f"no block has the ID(s) {missing}"
+    lacking = [reason for name in chain if (reason := environment_lacks(DOC_COMMANDS[name].needs))]
+    if lacking:
+        pytest.skip(lacking[0])
     work = make_sandbox(tmp_path, REPO_ROOT, fixture_dir.parent.parent)
     sandbox = Sandbox(work, tmp_path / "shared", fixture_dir, converted_fixture)
     for name in chain:

@@ -355,16 +355,18 @@ def test_every_hidden_state_is_on_the_autograd_graph(converted_fixture, fixture_
         assert torch.count_nonzero(layer.grad[~mask]) == 0, index
 
 
-def test_resize_token_embeddings_is_refused(converted_fixture, tmp_path):
-    """The character vocabulary is fixed: resizing it used to succeed and save a checkpoint that cannot be reloaded."""
+def test_resize_token_embeddings_keeps_the_character_vocabulary(converted_fixture, tmp_path):
+    """The character vocabulary is fixed: resizing it used to succeed and save a checkpoint that cannot be reloaded.
+    Growing for added tokens (flair's context marker) needs no rows: the embedding is returned unchanged."""
     model = AutoModel.from_pretrained(converted_fixture)
     embeddings = model.get_input_embeddings()
-    with pytest.raises(ValueError, match=r"character vocabulary is fixed \(262 character ids\).*asked for 300 rows"):
-        model.resize_token_embeddings(300)
+    with pytest.raises(ValueError, match=r"character vocabulary is fixed \(262 character ids\).*asked for 200 rows"):
+        model.resize_token_embeddings(200)
     with pytest.raises(ValueError, match="pad_to_multiple_of=64"):
         model.resize_token_embeddings(262, pad_to_multiple_of=64)
     assert model.resize_token_embeddings() is embeddings and model.resize_token_embeddings(262) is embeddings
-    assert embeddings.num_embeddings == 262 and not hasattr(model.config, "vocab_size")
+    assert model.resize_token_embeddings(model.config.vocab_size + 1) is embeddings
+    assert embeddings.num_embeddings == model.config.vocab_size == model.config.char_vocab_size == 262
     model.save_pretrained(tmp_path)
     AutoModel.from_pretrained(tmp_path)
 

@@ -43,9 +43,19 @@ from .presets import PRESETS
 logger = logging.get_logger(__name__)
 
 # What a converted folder holds: these files and the package's code files. `--overwrite` replaces nothing else.
-# `vocab.txt`: the source's word list when it has one (NLPL models), for the token-embedding table.
+# `vocab.txt`: the source's word list when it has one (NLPL models), for the token-embedding table;
+# `special_tokens_map.json`: written with the tokenizer by Transformers 4.x.
 VOCABULARY_FILE = "vocab.txt"
-OUTPUT_FILES = frozenset({"config.json", "model.safetensors", "tokenizer_config.json", "README.md", VOCABULARY_FILE})
+OUTPUT_FILES = frozenset(
+    {
+        "config.json",
+        "model.safetensors",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "README.md",
+        VOCABULARY_FILE,
+    }
+)
 CODE_FILES = frozenset(path.name for path in Path(__file__).parent.parent.glob("*.py"))  # the remote code
 OWNER_FILE = "owner.json"  # in a work folder: {"host": ..., "pid": ...} of the elmo-convert process writing it
 
