@@ -100,6 +100,10 @@ def resolve_source(location: str, cache_dir: str | os.PathLike | None = None) ->
     target = cache_root / hashlib.sha256(location.encode()).hexdigest()[:16] / Path(urlparse(location).path).name
     if target.is_file():
         return target
+    # huggingface_hub 1.x refuses downloads itself in offline mode; 0.x (beside Transformers 4.x) may not
+    offline = constants.is_offline_mode() if hasattr(constants, "is_offline_mode") else constants.HF_HUB_OFFLINE
+    if offline:
+        raise ConversionError(f"Could not download {location}: offline mode is enabled (HF_HUB_OFFLINE).")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = tempfile.NamedTemporaryFile(dir=target.parent, prefix=".download-", delete=False)
