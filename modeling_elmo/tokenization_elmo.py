@@ -254,6 +254,11 @@ class ElmoTokenizer(PythonBackend):
         """The character vocabulary, as `get_vocab()` (tools such as MTEB read `tokenizer.vocab`)."""
         return self.get_vocab()
 
+    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
+        """No vocabulary file: the character vocabulary is fixed (`character_ids.py`), a lexicon is saved in
+        `tokenizer_config.json`."""
+        return ()
+
     def get_vocab(self) -> dict[str, int]:
         return {**self._vocab, **self.added_tokens_encoder}
 

@@ -204,10 +204,6 @@ else:
         def __init__(self, token_type_ids_pattern: str | None = None, **kwargs: Any):
             super().__init__(**kwargs)  # `token_type_ids_pattern` (5.x) is not saved: the subclass builds the ids
 
-        def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
-            """No vocabulary files (5.x's default for a tokenizer with no `vocab_files_names`)."""
-            return ()
-
         def _call_one(
             self,
             text: Any,

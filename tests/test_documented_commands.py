@@ -211,17 +211,17 @@ def check_onnx_fixture(sandbox: Sandbox, output: str) -> None:
 
 
 def check_ecosystem_transformers4(sandbox: Sandbox, output: str) -> None:
-    version, shape = output.strip().splitlines()[-1].split(" ", 1)
-    assert version.startswith("4.") and shape == "torch.Size([1, 4, 32])"
+    (line,) = [line for line in output.splitlines() if line.endswith(" torch.Size([1, 4, 32])")]
+    assert line.startswith("4.")
 
 
 def check_ecosystem_flair(sandbox: Sandbox, output: str) -> None:
-    lines = output.strip().splitlines()[-2:]
-    assert lines == ["ELMoEmbeddings [(96,), (96,)]", "TransformerWordEmbeddings [(96,), (96,)]"]
+    lines = output.splitlines()
+    assert "ELMoEmbeddings [(96,), (96,)]" in lines and "TransformerWordEmbeddings [(96,), (96,)]" in lines
 
 
 def check_ecosystem_sentence_transformers(sandbox: Sandbox, output: str) -> None:
-    assert output.strip().splitlines()[-1] == "(1, 32)"
+    assert "(1, 32)" in output.splitlines()
 
 
 def check_ecosystem_onnxruntime(sandbox: Sandbox, output: str) -> None:

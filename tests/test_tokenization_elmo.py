@@ -539,11 +539,8 @@ def test_save_and_load_round_trip(tmp_path):
     # Only the config (plus the tokenizer's source files when it is registered for remote code; Transformers 4.x
     # also writes the special tokens apart): no vocabulary file.
     written = sorted(p.name for p in tmp_path.iterdir() if p.suffix != ".py")
-    assert (
-        written == ["tokenizer_config.json"]
-        if IS_TRANSFORMERS_5
-        else ["special_tokens_map.json", "tokenizer_config.json"]
-    )
+    expected = ["tokenizer_config.json"] if IS_TRANSFORMERS_5 else ["special_tokens_map.json", "tokenizer_config.json"]
+    assert written == expected
     config = json.loads((tmp_path / "tokenizer_config.json").read_text())
     assert config.get("backend") == ("custom" if IS_TRANSFORMERS_5 else None)
     assert config["max_characters_per_token"] == 20
