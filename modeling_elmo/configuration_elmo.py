@@ -381,18 +381,19 @@ class ElmoConfig(PreTrainedConfig):
         kwargs.setdefault("custom_pipelines", copy.deepcopy(CUSTOM_PIPELINES))
         # Transformers 4.x's pipeline() loads the tokenizer of a remote-code model only when the config names it
         kwargs.setdefault("tokenizer_class", "ElmoTokenizer")
+        # the labels as given: fields under Transformers 5.x, keywords under 4.x (set by the base class below)
+        id2label = kwargs.get("id2label", getattr(self, "id2label", None))
+        label2id = kwargs.get("label2id", getattr(self, "label2id", None))
+        num_labels = kwargs.get("num_labels")
+        if num_labels is not None and id2label is not None and len(id2label) != num_labels:
+            raise ValueError(f"num_labels={num_labels} does not match id2label, which has {len(id2label)} labels.")
+        if id2label is not None and label2id is not None:
+            inverse = {label: int(index) for index, label in id2label.items()}
+            if inverse != {label: int(index) for label, index in label2id.items()}:
+                raise ValueError(f"label2id {label2id} is not the inverse of id2label {id2label}.")
         if self.char_filters is None:
             self.char_filters = [list(f) for f in ORIGINAL_CHAR_FILTERS]
-        super().__post_init__(**kwargs)  # sets the labels (fields in 5.x, keywords in 4.x)
-        num_labels = kwargs.get("num_labels")
-        if num_labels is not None and len(self.id2label) != num_labels:
-            raise ValueError(
-                f"num_labels={num_labels} does not match id2label, which has {len(self.id2label)} labels."
-            )
-        if self.id2label is not None and self.label2id is not None:
-            inverse = {label: int(index) for index, label in self.id2label.items()}
-            if inverse != {label: int(index) for label, index in self.label2id.items()}:
-                raise ValueError(f"label2id {self.label2id} is not the inverse of id2label {self.id2label}.")
+        super().__post_init__(**kwargs)
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs) -> "ElmoConfig":
