@@ -37,8 +37,9 @@ def register_auto_classes() -> None:
         AutoModelForPreTraining,
         AutoModelForSequenceClassification,
         AutoModelForTokenClassification,
-        AutoTokenizer,
     )
+
+    from .transformers_compat import register_tokenizer
 
     for name, module in _EXPORTS.items():
         globals()[name] = getattr(importlib.import_module(f".{module}", __name__), name)
@@ -52,7 +53,7 @@ def register_auto_classes() -> None:
     AutoConfig.register(config.model_type, config)
     for auto_class, model in models.items():
         auto_class.register(config, model)
-    AutoTokenizer.register(config, tokenizer_class=tokenizer)
+    register_tokenizer(config, tokenizer)
     # save_pretrained / push_to_hub then copy the code files and write `auto_map`, so that saved folders also load
     # with `trust_remote_code=True` where this package is not installed (see `modeling_elmo.hub.remote_code`).
     config.register_for_auto_class()

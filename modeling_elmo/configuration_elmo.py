@@ -8,9 +8,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from huggingface_hub.dataclasses import strict
-from huggingface_hub.errors import StrictDataclassClassValidationError
-from transformers import PreTrainedConfig
+from .transformers_compat import PreTrainedConfig, StrictDataclassClassValidationError, strict
 
 # Character-CNN filters of the 'original' ELMo model: [width, number of filters].
 ORIGINAL_CHAR_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
@@ -347,6 +345,8 @@ class ElmoConfig(PreTrainedConfig):
     """
 
     model_type = "elmo"
+    # `vocab_size`, as tools read it (rows of the input embedding), is the character vocabulary
+    attribute_map = {"vocab_size": "char_vocab_size"}
 
     char_input: str = "bytes"  # before `char_vocab_size`: its range depends on it
     char_vocab_size: int = 262
@@ -393,15 +393,18 @@ class ElmoConfig(PreTrainedConfig):
         # every saved folder answers to all its Auto classes and declares its pipeline (see pipeline_elmo.py)
         kwargs["auto_map"] = {**AUTO_MAP, **(kwargs.get("auto_map") or {})}
         kwargs.setdefault("custom_pipelines", copy.deepcopy(CUSTOM_PIPELINES))
+        # Transformers 4.x's pipeline() loads the tokenizer of a remote-code model only when the config names it
+        kwargs.setdefault("tokenizer_class", "ElmoTokenizer")
+        # the labels as given: fields under Transformers 5.x, keywords under 4.x (set by the base class below)
+        id2label = kwargs.get("id2label", getattr(self, "id2label", None))
+        label2id = kwargs.get("label2id", getattr(self, "label2id", None))
         num_labels = kwargs.get("num_labels")
-        if num_labels is not None and self.id2label is not None and len(self.id2label) != num_labels:
-            raise ValueError(
-                f"num_labels={num_labels} does not match id2label, which has {len(self.id2label)} labels."
-            )
-        if self.id2label is not None and self.label2id is not None:
-            inverse = {label: int(index) for index, label in self.id2label.items()}
-            if inverse != {label: int(index) for label, index in self.label2id.items()}:
-                raise ValueError(f"label2id {self.label2id} is not the inverse of id2label {self.id2label}.")
+        if num_labels is not None and id2label is not None and len(id2label) != num_labels:
+            raise ValueError(f"num_labels={num_labels} does not match id2label, which has {len(id2label)} labels.")
+        if id2label is not None and label2id is not None:
+            inverse = {label: int(index) for index, label in id2label.items()}
+            if inverse != {label: int(index) for label, index in label2id.items()}:
+                raise ValueError(f"label2id {label2id} is not the inverse of id2label {id2label}.")
         if self.char_filters is None:
             self.char_filters = [list(f) for f in ORIGINAL_CHAR_FILTERS]
         super().__post_init__(**kwargs)

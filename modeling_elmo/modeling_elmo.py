@@ -14,22 +14,27 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel
-from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 from transformers.utils import ModelOutput
 from transformers.utils.generic import can_return_tuple
 
+# Transformers 4.x copies from a local folder only the modules that the loaded file itself imports (5.x: all it needs):
+# the lines marked "4.x remote code" import the engines' own modules, so that a saved folder loads under 4.x too.
 from .char_cnn_engine import CharCnnEngine
 from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
+from .compressed_linear import compressed_linear  # noqa: F401  (4.x remote code)
 from .configuration_elmo import ElmoConfig
+from .cpu_linear import onednn_linear  # noqa: F401  (4.x remote code)
 from .crf import LinearChainCrf, bio_constraints
 from .lstm_engine import LstmEngine, LstmInferenceMixin, run_call
 from .lstm_states import ElmoLstmStates, LstmState, check_states
 from .packed_sentences import pack_sentences
 from .padded_recurrence import is_exporting, padded_bilm_layers
+from .recurrence_tuning import num_threads  # noqa: F401  (4.x remote code)
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
+from .transformers_compat import PreTrainedModel, init
+from .weight_snapshot import WeightSnapshot  # noqa: F401  (4.x remote code)
 from .word_embedding_store import WordEmbeddingCache, WordEmbeddingStore, stored_or_computed, word_keys
 
 
@@ -505,12 +510,15 @@ class ElmoPreTrainedModel(PreTrainedModel):
         self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
     ) -> nn.Embedding:
         """
-        Refused unless the size stays the same: the input embedding is the character embedding, and its vocabulary
-        (`config.char_vocab_size` rows: bytes, word and sentence markers, padding) is fixed. Every word, new or added
-        to the tokenizer, is spelled with these characters, so no resizing is ever needed.
+        The character embedding, unchanged: its vocabulary (`config.char_vocab_size` rows: bytes, word and sentence
+        markers, padding) is fixed. Every word, new or added to the tokenizer, is spelled with these characters, so a
+        request to grow for added tokens (as flair's `TransformerWordEmbeddings` makes for its context marker) needs
+        no new rows; a smaller size or `pad_to_multiple_of` is refused.
         """
         embeddings = self.get_input_embeddings()
-        if new_num_tokens not in (None, embeddings.num_embeddings) or pad_to_multiple_of is not None:
+        if (
+            new_num_tokens is not None and new_num_tokens < embeddings.num_embeddings
+        ) or pad_to_multiple_of is not None:
             raise ValueError(
                 f"ELMo's character vocabulary is fixed ({embeddings.num_embeddings} character ids): the character "
                 f"embedding cannot be resized (asked for {new_num_tokens} rows, pad_to_multiple_of="

@@ -58,6 +58,8 @@ class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
         ignore_labels: list[str] | None = None,
         aggregation_strategy: AggregationStrategy | str | None = None,
         stride: int | None = None,
+        is_split_into_words: bool = False,
+        delimiter: str | None = None,
         **kwargs: Any,
     ) -> tuple[dict, dict, dict]:
         if stride is not None:
@@ -70,16 +72,21 @@ class ElmoTokenClassificationPipeline(TokenClassificationPipeline):
         # the stock check rejects word strategies for slow tokenizers; for whole-word tokens they are exact
         word_strategy = aggregation_strategy if aggregation_strategy in _WORD_STRATEGIES else None
         preprocess, forward, postprocess = super()._sanitize_parameters(
-            ignore_labels, None if word_strategy else aggregation_strategy, **kwargs
+            ignore_labels=ignore_labels, aggregation_strategy=None if word_strategy else aggregation_strategy, **kwargs
         )
         if word_strategy:
             postprocess["aggregation_strategy"] = word_strategy
+        # pre-split words are read here, not by the stock pipeline (Transformers 4.x's takes none)
+        preprocess.update(is_split_into_words=is_split_into_words, delimiter=" " if delimiter is None else delimiter)
         return preprocess, forward, postprocess
 
     def __call__(self, inputs: Any, **kwargs: Any) -> list:
         """As [`TokenClassificationPipeline.__call__`]; an input that is neither text nor a collection of texts is
         refused by name (the stock message is "At least one input is required")."""
         _check_inputs(self, inputs)
+        if kwargs.get("is_split_into_words") and isinstance(inputs, (list, tuple)):
+            if not all(isinstance(words, list) for words in inputs):  # one pre-split sentence: a batch of one
+                inputs = [list(inputs)]
         return super().__call__(inputs, **kwargs)
 
     def preprocess(self, sentence: str | list[str], **preprocess_params: Any):

@@ -11,7 +11,6 @@ from itertools import accumulate, groupby
 from typing import Any
 
 import numpy as np
-from transformers.tokenization_python import PythonBackend
 from transformers.tokenization_utils_base import BatchEncoding, TruncationStrategy
 from transformers.utils import PaddingStrategy, TensorType, is_numpy_array, is_torch_tensor, logging, to_py_obj
 
@@ -25,6 +24,7 @@ from .character_ids import (
     CharacterLexicon,
     word_to_char_ids,
 )
+from .transformers_compat import PythonBackend
 from .word_splitter import Word, split_words
 
 logger = logging.get_logger(__name__)
@@ -88,8 +88,9 @@ class ElmoBatchEncoding(BatchEncoding):
         finally:
             if dense_input_ids is not None:
                 self.data["input_ids"] = dense_input_ids
-        for key, shape in shapes.items():
-            self.data[key] = self.data[key].reshape(shape)
+        for key, shape in shapes.items():  # ids of an empty list convert to floats (Transformers 4.x): make them int64
+            value = self.data[key].reshape(shape)
+            self.data[key] = value.astype(np.int64) if isinstance(value, np.ndarray) else value.long()
         return self
 
     def _dense_input_ids(self, tensor_type: str | TensorType, prepend_batch_axis: bool) -> Any:
@@ -248,6 +249,16 @@ class ElmoTokenizer(PythonBackend):
         """The character vocabulary: added tokens are words spelled in characters, with no embedding row."""
         return self.vocab_size
 
+    @property
+    def vocab(self) -> dict[str, int]:
+        """The character vocabulary, as `get_vocab()` (tools such as MTEB read `tokenizer.vocab`)."""
+        return self.get_vocab()
+
+    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
+        """No vocabulary file: the character vocabulary is fixed (`character_ids.py`), a lexicon is saved in
+        `tokenizer_config.json`."""
+        return ()
+
     def get_vocab(self) -> dict[str, int]:
         return {**self._vocab, **self.added_tokens_encoder}
 
@@ -258,6 +269,13 @@ class ElmoTokenizer(PythonBackend):
                 "`word_to_char_ids()` or by calling the tokenizer."
             )
         return self._vocab[token]
+
+    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int] | list:
+        """A character token of the vocabulary ('<0x41>', '<bow>', ...) gives its id; any other string is a word (the
+        tokens of `tokenize()`, as tools such as flair convert them) and gives its row of `input_ids`."""
+        if isinstance(tokens, str):
+            return self._vocab[tokens] if tokens in self._vocab else self.word_to_char_ids(tokens)
+        return [self.convert_tokens_to_ids(token) for token in tokens]
 
     def _convert_id_to_token(self, index: int) -> str:
         if index not in self._ids_to_tokens:
@@ -295,7 +313,10 @@ class ElmoTokenizer(PythonBackend):
         return list(_cached_char_ids(word, self.max_characters_per_token))
 
     def tokenize(self, text: str, **kwargs: Any) -> list[str]:
-        """Split raw `text` into words (ELMo's tokens are words)."""
+        """Split raw `text` into words (ELMo's tokens are words); with `is_split_into_words=True`, `text` is pre-split
+        words joined by spaces (as flair passes them) and splits at the spaces only."""
+        if kwargs.get("is_split_into_words"):
+            return text.split(" ") if text else []
         split_special_tokens = kwargs.get("split_special_tokens", self.split_special_tokens)
         return [word for word, _, _ in self.split_words(text, split_special_tokens)]
 

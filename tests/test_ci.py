@@ -10,8 +10,10 @@ from shared_paths import REPO_ROOT
 def pip_install_commands(text: str) -> list[list[str]]:
     """Every `pip install ...` command of a shell text, split into words (a `&&` chain splits into its commands)."""
     commands = []
-    for line in text.splitlines():
+    for line in text.replace("\\\n", " ").splitlines():
         line = line.split("#", 1)[0]
+        if "pip install" not in line:  # (other lines may be Python, which shlex does not read)
+            continue
         for command in re.split(r"&&|;", line):
             words = shlex.split(command)
             if words[:2] == ["pip", "install"] and "-e" in words:
@@ -28,9 +30,23 @@ def readme_setup_install() -> list[str]:
     return installs[0]
 
 
-def test_ci_installs_with_the_readme_line():
+def ecosystem_installs() -> list[list[str]]:
+    """docs/ecosystem.md's installs of the Transformers 4.x environment and of flair beside it, in that order."""
+    page = [path for path in documentation_files(REPO_ROOT) if path.name == "ecosystem.md"]
+    assert len(page) == 1, "docs/ecosystem.md is missing"
+    text = "\n".join(block.text for block in read_blocks(page[0], REPO_ROOT) if block.language == "bash")
+    installs = [
+        words for words in pip_install_commands(text) if "transformers==4.52.*" in words or ".[flair]" in words
+    ]
+    assert len(installs) == 2, f"docs/ecosystem.md has {len(installs)} of its two installs (Transformers 4.x, flair)"
+    return installs
+
+
+def test_ci_installs_with_the_documented_lines():
+    """Job 2's environment (the lowest Transformers 4.x, then flair) with docs/ecosystem.md's lines; job 1's with the
+    README's."""
     ci_installs = pip_install_commands((REPO_ROOT / ".ci" / "run").read_text())
-    assert ci_installs == [readme_setup_install()]
+    assert ci_installs == [*ecosystem_installs(), readme_setup_install()]
 
 
 def test_pip_install_commands_reads_a_chain():

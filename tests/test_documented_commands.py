@@ -11,8 +11,10 @@ To document a new command: mark its block, then add its ID here with a `prepare`
 """
 
 import ast
+import importlib.util
 import itertools
 import json
+import os
 import re
 import shutil
 import zipfile
@@ -39,6 +41,7 @@ from transformers import (
 from modeling_elmo import ElmoForPreTraining, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel
 from modeling_elmo.conversion.convert import convert_checkpoint
 from modeling_elmo.pretraining.options import PretrainingOptions
+from modeling_elmo.transformers_compat import IS_TRANSFORMERS_5
 
 ORIGINAL_TOLERANCE = 2e-6  # float32 outputs against the original TensorFlow code's (the project's standard)
 
@@ -61,6 +64,7 @@ class DocCommand:
     check: Callable[[Sandbox, str], None]  # (sandbox, the command's stdout + stderr); asserts the effect
     follows: str | None = None  # run in the sandbox left by this ID's block, right after it (its outputs as inputs)
     runnable_part: Callable[[str], str] = lambda text: text  # the part of the text that can run offline
+    needs: str | None = None  # "transformers-4" or "flair": runs only there (CI's Transformers 4.x job has both)
 
 
 # --- inputs -------------------------------------------------------------------------------------------------------
@@ -226,6 +230,35 @@ def check_onnx_fixture(sandbox: Sandbox, output: str) -> None:
         expected = torch.stack(model(**batch, output_hidden_states=True).hidden_states, dim=1).numpy()
     assert hidden_states.shape == expected.shape == (2, 3, 6, 32)
     assert np.abs(hidden_states - expected).max() <= 1e-5
+
+
+def check_ecosystem_transformers4(sandbox: Sandbox, output: str) -> None:
+    (line,) = [line for line in output.splitlines() if line.endswith(" torch.Size([1, 4, 32])")]
+    assert line.startswith("4.")
+
+
+def check_ecosystem_flair(sandbox: Sandbox, output: str) -> None:
+    lines = output.splitlines()
+    assert "ELMoEmbeddings [(96,), (96,)]" in lines and "TransformerWordEmbeddings [(96,), (96,)]" in lines
+
+
+def check_ecosystem_sentence_transformers(sandbox: Sandbox, output: str) -> None:
+    assert "(1, 32)" in output.splitlines()
+
+
+def check_ecosystem_onnxruntime(sandbox: Sandbox, output: str) -> None:
+    prefix = "max abs difference from SentenceTransformer: "
+    (line,) = [line for line in output.splitlines() if line.startswith(prefix)]
+    assert float(line.removeprefix(prefix)) <= 1e-5
+
+
+def environment_lacks(needs: str | None) -> str | None:
+    """Why this environment cannot run a block that `needs` something (None: it can)."""
+    if needs == "transformers-4" and IS_TRANSFORMERS_5:
+        return "runs under Transformers 4.x (CI's 4.x job)"
+    if needs == "flair" and importlib.util.find_spec("flair") is None and not os.environ.get("ELMO_REQUIRE_FLAIR"):
+        return "runs where flair is installed (CI's 4.x job)"
+    return None
 
 
 def check_ner(sandbox: Sandbox, output: str) -> None:
@@ -483,6 +516,23 @@ def block_values(sandbox: Sandbox) -> dict:
     return torch.load(python_namespace_path(sandbox.work), weights_only=False)
 
 
+def check_states_python(sandbox: Sandbox, output: str) -> None:
+    """The second batch's top layer continues the first batch's states: equal to a stateful model's output on the
+    same two batches, different from a stateless call."""
+    values = block_values(sandbox)
+    model_dir = sandbox.work / "elmo-fixture"
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    stateless, stateful = AutoModel.from_pretrained(model_dir), AutoModel.from_pretrained(model_dir, stateful=True)
+    batches = [[["The", "bank", "closed"], ["River", "bank"]], [["It", "opened", "again"]]]
+    with torch.inference_mode():
+        for words in batches:
+            batch = tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")
+            carried = stateful(**batch).last_hidden_state
+        fresh = stateless(**batch).last_hidden_state
+    torch.testing.assert_close(values["top"], carried, rtol=0, atol=ORIGINAL_TOLERANCE)
+    assert not torch.allclose(values["top"], fresh)
+
+
 def check_model_python(sandbox: Sandbox, output: str) -> None:
     """Hidden states as described: the char-CNN layer then each biLM layer, (batch, words, 2 * projection_dim),
     padding positions zero, and each sentence's rows those it gets alone."""
@@ -573,11 +623,18 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "train-classifier-sst2": DocCommand(write_tiny_sst, check_train_classifier_sst2),
     "readme-python": DocCommand(copy_converted_fixture, check_model_python),
     "model-python": DocCommand(copy_converted_fixture, check_model_python),
+    "states-python": DocCommand(copy_converted_fixture, check_states_python),
     "efml-python": DocCommand(nothing, check_efml_python, follows="efml-convert"),
     "embedding-sentence-transformers": DocCommand(copy_converted_fixture, check_embedding_sentence_transformers),
     "ner-pipeline-python": DocCommand(nothing, check_ner_pipeline_python, follows="ner"),
     "seqcls-python": DocCommand(copy_fixture_as_original, check_seqcls_python),
     "seqcls-python-pairs": DocCommand(copy_fixture_as_original, check_seqcls_python_pairs),
+    "ecosystem-transformers4": DocCommand(
+        copy_converted_fixture, check_ecosystem_transformers4, needs="transformers-4"
+    ),
+    "ecosystem-flair": DocCommand(copy_converted_fixture, check_ecosystem_flair, needs="flair"),
+    "ecosystem-sentence-transformers": DocCommand(copy_converted_fixture, check_ecosystem_sentence_transformers),
+    "ecosystem-onnxruntime": DocCommand(copy_converted_fixture, check_ecosystem_onnxruntime),
 }
 
 
@@ -649,6 +706,9 @@ def test_documented_command_does_what_it_says(chain, tmp_path, fixture_dir, conv
     found = blocks_by_id()
     missing = [name for name in chain if name not in found]
     assert not missing, f"no block has the ID(s) {missing}"
+    lacking = [reason for name in chain if (reason := environment_lacks(DOC_COMMANDS[name].needs))]
+    if lacking:
+        pytest.skip(lacking[0])
     work = make_sandbox(tmp_path, REPO_ROOT, fixture_dir.parent.parent)
     sandbox = Sandbox(work, tmp_path / "shared", fixture_dir, converted_fixture)
     for name in chain:

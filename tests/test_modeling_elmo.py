@@ -355,16 +355,18 @@ def test_every_hidden_state_is_on_the_autograd_graph(converted_fixture, fixture_
         assert torch.count_nonzero(layer.grad[~mask]) == 0, index
 
 
-def test_resize_token_embeddings_is_refused(converted_fixture, tmp_path):
-    """The character vocabulary is fixed: resizing it used to succeed and save a checkpoint that cannot be reloaded."""
+def test_resize_token_embeddings_keeps_the_character_vocabulary(converted_fixture, tmp_path):
+    """The character vocabulary is fixed: resizing it used to succeed and save a checkpoint that cannot be reloaded.
+    Growing for added tokens (flair's context marker) needs no rows: the embedding is returned unchanged."""
     model = AutoModel.from_pretrained(converted_fixture)
     embeddings = model.get_input_embeddings()
-    with pytest.raises(ValueError, match=r"character vocabulary is fixed \(262 character ids\).*asked for 300 rows"):
-        model.resize_token_embeddings(300)
+    with pytest.raises(ValueError, match=r"character vocabulary is fixed \(262 character ids\).*asked for 200 rows"):
+        model.resize_token_embeddings(200)
     with pytest.raises(ValueError, match="pad_to_multiple_of=64"):
         model.resize_token_embeddings(262, pad_to_multiple_of=64)
     assert model.resize_token_embeddings() is embeddings and model.resize_token_embeddings(262) is embeddings
-    assert embeddings.num_embeddings == 262 and not hasattr(model.config, "vocab_size")
+    assert model.resize_token_embeddings(model.config.vocab_size + 1) is embeddings
+    assert embeddings.num_embeddings == model.config.vocab_size == model.config.char_vocab_size == 262
     model.save_pretrained(tmp_path)
     AutoModel.from_pretrained(tmp_path)
 
@@ -449,7 +451,9 @@ def test_checkpoints_with_the_forget_bias_folded_in_load_with_the_same_outputs(
 
 def test_model_file_names_no_engine_machinery():
     """The model file holds the math and one switch per engine: the engines' own words stay in their modules."""
-    text = Path(inspect.getfile(ElmoLstmLayer)).read_text(encoding="utf-8").lower()
+    lines = Path(inspect.getfile(ElmoLstmLayer)).read_text(encoding="utf-8").lower().splitlines()
+    # (the imports that Transformers 4.x needs to copy the engines' modules with the remote code name them)
+    text = "\n".join(line for line in lines if not line.endswith("(4.x remote code)"))
     for name in ("onednn", "mkldnn", "thread", "snapshot", "probe", "compress"):
         assert name not in text, name
 

@@ -35,7 +35,8 @@ def bert_folder(tmp_path):
     )
     folder = tmp_path / "bert"
     BertForTokenClassification(config).save_pretrained(folder)
-    BertTokenizer(vocab={token: index for index, token in enumerate(BERT_VOCAB)}).save_pretrained(folder)
+    (folder / "vocab.txt").write_text("\n".join(BERT_VOCAB) + "\n", encoding="utf-8")
+    BertTokenizer.from_pretrained(folder).save_pretrained(folder)  # (Transformers 4.x reads a vocabulary file only)
     return folder
 
 

@@ -44,9 +44,19 @@ from .presets import PRESETS
 logger = logging.get_logger(__name__)
 
 # What a converted folder holds: these files and the package's code files. `--overwrite` replaces nothing else.
-# `vocab.txt`: the source's word list when it has one (NLPL models), for the token-embedding table.
+# `vocab.txt`: the source's word list when it has one (NLPL models), for the token-embedding table;
+# `special_tokens_map.json`: written with the tokenizer by Transformers 4.x.
 VOCABULARY_FILE = "vocab.txt"
-OUTPUT_FILES = frozenset({"config.json", "model.safetensors", "tokenizer_config.json", "README.md", VOCABULARY_FILE})
+OUTPUT_FILES = frozenset(
+    {
+        "config.json",
+        "model.safetensors",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "README.md",
+        VOCABULARY_FILE,
+    }
+)
 CODE_FILES = frozenset(path.name for path in Path(__file__).parent.parent.glob("*.py"))  # the remote code
 OWNER_FILE = "owner.json"  # in a work folder: {"host": ..., "pid": ...} of the elmo-convert process writing it
 
@@ -91,6 +101,10 @@ def resolve_source(location: str, cache_dir: str | os.PathLike | None = None) ->
     target = cache_root / hashlib.sha256(location.encode()).hexdigest()[:16] / Path(urlparse(location).path).name
     if target.is_file():
         return target
+    # huggingface_hub 1.x refuses downloads itself in offline mode; 0.x (beside Transformers 4.x) may not
+    offline = constants.is_offline_mode() if hasattr(constants, "is_offline_mode") else constants.HF_HUB_OFFLINE
+    if offline:
+        raise ConversionError(f"Could not download {location}: offline mode is enabled (HF_HUB_OFFLINE).")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = tempfile.NamedTemporaryFile(dir=target.parent, prefix=".download-", delete=False)

@@ -8,9 +8,11 @@ traces `torch.export`: `ElmoModel.forward` then takes its padded path (`padded_r
 - inputs `input_ids` int64 (batch, words, max_characters_per_token), the character ids of `ElmoTokenizer` (a padded
   word is all zeros), and `attention_mask` int64 (batch, words), 1 for words and 0 for padding, any padding side;
   `batch` and `words` are dynamic;
-- one output `hidden_states` float32 (batch, num_hidden_layers + 1, words, 2 * projection_dim): every layer stacked,
+- output `hidden_states` float32 (batch, num_hidden_layers + 1, words, 2 * projection_dim): every layer stacked,
   as AllenNLP's `ElmoEmbedder.batch_to_embeddings` returns them: the token layer `[x; x]`, then `[forward;
   backward]` of every LSTM layer; zero at padding. (No scalar mixes: a consumer mixes the layers it wants.)
+- output `last_hidden_state` float32 (batch, words, 2 * projection_dim): the top layer, under the name that
+  feature-extraction runtimes read (Optimum's ORT models, sentence-transformers' ONNX backend).
 
 Stateless only (a folder with `stateful: true` is refused), and every biLM weight must be in the folder, of the shape
 its config implies, and finite: a folder that would load with random or non-finite values is refused before the
@@ -44,7 +46,7 @@ from ..conversion.convert import _reason, _umask, parent_folders
 
 PROG = "elmo-export-onnx"
 INPUT_NAMES = ["input_ids", "attention_mask"]
-OUTPUT_NAMES = ["hidden_states"]
+OUTPUT_NAMES = ["hidden_states", "last_hidden_state"]
 ONNX_PACKAGES = ("onnx", "onnxscript", "onnxruntime")  # onnxscript: the dynamo exporter's ops
 DEFAULT_TOLERANCE = 1e-5
 MIN_OPSET = 18  # the dynamo exporter's lowest
@@ -65,10 +67,11 @@ class ElmoLayers(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """`input_ids` (batch, words, chars), `attention_mask` (batch, words) -> (batch, layers, words, 2 * proj)."""
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`input_ids` (batch, words, chars), `attention_mask` (batch, words) -> every layer (batch, layers, words,
+        2 * proj) and the top one (batch, words, 2 * proj)."""
         output = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
-        return torch.stack(output.hidden_states, dim=1)
+        return torch.stack(output.hidden_states, dim=1), output.last_hidden_state
 
 
 def example_batch(rows: list[tuple[int, bool]], max_characters: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -186,12 +189,17 @@ def max_difference(model: nn.Module, onnx_path: Path, rows: list[tuple[int, bool
 
     input_ids, attention_mask = example_batch(rows, model.config.max_characters_per_token, seed=1)
     session = onnxruntime.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    (exported,) = session.run(None, {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy()})
+    inputs = {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy()}
     with torch.inference_mode():
         expected = ElmoLayers(model)(input_ids, attention_mask)
-    if tuple(exported.shape) != tuple(expected.shape):
-        raise OnnxExportError(f"onnxruntime returned shape {tuple(exported.shape)}, expected {tuple(expected.shape)}.")
-    return float((torch.from_numpy(exported) - expected).abs().max())
+    difference = 0.0
+    for name, found, wanted in zip(OUTPUT_NAMES, session.run(OUTPUT_NAMES, inputs), expected, strict=True):
+        if tuple(found.shape) != tuple(wanted.shape):
+            raise OnnxExportError(
+                f"onnxruntime returned {name} of shape {found.shape}, expected {tuple(wanted.shape)}."
+            )
+        difference = max(difference, float((torch.from_numpy(found) - wanted).abs().max()))
+    return difference
 
 
 def export_onnx(

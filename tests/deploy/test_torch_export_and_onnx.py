@@ -203,13 +203,14 @@ def check_onnx_file(path: Path, model: ElmoModel, batches: list[dict[str, torch.
         ("input_ids", "tensor(int64)", ["batch", "words"]),
         ("attention_mask", "tensor(int64)", ["batch", "words"]),
     ]
-    assert [o.name for o in session.get_outputs()] == ["hidden_states"]
+    assert [o.name for o in session.get_outputs()] == ["hidden_states", "last_hidden_state"]
     for batch in batches:
-        (hidden_states,) = session.run(None, {key: value.numpy() for key, value in batch.items()})
+        hidden_states, last_hidden_state = session.run(None, {key: value.numpy() for key, value in batch.items()})
         with torch.inference_mode():
-            expected = model(**batch, output_hidden_states=True).hidden_states
+            expected = model(**batch, output_hidden_states=True)
         actual = tuple(torch.from_numpy(hidden_states).unbind(dim=1))
-        assert max_difference(expected, actual) <= TOLERANCE
+        assert max_difference(expected.hidden_states, actual) <= TOLERANCE
+        assert max_difference((expected.last_hidden_state,), (torch.from_numpy(last_hidden_state),)) <= TOLERANCE
 
 
 def test_onnx_cli_tiny_model(tmp_path, capsys):
