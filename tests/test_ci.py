@@ -31,12 +31,14 @@ def readme_setup_install() -> list[str]:
 
 
 def ecosystem_installs() -> list[list[str]]:
-    """docs/ecosystem.md's installs of the Transformers 4.x environment and of flair beside it, in that order."""
+    """docs/ecosystem.md's installs of the Transformers 4.x environment and of flair's own, in that order."""
     page = [path for path in documentation_files(REPO_ROOT) if path.name == "ecosystem.md"]
     assert len(page) == 1, "docs/ecosystem.md is missing"
     text = "\n".join(block.text for block in read_blocks(page[0], REPO_ROOT) if block.language == "bash")
     installs = [
-        words for words in pip_install_commands(text) if "transformers==4.52.*" in words or ".[flair]" in words
+        words
+        for words in pip_install_commands(text)
+        if "transformers==4.52.*" in words or any("flair" in word for word in words)
     ]
     assert len(installs) == 2, f"docs/ecosystem.md has {len(installs)} of its two installs (Transformers 4.x, flair)"
     return installs

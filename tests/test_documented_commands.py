@@ -64,7 +64,7 @@ class DocCommand:
     check: Callable[[Sandbox, str], None]  # (sandbox, the command's stdout + stderr); asserts the effect
     follows: str | None = None  # run in the sandbox left by this ID's block, right after it (its outputs as inputs)
     runnable_part: Callable[[str], str] = lambda text: text  # the part of the text that can run offline
-    needs: str | None = None  # "transformers-4" or "flair": runs only there (CI's Transformers 4.x job has both)
+    needs: str | None = None  # "transformers-4" or "flair": runs only there (CI's 4.x job, CI's flair job)
 
 
 # --- inputs -------------------------------------------------------------------------------------------------------
@@ -257,7 +257,7 @@ def environment_lacks(needs: str | None) -> str | None:
     if needs == "transformers-4" and IS_TRANSFORMERS_5:
         return "runs under Transformers 4.x (CI's 4.x job)"
     if needs == "flair" and importlib.util.find_spec("flair") is None and not os.environ.get("ELMO_REQUIRE_FLAIR"):
-        return "runs where flair is installed (CI's 4.x job)"
+        return "runs where flair is installed (CI's flair job)"
     return None
 
 

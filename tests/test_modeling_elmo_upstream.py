@@ -241,13 +241,20 @@ class ElmoModelTest(ModelTesterMixin, unittest.TestCase):
         config_and_inputs = self.model_tester.prepare_config_and_inputs()
         self.model_tester.create_and_check_for_token_classification(*config_and_inputs)
 
-    def test_resize_is_refused(self):
+    def test_resize_keeps_the_character_embedding(self):
+        """Shrinking or padding is refused; growing (for tokens added to the tokenizer, which are spelled in
+        characters: flair's context marker) keeps the same embedding."""
         config, _ = self.model_tester.prepare_config_and_inputs_for_common()
         for model_class in self.all_model_classes:
             model = model_class(config)
+            embeddings = model.get_input_embeddings()
             with self.assertRaisesRegex(ValueError, "character vocabulary is fixed"):
-                model.resize_token_embeddings(config.char_vocab_size + 38)
-            self.assertIs(model.resize_token_embeddings(config.char_vocab_size), model.get_input_embeddings())
+                model.resize_token_embeddings(config.char_vocab_size - 1)
+            with self.assertRaisesRegex(ValueError, "character vocabulary is fixed"):
+                model.resize_token_embeddings(config.char_vocab_size, pad_to_multiple_of=64)
+            self.assertIs(model.resize_token_embeddings(config.char_vocab_size), embeddings)
+            self.assertIs(model.resize_token_embeddings(config.char_vocab_size + 38), embeddings)
+            self.assertEqual(tuple(embeddings.weight.shape)[0], config.char_vocab_size)
 
     def test_head_resized_by_id2label_loads_with_ignore_mismatched_sizes(self):
         config, inputs = self.model_tester.prepare_config_and_inputs_for_common()

@@ -103,8 +103,6 @@ def resolve_source(location: str, cache_dir: str | os.PathLike | None = None) ->
         return target
     # huggingface_hub 1.x refuses downloads itself in offline mode; 0.x (beside Transformers 4.x) may not
     offline = constants.is_offline_mode() if hasattr(constants, "is_offline_mode") else constants.HF_HUB_OFFLINE
-    if offline:
-        raise ConversionError(f"Could not download {location}: offline mode is enabled (HF_HUB_OFFLINE).")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = tempfile.NamedTemporaryFile(dir=target.parent, prefix=".download-", delete=False)
@@ -112,6 +110,8 @@ def resolve_source(location: str, cache_dir: str | os.PathLike | None = None) ->
         raise ConversionError(f"Cannot write to the download cache {cache_root}: {_reason(error)}") from error
     try:
         with partial:
+            if offline:
+                raise ConnectionError("offline mode is enabled (HF_HUB_OFFLINE).")
             http_get(location, partial, displayed_filename=target.name)
         os.replace(partial.name, target)
     except Exception as error:  # any network / HTTP / offline-mode failure

@@ -2,7 +2,7 @@
 `TransformerWordEmbeddings` and `modeling_elmo.flair.ELMoEmbeddings` give `ElmoModel`'s vectors, and a
 `SequenceTagger` trains on a slice of CoNLL-2003 and predicts the same after save and load.
 
-Skipped where flair is not installed, unless `ELMO_REQUIRE_FLAIR` is set (CI's Transformers 4.x job sets it)."""
+Skipped where flair is not installed, unless `ELMO_REQUIRE_FLAIR` is set (CI's flair job sets it)."""
 
 import os
 from pathlib import Path
