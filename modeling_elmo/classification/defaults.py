@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
+from ..transformers_compat import IS_TRANSFORMERS_5
+
 # The head fields of a new classifier (one trained from a biLM folder, not from a classifier trained before) that the
 # command line does not give. A biLM folder stores the config's own values, which are the NER head's.
 NEW_HEAD_DEFAULTS = {
@@ -22,9 +24,12 @@ class ClassifierTrainingArguments(TrainingArguments):
 
     learning_rate: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate"})
     num_train_epochs: float = field(default=10.0, metadata={"help": "training epochs"})
-    warmup_steps: float = field(
-        default=0.1, metadata={"help": "linear warm-up: steps (an integer), or a fraction of all steps in [0, 1)"}
-    )
+    if IS_TRANSFORMERS_5:  # 5.x reads a fraction of all steps from `warmup_steps` and has no `warmup_ratio`
+        warmup_steps: float = field(
+            default=0.1, metadata={"help": "linear warm-up: steps (an integer), or a fraction of all steps in [0, 1)"}
+        )
+    else:
+        warmup_ratio: float = field(default=0.1, metadata={"help": "linear warm-up: a fraction of all steps"})
     per_device_train_batch_size: int = field(default=32, metadata={"help": "training batch size per device"})
 
 
