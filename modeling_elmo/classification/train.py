@@ -16,7 +16,7 @@ exit 2, nothing written.
 
 import logging
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,20 +32,11 @@ from transformers import (
 )
 
 from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
-from ..commands.arguments import (
-    NO_SUCH_FOLDER,
-    missing_model_folder,
-    parse_trainer_arguments,
-    subcommands_epilog,
-    trainer_argument_parser,
-    training_arguments_problem,
-)
+from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder
 from ..commands.output_lock import OutputFolderInUseError, run_output_dir_lock
 from ..finetuning.activation_cache import ElmoActivationCache
 from ..finetuning.trainer import (
-    KEEPS_THE_MODEL_VALUE,
     ElmoCardTrainer,
-    HeadArguments,
     TimeBudgetCallback,
     attach_activation_cache,
     check_model_memory,
@@ -53,7 +44,8 @@ from ..finetuning.trainer import (
 from ..hub.model_card import render_classifier_model_card
 from ..runtime.cpu_threads import configure_cpu_threads
 from . import data as task_data
-from .defaults import NEW_HEAD_DEFAULTS, ClassifierTrainingArguments
+from .arguments import COMMAND_LINE, PROG, DataArguments, ModelArguments
+from .defaults import NEW_HEAD_DEFAULTS
 from .metrics import build_compute_metrics
 from .output_folder import (
     ForeignFilesError,
@@ -64,56 +56,7 @@ from .output_folder import (
     write_text,
 )
 
-PROG = "elmo-train-classifier"
 logger = logging.getLogger(PROG)
-
-
-@dataclass
-class ModelArguments(HeadArguments):
-    classifier_pooling: str | None = field(
-        default=None, metadata={"help": "'mean', 'max' or 'mean_max' (a new head: mean)" + KEEPS_THE_MODEL_VALUE}
-    )
-    classifier_batch_norm: bool | None = field(
-        default=None,
-        metadata={
-            "help": "standardise the pooled features before the linear layer (a new head: True)"
-            + KEEPS_THE_MODEL_VALUE
-        },
-    )
-
-
-@dataclass
-class DataArguments:
-    train_file: str | None = field(default=None, metadata={"help": ".csv, .json or .jsonl (needed by --do_train)"})
-    validation_file: str | None = field(default=None, metadata={"help": "needed by --do_eval"})
-    test_file: str | None = field(default=None, metadata={"help": "needed by --do_predict; labels optional"})
-    text_column_names: str = field(
-        default="sentence", metadata={"help": "one text column, or two separated by a comma (a sentence pair)"}
-    )
-    label_column_name: str = field(default="label", metadata={"help": "the label column"})
-    regression: bool | None = field(
-        default=None, metadata={"help": "numeric targets (default: when the label column holds floats)"}
-    )
-    max_seq_length: int | None = field(
-        default=None, metadata={"help": "truncate each text to this many words (default: no truncation)"}
-    )
-    shuffle_train_dataset: bool = field(
-        default=False, metadata={"help": "shuffle the training records (with --seed) before --max_train_samples"}
-    )
-    max_train_samples: int | None = field(
-        default=None, metadata={"help": "train on the first N records only (default: all)"}
-    )
-    max_eval_samples: int | None = field(
-        default=None, metadata={"help": "evaluate on the first N records only (default: all)"}
-    )
-    max_predict_samples: int | None = field(
-        default=None, metadata={"help": "predict the first N test records only (default: all)"}
-    )
-    elmo_cache: bool = field(default=False, metadata={"help": "cache frozen-biLM activations per sentence"})
-    elmo_cache_dir: str | None = field(default=None, metadata={"help": "persist the activation cache here"})
-    time_budget_minutes: float | None = field(
-        default=None, metadata={"help": "stop training (then evaluate) once this much training time has passed"}
-    )
 
 
 @dataclass
@@ -257,30 +200,8 @@ def _fail(message: str) -> None:
     raise SystemExit(2)
 
 
-def build_parser():
-    """The parser of `elmo-train-classifier`: its model and data flags, every `TrainingArguments` flag, and the
-    `prepare-sst` subcommand in the help."""
-    return trainer_argument_parser(
-        (ModelArguments, DataArguments, ClassifierTrainingArguments),
-        prog=PROG,
-        description="Sentence or sentence-pair classification (or regression) with ELMo and the Transformers "
-        "Trainer, the way Transformers' run_classification.py works.",
-        epilog=subcommands_epilog(PROG, {"prepare-sst": "write the Stanford Sentiment Treebank as JSON lines files"}),
-    )
-
-
-def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, ClassifierTrainingArguments]:
-    """The command line as dataclasses; an unknown flag or a bad value stops with one line, exit status 2."""
-    parser = build_parser()
-    model_args, data_args, training_args = parse_trainer_arguments(parser, argv)
-    problem = training_arguments_problem(training_args)
-    if problem:
-        parser.error(problem)
-    return model_args, data_args, training_args
-
-
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
-    model_args, data_args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
+    model_args, data_args, training_args = COMMAND_LINE.parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     output_dir = Path(training_args.output_dir)
 
@@ -386,10 +307,12 @@ def format_predictions(logits: np.ndarray | tuple, config) -> str:
     return "index\tprediction\n" + "".join(f"{index}\t{label}\n" for index, label in enumerate(predictions))
 
 
-def cli() -> int:
-    """The `elmo-train-classifier` command (`elmo-train-classifier prepare-sst ...` runs the SST reader)."""
-    configure_cpu_threads()
-    arguments = sys.argv[1:]
+def cli(argv: list[str] | None = None) -> int:
+    """The `elmo-train-classifier` command (`elmo-train-classifier prepare-sst ...` runs the SST reader). Without
+    `argv` (the console script) this process is its own: its CPU threads are chosen first."""
+    if argv is None:
+        configure_cpu_threads()
+    arguments = sys.argv[1:] if argv is None else list(argv)
     if arguments[:1] == ["prepare-sst"]:
         from .sst import main as prepare_sst
 

@@ -13,7 +13,6 @@ ELMo `config.json` and nothing but the files listed in `OUTPUT_FILES` and the pa
 and never the current directory or one of its parents; the old folder is removed only once the new one is in place.
 """
 
-import argparse
 import hashlib
 import json
 import os
@@ -32,11 +31,13 @@ from safetensors import SafetensorError
 from transformers.utils import logging
 
 from ..configuration_elmo import ElmoConfig
-from ..hub.model_card import ALLENNLP_SOURCE, ModelCardError, SourceFacts, render_base_model_card
+from ..hub.model_card import ModelCardError, render_base_model_card
 from ..hub.push import HubError, check_push_target, config_problems, model_repo_problems, push_folder
+from ..hub.source_facts import ALLENNLP_SOURCE, SourceFacts
 from ..modeling_elmo import ElmoModel
 from ..runtime.cpu_threads import configure_cpu_threads
 from ..tokenization_elmo import ElmoTokenizer
+from .arguments import parse_convert_command_line
 from .efml import EfmlFormatError
 from .original_checkpoint import OriginalCheckpointError, load_original_checkpoint
 from .presets import PRESETS
@@ -68,7 +69,6 @@ VERIFICATION_SENTENCES = [
     ["A"],
 ]
 VERIFICATION_TOLERANCE = 1e-5
-SOURCE_FORMATS = ("original", "elmoformanylangs", "nlpl")  # `--from`
 
 
 class ConversionError(RuntimeError):
@@ -435,69 +435,10 @@ def write_model_folder(
         raise ConversionError(f"Could not write {output_dir}: {_reason(error)}{kept}.") from error
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="elmo-convert",
-        description="Convert an ELMo checkpoint (bilm-tf options JSON + HDF5 weights, an NLPL vector repository model "
-        "or an ELMoForManyLangs model) to a Transformers folder. See docs/conversion-sources.md.",
-    )
-    parser.add_argument(
-        "--from",
-        dest="source_format",
-        choices=SOURCE_FORMATS,
-        help="format of the source: 'original' (bilm-tf/AllenNLP options JSON + HDF5; the default without "
-        "--model-dir), 'nlpl' (an NLPL vector repository model, ZIP or folder; the default with --model-dir) or "
-        "'elmoformanylangs' (an ELMoForManyLangs model folder)",
-    )
-    parser.add_argument("--model-dir", help="the source model: folder, or ZIP / ZIP URL for --from nlpl")
-    source = parser.add_argument_group("source (give --preset, both --options and --weights, or --model-dir)")
-    source.add_argument("--options", help="options JSON: local path or http(s) URL")
-    source.add_argument("--weights", help="HDF5 weights: local path or http(s) URL")
-    source.add_argument("--preset", choices=sorted(PRESETS), help="one of the official English models")
-    parser.add_argument("--output", required=True, help="folder to write (must not exist unless --overwrite)")
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace an existing output folder written by elmo-convert (or empty)"
-    )
-    parser.add_argument(
-        "--verify", action="store_true", help="reload the written folder and compare it with the original weights"
-    )
-    parser.add_argument("--cache-dir", help="where downloaded originals are kept (default: $HF_HOME/elmo-original)")
-    publishing = parser.add_argument_group("publishing (the endpoint is $HF_ENDPOINT, default https://huggingface.co)")
-    publishing.add_argument(
-        "--push-to-hub", metavar="REPO_ID", help="upload the written folder to this Hub repo (org/name)"
-    )
-    publishing.add_argument(
-        "--private", action="store_true", help="create the repo private (an existing one keeps its visibility)"
-    )
-    publishing.add_argument("--revision", help="branch to push to (created from main if missing; default main)")
-    publishing.add_argument("--commit-message", help="message of the Hub commit")
-    publishing.add_argument("--token", help="Hub token with write access (default: $HF_TOKEN or `hf auth login`)")
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the command: this process is its own
         configure_cpu_threads()
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.source_format = args.source_format or ("nlpl" if args.model_dir else "original")
-    if args.source_format != "original":
-        refused = ["--options", "--weights", "--preset"]
-        refused += ["--cache-dir"] if args.source_format == "elmoformanylangs" else []  # a folder: nothing to download
-        if not args.model_dir or any(getattr(args, flag[2:].replace("-", "_")) for flag in refused):
-            parser.error(f"--from {args.source_format} takes --model-dir (and no {', '.join(refused)})")
-    elif args.model_dir:
-        parser.error("--model-dir: give --from nlpl (the default with --model-dir) or --from elmoformanylangs")
-    elif args.preset:
-        preset = PRESETS[args.preset]
-        args.options = args.options or preset.options_url
-        args.weights = args.weights or preset.weights_url
-    if args.source_format == "original" and not (args.options and args.weights):
-        parser.error("give --preset, both --options and --weights, or --model-dir")
-    publishing = {"--private": args.private, "--revision": args.revision, "--commit-message": args.commit_message}
-    given = [flag for flag, value in {**publishing, "--token": args.token}.items() if value]
-    if given and not args.push_to_hub:
-        parser.error(f"{', '.join(given)}: only used with --push-to-hub")
+    args = parse_convert_command_line(argv)
     try:
         token = check_push_target(args.push_to_hub, args.token) if args.push_to_hub else None
         if args.source_format == "elmoformanylangs":

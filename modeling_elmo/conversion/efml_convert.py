@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from ..hub.model_card import SourceFacts
+from ..hub.source_facts import SourceFacts
 from ..modeling_elmo import ElmoModel
 from ..tokenization_elmo import ElmoTokenizer
 from .convert import (

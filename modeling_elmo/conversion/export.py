@@ -26,7 +26,6 @@ beside the output, renamed into place only when complete; an existing output is 
 replaces only an empty folder or one holding nothing but the files an export writes.
 """
 
-import argparse
 import contextlib
 import json
 import os
@@ -43,6 +42,7 @@ from safetensors import SafetensorError, safe_open
 from ..configuration_elmo import ElmoConfig
 from ..hub.push import config_problems
 from ..pretraining.vocab import LmVocabulary, VocabularyError
+from .arguments import export_parser
 from .convert import (
     ConversionError,
     OutputKind,
@@ -373,22 +373,8 @@ def export_model(
     return written
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="elmo-export",
-        description="Write a saved ELMo folder (ElmoModel, ElmoForPreTraining or a fine-tuned model) in the original "
-        "bilm-tf format: options.json, lm_weights.hdf5 and, with an LM softmax, softmax.hdf5 and vocab.txt.",
-    )
-    parser.add_argument("model_dir", metavar="MODEL_DIR", help="folder saved with save_pretrained")
-    parser.add_argument("--output", required=True, help="folder to write (must not exist unless --overwrite)")
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace an existing output folder written by elmo-export (or empty)"
-    )
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = export_parser().parse_args(argv)
     try:
         written = export_model(args.model_dir, args.output, overwrite=args.overwrite)
     except (ConversionError, OriginalCheckpointError) as error:

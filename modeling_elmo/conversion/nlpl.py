@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..hub.model_card import ELMO_CITATION, SourceFacts
+from ..hub.source_facts import ELMO_CITATION, SourceFacts
 from .convert import (
     ConversionError,
     ConversionResult,

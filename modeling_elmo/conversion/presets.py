@@ -4,7 +4,7 @@ of the published multilingual ELMo models (ISO 639 codes for model cards)."""
 import re
 from dataclasses import dataclass, replace
 
-from ..hub.model_card import ALLENNLP_SOURCE, ELMO_CITATION, SourceFacts
+from ..hub.source_facts import ALLENNLP_SOURCE, ELMO_CITATION, SourceFacts
 
 ALLENNLP_ELMO_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
 

@@ -21,14 +21,13 @@ A model that fails is reported by name and the others still convert; the exit st
 was found).
 """
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
 
-from ..commands.arguments import subcommands_epilog
 from ..hub.model_card import ModelCardError
 from ..hub.push import HubError, check_push_target, push_folder
+from .arguments import publish_batch_parser, publish_parser
 from .convert import ConversionError, ConversionResult, convert_checkpoint, prepare_output
 from .efml import EfmlFormatError
 from .efml_convert import convert_efml
@@ -155,21 +154,8 @@ def convert_downloads(input_dir: Path, output_dir: Path, *, verify: bool = False
     return outcomes
 
 
-def build_batch_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="elmo-publish batch",
-        description="Convert every downloaded ELMoForManyLangs or NLPL model (ZIP or folder) in a folder into one "
-        "model folder each.",
-    )
-    parser.add_argument("--input-dir", type=Path, required=True, help="folder of downloaded models (ZIPs, folders)")
-    parser.add_argument("--output-dir", type=Path, required=True, help="where OUT/<name> folders are written")
-    parser.add_argument("--verify", action="store_true", help="reload each folder and compare it with the original")
-    parser.add_argument("--overwrite", action="store_true", help="replace OUT/<name> folders elmo-convert wrote")
-    return parser
-
-
 def batch_main(argv: list[str]) -> int:
-    args = build_batch_parser().parse_args(argv)
+    args = publish_batch_parser().parse_args(argv)
     try:
         outcomes = convert_downloads(args.input_dir, args.output_dir, verify=args.verify, overwrite=args.overwrite)
     except ConversionError as error:
@@ -183,30 +169,11 @@ def batch_main(argv: list[str]) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="elmo-publish",
-        description=__doc__.split("\n\n")[0],
-        epilog=subcommands_epilog(
-            "elmo-publish",
-            {"batch --input-dir DOWNLOADS --output-dir OUT": "convert every downloaded EFML or NLPL model"},
-        ),
-    )
-    parser.add_argument("--namespace", required=True, help="Hub user or organization that receives the repos")
-    parser.add_argument("--presets", nargs="+", choices=list(PRESETS), default=list(PRESETS), help="default: all")
-    parser.add_argument("--work-dir", type=Path, default=Path("elmo-presets"), help="where converted folders go")
-    parser.add_argument("--source-base", default=ALLENNLP_ELMO_URL, help="base URL of the originals (a mirror)")
-    parser.add_argument("--cache-dir", help="where downloaded originals are kept (default: $HF_HOME/elmo-original)")
-    parser.add_argument("--private", action="store_true", help="create the repos private")
-    parser.add_argument("--token", help="Hub token with write access (default: $HF_TOKEN or `hf auth login`)")
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["batch"]:
         return batch_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    args = publish_parser().parse_args(argv)
     try:
         publish_presets(
             args.namespace,

@@ -25,7 +25,6 @@ existing OUT is refused unless `--overwrite`. Errors: one line `elmo-export-onnx
 Needs the `onnx` extra: `pip install "elmo-transformers[onnx]"`.
 """
 
-import argparse
 import contextlib
 import importlib.util
 import logging
@@ -43,13 +42,11 @@ from torch import nn
 
 from ..character_ids import word_to_char_ids
 from ..conversion.convert import _reason, _umask, parent_folders
+from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, onnx_export_parser
 
-PROG = "elmo-export-onnx"
 INPUT_NAMES = ["input_ids", "attention_mask"]
 OUTPUT_NAMES = ["hidden_states", "last_hidden_state"]
 ONNX_PACKAGES = ("onnx", "onnxscript", "onnxruntime")  # onnxscript: the dynamo exporter's ops
-DEFAULT_TOLERANCE = 1e-5
-MIN_OPSET = 18  # the dynamo exporter's lowest
 BILM_PREFIXES = ("char_encoder.", "bilm.")  # the weights of `ElmoModel` that the exported graph computes with
 # (words per row, left-padded?) of the batch traced, and of the different batch the exported file is checked on
 TRACE_ROWS = [(5, False), (3, False), (2, True)]
@@ -278,29 +275,8 @@ def export_onnx(
     return difference
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        description="Export an ELMo folder's ElmoModel to ONNX (every layer, dynamic batch and words), verified "
-        "with onnxruntime.",
-    )
-    parser.add_argument("model_dir", metavar="MODEL_DIR", help="an ELMo folder (config.json + weights)")
-    parser.add_argument("output", metavar="OUT.onnx", help="the ONNX file to write")
-    parser.add_argument(
-        "--opset", type=int, default=None, help=f"ONNX opset (>= {MIN_OPSET}; default: the exporter's)"
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT.onnx")
-    parser.add_argument(
-        "--tolerance",
-        type=float,
-        default=DEFAULT_TOLERANCE,
-        help=f"max abs difference from PyTorch allowed in the check (default {DEFAULT_TOLERANCE:g})",
-    )
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = onnx_export_parser().parse_args(argv)
     try:
         difference = export_onnx(args.model_dir, args.output, args.opset, args.overwrite, args.tolerance)
     except OnnxExportError as error:

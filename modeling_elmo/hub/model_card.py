@@ -8,7 +8,6 @@ error that names the template and the field, never a silently empty spot on a pu
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from importlib import resources
 
 import jinja2
@@ -19,54 +18,14 @@ from huggingface_hub.utils import validate_repo_id
 
 from ..configuration_elmo import ElmoConfig
 from ..modeling_elmo import ElmoPreTrainedModel, ElmoScalarMix
+from .source_facts import ALLENNLP_SOURCE, ORIGINAL_LICENSE, SourceFacts
 
 BASE_TEMPLATE = "elmo_base.md"
 NER_TEMPLATE = "elmo_ner.md"
 CLASSIFIER_TEMPLATE = "elmo_classifier.md"
 CLASSIFIER_METRICS = ("accuracy", "f1", "macro_f1", "mse", "mae")
 PRETRAINED_TEMPLATE = "elmo_pretrained.md"
-UNKNOWN_CORPUS = "unknown (not one of the official presets)"
 LOCAL_FOLDER = "path/to/this/folder"
-ORIGINAL_LICENSE = "apache-2.0"
-ELMO_CITATION = """@inproceedings{peters-etal-2018-deep,
-  title = {Deep Contextualized Word Representations},
-  author = {Peters, Matthew E. and Neumann, Mark and Iyyer, Mohit and Gardner, Matt and Clark, Christopher and
-            Lee, Kenton and Zettlemoyer, Luke},
-  booktitle = {Proceedings of NAACL-HLT 2018},
-  pages = {2227--2237},
-  year = {2018},
-  url = {https://aclanthology.org/N18-1202}
-}"""
-
-
-@dataclass(frozen=True)
-class SourceFacts:
-    """What a card says about the original model, each fact as its source states it.
-
-    `language`: ISO 639 code(s) for the card metadata, None when the source names none; `corpus`: the training
-    corpus and its size; `license`: a Hub license id, None when the source states none (`license_text` says so);
-    `citations`: BibTeX entries; `source_notes`: the source's own README, quoted on the card.
-    """
-
-    title: str
-    origin: str
-    corpus: str
-    language: str | list[str] | None
-    license: str | None
-    license_text: str
-    citations: tuple[str, ...] = (ELMO_CITATION,)
-    datasets: tuple[str, ...] = ()
-    source_notes: str | None = None
-
-
-ALLENNLP_SOURCE = SourceFacts(
-    title="ELMo",
-    origin="the original bilm-tf / AllenNLP checkpoint",
-    corpus=UNKNOWN_CORPUS,
-    language="en",
-    license=ORIGINAL_LICENSE,
-    license_text="Apache-2.0 (AllenNLP / bilm-tf)",
-)
 
 
 class ModelCardError(ValueError):
@@ -362,9 +321,7 @@ def _is_repo_id(name: str) -> bool:
 
 
 __all__ = [
-    "ALLENNLP_SOURCE",
     "ModelCardError",
-    "SourceFacts",
     "learned_scalar_mixes",
     "render_base_model_card",
     "render_card",

@@ -13,7 +13,6 @@ Every `TrainingArguments` flag is accepted (`--push_to_hub`, `--hub_model_id`, .
 import json
 import logging
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from safetensors import SafetensorError
@@ -28,60 +27,22 @@ from transformers import (
 )
 
 from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
-from ..commands.arguments import (
-    NO_SUCH_FOLDER,
-    missing_model_folder,
-    parse_trainer_arguments,
-    trainer_argument_parser,
-    training_arguments_problem,
-)
+from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder
 from ..commands.output_lock import OutputFolderInUseError, run_output_dir_lock
 from ..finetuning.activation_cache import ElmoActivationCache
 from ..finetuning.trainer import (
-    KEEPS_THE_MODEL_VALUE,
     ElmoCardTrainer,
-    HeadArguments,
     TimeBudgetCallback,
     attach_activation_cache,
     check_model_memory,
 )
 from ..hub.model_card import render_ner_model_card
 from ..runtime.cpu_threads import configure_cpu_threads
+from .arguments import COMMAND_LINE, PROG, DataArguments, ModelArguments
 from .conll import encode_for_elmo, load_conll
 from .metrics import build_compute_metrics, decode_tags
 
-PROG = "elmo-train-ner"
 logger = logging.getLogger(PROG)
-
-
-@dataclass
-class ModelArguments(HeadArguments):
-    use_crf: bool | None = field(default=None, metadata={"help": "top the head with a CRF" + KEEPS_THE_MODEL_VALUE})
-
-
-@dataclass
-class DataArguments:
-    data_dir: str | None = field(
-        default=None, metadata={"help": "folder with train.txt, dev.txt, test.txt (each used when present)"}
-    )
-    train_file: str | None = field(default=None, metadata={"help": "CoNLL train file (default: DATA_DIR/train.txt)"})
-    validation_file: str | None = field(default=None, metadata={"help": "CoNLL dev file (default: DATA_DIR/dev.txt)"})
-    test_file: str | None = field(default=None, metadata={"help": "CoNLL test file (default: DATA_DIR/test.txt)"})
-    max_length: int | None = field(
-        default=None, metadata={"help": "truncate sentences to this many words (default: no truncation)"}
-    )
-    max_train_samples: int | None = field(
-        default=None, metadata={"help": "train on the first N sentences only (default: all)"}
-    )
-    max_eval_samples: int | None = field(
-        default=None, metadata={"help": "evaluate on the first N dev sentences only (default: all)"}
-    )
-    elmo_cache: bool = field(default=False, metadata={"help": "cache frozen-biLM activations per sentence"})
-    elmo_cache_dir: str | None = field(default=None, metadata={"help": "persist the activation cache here"})
-    time_budget_minutes: float | None = field(
-        default=None,
-        metadata={"help": "stop training (then evaluate) once this much training time has passed (default: no limit)"},
-    )
 
 
 def _data_files(data: DataArguments) -> dict[str, str]:
@@ -107,27 +68,8 @@ def _load_model(model_args: ModelArguments, label_names: list[str] | None, devic
     return AutoModelForTokenClassification.from_pretrained(model_args.model_name_or_path, **overrides)
 
 
-def build_parser():
-    """The parser of `elmo-train-ner`: its model and data flags and every `TrainingArguments` flag."""
-    return trainer_argument_parser(
-        (ModelArguments, DataArguments, TrainingArguments),
-        prog=PROG,
-        description="Fine-tune ELMo for NER on CoNLL-format files with the Transformers Trainer.",
-    )
-
-
-def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
-    """The command line as dataclasses; an unknown flag or a bad value stops with one line, exit status 2."""
-    parser = build_parser()
-    model_args, data_args, training_args = parse_trainer_arguments(parser, argv)
-    problem = training_arguments_problem(training_args)
-    if problem:
-        parser.error(problem)
-    return model_args, data_args, training_args
-
-
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
-    model_args, data_args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
+    model_args, data_args, training_args = COMMAND_LINE.parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
 
     set_seed(training_args.seed)  # the head is initialised before the Trainer exists
@@ -239,12 +181,14 @@ def _labels_if_fine_tuned(model_name_or_path: str) -> list[str] | None:
     return [config.id2label[index] for index in range(config.num_labels)]
 
 
-def cli() -> int:
+def cli(argv: list[str] | None = None) -> int:
     """The `elmo-train-ner` command. Bad input (the one-line error `main` stops with) exits with status 2, as an
-    argparse usage error and `elmo-train-classifier` do."""
-    configure_cpu_threads()
+    argparse usage error and `elmo-train-classifier` do. Without `argv` (the console script) this process is its own:
+    its CPU threads are chosen first."""
+    if argv is None:
+        configure_cpu_threads()
     try:
-        main(sys.argv[1:])
+        main(sys.argv[1:] if argv is None else argv)
     except SystemExit as stop:
         if not isinstance(stop.code, str):
             raise
