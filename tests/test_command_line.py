@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from modeling_elmo.classification import arguments as classifier_arguments
 from modeling_elmo.classification import train as train_classifier
 from modeling_elmo.commands.arguments import is_hub_repo_id, missing_model_folder
-from modeling_elmo.conversion import publish
+from modeling_elmo.conversion import arguments as conversion_arguments
 from modeling_elmo.embed import cli as embed
+from modeling_elmo.ner import arguments as ner_arguments
 from modeling_elmo.ner import train as train_ner
-from modeling_elmo.pretraining import train as pretrain
+from modeling_elmo.pretraining import arguments as pretrain_arguments
 
 
 @pytest.mark.parametrize(
@@ -55,11 +57,11 @@ def _help(parser) -> str:
 @pytest.mark.parametrize(
     "parser, expected",
     [
-        (train_classifier.build_parser, ["prepare-sst", "--output_dir", "--do_eval", "--classifier_pooling"]),
-        (train_ner.build_parser, ["--output_dir", "--use_crf", "--data_dir", "--eval_strategy"]),
-        (pretrain.build_parser, ["build-vocab", "--output_dir", "--do_eval", "--options", "--save_steps"]),
+        (classifier_arguments.build_parser, ["prepare-sst", "--output_dir", "--do_eval", "--classifier_pooling"]),
+        (ner_arguments.build_parser, ["--output_dir", "--use_crf", "--data_dir", "--eval_strategy"]),
+        (pretrain_arguments.build_parser, ["build-vocab", "--output_dir", "--do_eval", "--options", "--save_steps"]),
         (embed.build_parser, ["merge", "--model", "--layers"]),
-        (publish.build_parser, ["batch", "--namespace"]),
+        (conversion_arguments.publish_parser, ["batch", "--namespace"]),
     ],
     ids=["elmo-train-classifier", "elmo-train-ner", "elmo-pretrain", "elmo-embed", "elmo-publish"],
 )
@@ -69,7 +71,7 @@ def test_help_shows_every_flag_and_subcommand(parser, expected):
     assert "(default: None)" not in shown
 
 
-@pytest.mark.parametrize("parser", [train_classifier.build_parser, train_ner.build_parser])
+@pytest.mark.parametrize("parser", [classifier_arguments.build_parser, ner_arguments.build_parser])
 def test_head_flags_say_they_keep_the_model_folders_value(parser):
     shown = " ".join(_help(parser()).split())
     assert "--classifier_dropout CLASSIFIER_DROPOUT" in shown
@@ -163,13 +165,13 @@ def test_elmo_embed_answers_help_and_argument_errors_before_importing_torch(argu
     assert heavy == "[]" and code in ("0", "2"), result.stdout + result.stderr
 
 
-def test_light_start_commands_are_console_scripts():
+def test_light_start_commands_are_the_console_scripts():
     import tomllib
 
     from modeling_elmo.commands import LIGHT_START_COMMANDS
 
     scripts = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]["scripts"]
-    assert LIGHT_START_COMMANDS <= scripts.keys()
+    assert LIGHT_START_COMMANDS == scripts.keys()
 
 
 def test_elmo_train_ner_refuses_an_output_dir_in_use_by_a_live_run(converted_fixture, tmp_path):

@@ -33,13 +33,16 @@ class TrainerSourceError(RuntimeError):
 @dataclass(frozen=True)
 class FlagSpec:
     """One dataclass field as a command-line flag: its name, the union members of its type (`("int", "None")`),
-    its default (`dataclasses.MISSING` when required), its help, and its `Literal` choices if any."""
+    its default (`dataclasses.MISSING` when required; `default_factory`'s value, or `dataclasses.MISSING` for a list
+    without a factory), its `Literal` choices if any, and its metadata (`help`, and any `argparse` keyword the field
+    passes to `HfArgumentParser`, such as `nargs`)."""
 
     name: str
     members: tuple[str, ...]
     default: Any
-    help: str | None
     choices: tuple[Any, ...] | None = None
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    factory: bool = False  # the default comes from `default_factory`
 
 
 class SourceDefault:
@@ -90,12 +93,11 @@ def _literal_or_text(node: ast.expr) -> Any:
         return SourceDefault(ast.unparse(node))
 
 
-def _help_text(node: ast.expr) -> str:
-    """A help string in the source: a literal, or literals joined with `+`."""
+def _metadata_value(node: ast.expr) -> Any:
+    """A metadata value in the source: a literal, or strings joined with `+`."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _help_text(node.left) + _help_text(node.right)
-    value = _literal_or_text(node)
-    return value if isinstance(value, str) else repr(value)
+        return _metadata_value(node.left) + _metadata_value(node.right)
+    return _literal_or_text(node)
 
 
 def _field_spec(statement: ast.AnnAssign) -> FlagSpec | None:
@@ -104,28 +106,30 @@ def _field_spec(statement: ast.AnnAssign) -> FlagSpec | None:
     name = statement.target.id
     value = statement.value
     if value is None:
-        return FlagSpec(name, members, dataclasses.MISSING, None, choices)
+        return FlagSpec(name, members, dataclasses.MISSING, choices)
     if not (isinstance(value, ast.Call) and ast.unparse(value.func).rsplit(".", 1)[-1] == "field"):
-        return FlagSpec(name, members, _literal_or_text(value), None, choices)
+        return FlagSpec(name, members, _literal_or_text(value), choices)
     keywords = {keyword.arg: keyword.value for keyword in value.keywords}
     if "init" in keywords and _literal_or_text(keywords["init"]) is False:
         return None
+    default, factory = dataclasses.MISSING, False
     if "default" in keywords:
         default = _literal_or_text(keywords["default"])
     elif "default_factory" in keywords:
-        factory = keywords["default_factory"]
-        default = [] if ast.unparse(factory) == "list" else SourceDefault(ast.unparse(factory))
-        if isinstance(factory, ast.Lambda):
-            default = _literal_or_text(factory.body)
-    else:
-        default = dataclasses.MISSING
-    help_text = None
-    metadata = keywords.get("metadata")
-    if isinstance(metadata, ast.Dict):
-        for key, item in zip(metadata.keys, metadata.values, strict=True):
-            if isinstance(key, ast.Constant) and key.value == "help":
-                help_text = _help_text(item)
-    return FlagSpec(name, members, default, help_text, choices)
+        function, factory = keywords["default_factory"], True
+        default = (
+            _literal_or_text(function.body)
+            if isinstance(function, ast.Lambda)
+            else SourceDefault(ast.unparse(function))
+        )
+        default = [] if ast.unparse(function) == "list" else default
+    metadata = {}
+    if isinstance(keywords.get("metadata"), ast.Dict):
+        for key, item in zip(keywords["metadata"].keys, keywords["metadata"].values, strict=True):
+            value = _metadata_value(item) if isinstance(key, ast.Constant) else None
+            if not isinstance(value, SourceDefault | None):  # computed choices: the work parser checks them
+                metadata[key.value] = value
+    return FlagSpec(name, members, default, choices, metadata, factory)
 
 
 def read_dataclass_flags(source: Path, class_name: str) -> list[FlagSpec]:
@@ -177,10 +181,10 @@ def dataclass_flags(dataclass_type: type) -> list[FlagSpec]:
         if not item.init:
             continue
         members, choices = _annotation_members(hints[item.name])
-        default = item.default
-        if default is dataclasses.MISSING and item.default_factory is not dataclasses.MISSING:
+        default, factory = item.default, item.default_factory is not dataclasses.MISSING
+        if factory:
             default = item.default_factory()
-        specs.append(FlagSpec(item.name, members, default, item.metadata.get("help"), choices))
+        specs.append(FlagSpec(item.name, members, default, choices, dict(item.metadata), factory))
     return specs
 
 
@@ -215,30 +219,41 @@ def _choice(choices: tuple[Any, ...]):
 def add_flag(parser: argparse._ActionsContainer, spec: FlagSpec) -> None:
     """Add `spec` to `parser` the way `HfArgumentParser` adds a dataclass field."""
     options = [f"--{spec.name}"] + ([f"--{spec.name.replace('_', '-')}"] if "_" in spec.name else [])
-    kwargs: dict[str, Any] = {"help": spec.help}
+    kwargs = dict(spec.metadata)
+    aliases = kwargs.pop("aliases", [])
+    options += [aliases] if isinstance(aliases, str) else list(aliases)
     kind = _argument_type(spec.members)
-    required = spec.default is dataclasses.MISSING
+    missing = spec.default is dataclasses.MISSING
+    bool_kwargs = dict(kwargs)
     if kind == "Literal":
         kwargs.update(choices=spec.choices, type=_choice(spec.choices))
+        kwargs.update(required=True) if missing else kwargs.update(default=spec.default)
     elif kind in ("bool", "bool | None"):
         kwargs["type"] = string_to_bool
-        if kind == "bool" or spec.default is not None and not required:
-            kwargs.update(nargs="?", const=True, default=False if required else spec.default)
-        else:
-            kwargs["default"] = None
+        if kind == "bool" or spec.default is not None and not missing:
+            kwargs.update(default=False if missing else spec.default, nargs="?", const=True)
     elif kind.startswith("list["):
         kwargs.update(nargs="+", type=_SIMPLE_TYPES.get(kind[5:-1], str))
+        if spec.factory:
+            kwargs["default"] = spec.default
+        elif missing:
+            kwargs["required"] = True
     else:
         kwargs["type"] = _SIMPLE_TYPES.get(kind, str)
-    if "default" not in kwargs:
-        if required:
-            kwargs["required"] = True
-        else:
-            kwargs["default"] = spec.default
+        kwargs.update(required=True) if missing else kwargs.update(default=spec.default)
     parser.add_argument(*options, **kwargs)
     if spec.default is True and kind in ("bool", "bool | None"):
         complement = [f"--no_{spec.name}", f"--no-{spec.name.replace('_', '-')}"]
-        parser.add_argument(*complement, action="store_false", dest=spec.name, help=spec.help)
+        parser.add_argument(*complement, action="store_false", dest=spec.name, **{**bool_kwargs, "default": False})
+
+
+class SayWhatHappensUnlessComputed(DefaultsSayWhatHappens):
+    """`DefaultsSayWhatHappens`, and no `(default: ...)` for a default the source computes (`SourceDefault`)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if isinstance(action.default, SourceDefault):
+            return action.help or ""
+        return super()._get_help_string(action)
 
 
 class LightTrainerParser(OneLineErrors, argparse.ArgumentParser):
@@ -256,7 +271,7 @@ def light_trainer_parser(
     """A parser over the flag groups (the command's dataclasses, then `TrainingArguments`'), with one-line errors
     and the help formatting of `commands.arguments.trainer_argument_parser`."""
     parser = LightTrainerParser(
-        prog=prog, description=description, epilog=epilog, formatter_class=DefaultsSayWhatHappens
+        prog=prog, description=description, epilog=epilog, formatter_class=SayWhatHappensUnlessComputed
     )
     for flags in groups:
         for spec in flags:

@@ -16,6 +16,7 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 from modeling_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel
+from modeling_elmo.commands.elmo import SUBCOMMANDS, load
 from modeling_elmo.conversion import export
 from modeling_elmo.conversion.convert import ConversionError, convert_checkpoint, prepare_output
 from modeling_elmo.conversion.export import EXPORTED_FOLDER, ExportError, export_model, main
@@ -543,7 +544,8 @@ def test_a_softmax_without_lm_vocab_size_is_refused(random_checkpoint, tmp_path)
 
 def test_the_console_script_is_installed():
     (script,) = entry_points(group="console_scripts", name="elmo-export")
-    assert script.load() is main
+    assert script.value == "modeling_elmo.commands.elmo:export"
+    assert load(SUBCOMMANDS["export"].run) is main
 
 
 def test_the_exported_model_computes_what_the_saved_one_does(converted_fixture, tmp_path):
