@@ -14,23 +14,23 @@ import sys
 import tarfile
 import tempfile
 import time
+import tomllib
 from io import BytesIO
 from pathlib import Path
 from statistics import median
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# console script: (module, function) as in pyproject.toml's [project.scripts]
-COMMANDS = {
-    "elmo-convert": ("modeling_elmo.conversion.convert", "main"),
-    "elmo-export": ("modeling_elmo.conversion.export", "main"),
-    "elmo-publish": ("modeling_elmo.conversion.publish", "main"),
-    "elmo-embed": ("modeling_elmo.embed.cli", "main"),
-    "elmo-train-ner": ("modeling_elmo.ner.train", "cli"),
-    "elmo-train-classifier": ("modeling_elmo.classification.train", "cli"),
-    "elmo-pretrain": ("modeling_elmo.pretraining.train", "main"),
-    "elmo-export-onnx": ("modeling_elmo.deploy.onnx_export", "main"),
-}
+COMMANDS = [
+    "elmo-convert",
+    "elmo-export",
+    "elmo-publish",
+    "elmo-embed",
+    "elmo-train-ner",
+    "elmo-train-classifier",
+    "elmo-pretrain",
+    "elmo-export-onnx",
+]
 ARGUMENT_ERRORS = {
     "elmo-convert": ["--output", "out"],
     "elmo-export": [],
@@ -44,12 +44,20 @@ ARGUMENT_ERRORS = {
 MISTYPED_MODEL = {
     "elmo-embed": ["in.txt", "out.h5", "--model", "elmo-fixtur"],
     "elmo-train-ner": ["--model_name_or_path", "elmo-fixtur", "--train_file", "train.txt", "--output_dir", "o"],
+    "elmo-train-classifier": ["--model_name_or_path", "elmo-fixtur", "--do_train", "--train_file", "t.jsonl"],
 }
+
+
+def entry_point(code: Path, command: str) -> tuple[str, str]:
+    """(module, function) of the console script `command` in the checkout `code` (its pyproject.toml)."""
+    scripts = tomllib.loads((code / "pyproject.toml").read_text())["project"]["scripts"]
+    module, function = scripts[command].split(":")
+    return module, function
 
 
 def run_once(code: Path, command: str, arguments: list[str], work: Path) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds, exit status) of one run of `command` from the code in `code`."""
-    module, function = COMMANDS[command]
+    module, function = entry_point(code, command)
     launcher = f"import sys; sys.argv[0] = {command!r}; from {module} import {function}; sys.exit({function}())"
     environment = {**os.environ, "PYTHONPATH": str(code), "HF_HUB_OFFLINE": "1"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
