@@ -64,7 +64,7 @@ def prepare(work: Path) -> dict[str, list[str]]:
     (inputs / "corpus" / "part-0.txt").write_text("\n".join(train) + "\n")
     python = [sys.executable, "-m"]
     subprocess.run(
-        [*python, "modeling_elmo.conversion.convert", "--options", str(FIXTURE / "options.json"), "--weights",
+        [*python, "modeling_elmo.conversion.convert_command", "--options", str(FIXTURE / "options.json"), "--weights",
          str(FIXTURE / "lm_weights.hdf5"), "--output", str(inputs / "elmo-fixture")],
         check=True, capture_output=True,
     )  # fmt: skip

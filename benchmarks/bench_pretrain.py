@@ -346,8 +346,8 @@ def worker_stream(args: argparse.Namespace) -> dict:
     import torch
 
     from modeling_elmo import ElmoForPreTraining
+    from modeling_elmo.formats.vocab import LmVocabulary
     from modeling_elmo.pretraining.streams import LmStreamDataset
-    from modeling_elmo.pretraining.vocab import LmVocabulary
 
     torch.set_num_threads(args.threads)
     vocab = LmVocabulary.from_file(args.vocab)
@@ -377,8 +377,8 @@ def worker_stream(args: argparse.Namespace) -> dict:
 def corpus_files(args: argparse.Namespace) -> list[tuple]:
     """Write the 1x and 10x corpus files and the vocabulary, then run the stream workers (fresh process each)."""
     try:
+        from modeling_elmo.formats.vocab import LmVocabulary
         from modeling_elmo.pretraining.streams import LmStreamDataset  # noqa: F401
-        from modeling_elmo.pretraining.vocab import LmVocabulary
     except ImportError as error:
         print(f"--corpus-files: the streaming dataset is not available ({error})", flush=True)
         return []

@@ -294,7 +294,7 @@ class Study:
         )
 
     def corpus_positions(self) -> int:
-        from modeling_elmo.pretraining.corpus import count_positions
+        from modeling_elmo.formats.corpus import count_positions
 
         return count_positions([self.corpus])
 

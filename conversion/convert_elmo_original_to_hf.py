@@ -6,7 +6,7 @@ python conversion/convert_elmo_original_to_hf.py --options OPTIONS.json --weight
 
 import sys
 
-from modeling_elmo.conversion.convert import main
+from modeling_elmo.conversion.convert_command import main
 
 if __name__ == "__main__":
     sys.exit(main())

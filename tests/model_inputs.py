@@ -6,7 +6,7 @@ import torch
 import modeling_elmo.lstm_engine as lstm_engine
 from modeling_elmo import ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
-from modeling_elmo.conversion.original_checkpoint import load_original_checkpoint
+from modeling_elmo.formats.original_checkpoint import load_original_checkpoint
 
 
 def char_ids(sentences: list[list[str]]) -> torch.Tensor:

@@ -21,7 +21,7 @@ from modeling_elmo.compressed_linear import (
     quantize_int8,
 )
 from modeling_elmo.conversion.export import export_model
-from modeling_elmo.conversion.original_checkpoint import load_original_checkpoint
+from modeling_elmo.formats.original_checkpoint import load_original_checkpoint
 from modeling_elmo.modeling_elmo import ElmoLstmLayer
 
 WORDS = "the bank closed its doors . river boats go by Zürich naïve café ! a , of".split()

@@ -14,10 +14,10 @@ from transformers import Trainer, TrainingArguments
 
 from modeling_elmo import ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
-from modeling_elmo.conversion.original_checkpoint import load_original_checkpoint
 from modeling_elmo.conversion.testing_utils import ARCHITECTURES
 from modeling_elmo.cpu_linear import onednn_linear_applies
 from modeling_elmo.embed.token_embeddings import load_token_embedding_table, read_token_embedding_table
+from modeling_elmo.formats.original_checkpoint import load_original_checkpoint
 from modeling_elmo.lstm_engine import LstmEngine
 from modeling_elmo.modeling_elmo import ElmoCharacterEncoder, ElmoLstmLayer
 from modeling_elmo.packed_sentences import PackedBatch

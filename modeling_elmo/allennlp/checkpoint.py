@@ -4,7 +4,7 @@ or URLs, downloaded once into the converter's cache), or a converted folder or H
 import os
 
 from ..conversion.convert import ConversionError, resolve_source
-from ..conversion.original_checkpoint import OriginalCheckpointError, load_original_checkpoint
+from ..formats.original_checkpoint import OriginalCheckpointError, load_original_checkpoint
 from ..modeling_elmo import ElmoModel
 
 

@@ -35,7 +35,7 @@ class Subcommand:
 SUBCOMMANDS = {
     "convert": Subcommand(
         "convert a bilm-tf / AllenNLP, NLPL or ELMoForManyLangs model into a Transformers folder",
-        run="modeling_elmo.conversion.convert:main",
+        run="modeling_elmo.conversion.convert_command:main",
         check="modeling_elmo.conversion.arguments:check_convert_command_line",
     ),
     "export": Subcommand(

@@ -1,27 +1,25 @@
-"""`elmo-convert`: original ELMo options JSON + HDF5 weights -> a complete Transformers model folder; `--model-dir`
-reads the same weights as the NLPL vector repository ships them (`nlpl.py`) or an ELMoForManyLangs model
-(`efml_convert.py`).
+"""The conversion of `elmo-convert` (its command: `convert_command.py`): original ELMo options JSON + HDF5 weights ->
+a complete Transformers model folder; `--model-dir` reads the same weights as the NLPL vector repository ships them
+(`nlpl.py`) or an ELMoForManyLangs model (`efml_convert.py`).
 
 The folder holds `config.json` (with a complete `auto_map`), `model.safetensors` (float32), the tokenizer files, the
 code files for `trust_remote_code=True` and a `README.md` model card: a complete Hub repo, checked before it is renamed
 into place. `--push-to-hub` then uploads exactly that folder (see `modeling_elmo.hub.push`).
 
-Writing is all or nothing. The folder is built in a hidden work folder beside the output, `.OUTPUT.partial-XXXX`, that
-holds an owner file (host and pid); a later run removes such folders once their process is gone. Every file gets the
-permissions the umask gives a new file. `--overwrite` replaces only a folder that elmo-convert could have written (an
-ELMo `config.json` and nothing but the files listed in `OUTPUT_FILES` and the package's code files) or an empty one,
-and never the current directory or one of its parents; the old folder is removed only once the new one is in place.
+Writing is all or nothing (`modeling_elmo.commands.output_folder`'s policy). The folder is built in a hidden work
+folder beside the output, `.OUTPUT.partial-XXXX`, that holds an owner file (host and pid); a later run removes such
+folders once their process is gone. Every file gets the permissions the umask gives a new file. `--overwrite`
+replaces only a folder that elmo-convert could have written (an ELMo `config.json` and nothing but the files listed
+in `OUTPUT_FILES` and the package's code files) or an empty one, and never the current directory or one of its
+parents; the old folder is removed only once the new one is in place.
 """
 
 import hashlib
 import json
 import os
 import shutil
-import socket
-import sys
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -30,16 +28,21 @@ import torch
 from safetensors import SafetensorError
 from transformers.utils import logging
 
+from ..commands.output_folder import (
+    OutputKind,
+    current_umask,
+    move_into_place,
+    prepare_output,
+    reason_of,
+    work_folder,
+)
 from ..configuration_elmo import ElmoConfig
-from ..hub.model_card import ModelCardError, render_base_model_card
-from ..hub.push import HubError, check_push_target, config_problems, model_repo_problems, push_folder
+from ..formats.original_checkpoint import load_original_checkpoint
+from ..hub.model_card import render_base_model_card
+from ..hub.push import config_problems, model_repo_problems
 from ..hub.source_facts import ALLENNLP_SOURCE, SourceFacts
 from ..modeling_elmo import ElmoModel
-from ..runtime.cpu_threads import configure_cpu_threads
 from ..tokenization_elmo import ElmoTokenizer
-from .arguments import parse_convert_command_line
-from .efml import EfmlFormatError
-from .original_checkpoint import OriginalCheckpointError, load_original_checkpoint
 from .presets import PRESETS
 
 logger = logging.get_logger(__name__)
@@ -59,7 +62,6 @@ OUTPUT_FILES = frozenset(
     }
 )
 CODE_FILES = frozenset(path.name for path in Path(__file__).parent.parent.glob("*.py"))  # the remote code
-OWNER_FILE = "owner.json"  # in a work folder: {"host": ..., "pid": ...} of the elmo-convert process writing it
 
 
 VERIFICATION_SENTENCES = [
@@ -107,7 +109,7 @@ def resolve_source(location: str, cache_dir: str | os.PathLike | None = None) ->
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = tempfile.NamedTemporaryFile(dir=target.parent, prefix=".download-", delete=False)
     except OSError as error:
-        raise ConversionError(f"Cannot write to the download cache {cache_root}: {_reason(error)}") from error
+        raise ConversionError(f"Cannot write to the download cache {cache_root}: {reason_of(error)}") from error
     try:
         with partial:
             if offline:
@@ -148,13 +150,6 @@ def max_difference_to_original(folder: Path, reference: ElmoModel) -> float:
     return float(torch.stack([(a - b).abs().max() for a, b in zip(expected, found, strict=True)]).max())
 
 
-def _reason(error: OSError | SafetensorError) -> str:
-    """The cause of a failed write, on one line."""
-    if isinstance(error, OSError) and error.strerror:
-        return f"{error.strerror} ({error.filename})" if error.filename else error.strerror
-    return " ".join(str(error).split())
-
-
 def _architecture_problems(folder: Path) -> list[str]:
     """Why `folder` (with a readable ELMo `config.json`) is not a converted biLM: a fine-tuned model is never one."""
     architectures = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architectures")
@@ -163,186 +158,20 @@ def _architecture_problems(folder: Path) -> list[str]:
     return []
 
 
-@dataclass(frozen=True)
-class OutputKind:
-    """What a tool writes as its output folder, for `--overwrite`: `tool` names it in messages, the folder holds
-    nothing but `files`, and `problems(folder)` says why a folder of such files is still not one the tool wrote."""
-
-    tool: str
-    files: frozenset[str]
-    problems: Callable[[Path], list[str]]
-
-
 # elmo-convert's folder: an ELMo `config.json` of an ElmoModel and nothing but `OUTPUT_FILES` and code files.
 CONVERTED_FOLDER = OutputKind(
-    "elmo-convert", OUTPUT_FILES | CODE_FILES, lambda folder: config_problems(folder) or _architecture_problems(folder)
+    "elmo-convert",
+    OUTPUT_FILES | CODE_FILES,
+    lambda folder: config_problems(folder) or _architecture_problems(folder),
+    ConversionError,
 )
 
 
-def _check_replaceable(output_dir: Path, kind: OutputKind = CONVERTED_FOLDER) -> None:
-    """Refuse to replace `output_dir` unless it is empty or a folder `kind.tool` wrote (see `OutputKind`)."""
-    try:
-        entries = sorted(output_dir.iterdir(), key=lambda path: path.name)
-    except OSError as error:
-        raise ConversionError(f"Cannot read the output folder {output_dir}: {_reason(error)}.") from error
-    unexpected = [
-        path.name + ("/" if path.is_dir() else "")
-        for path in entries
-        if path.name not in kind.files or path.is_symlink() or not path.is_file()
-    ]
-    if unexpected:
-        more = f" and {len(unexpected) - 5} more" if len(unexpected) > 5 else ""
-        problems = [f"it holds {', '.join(unexpected[:5])}{more}"]
-    else:
-        problems = kind.problems(output_dir) if entries else []
-    if problems:
-        raise ConversionError(
-            f"--overwrite replaces only a folder {kind.tool} wrote, or an empty one, and {output_dir} is not one "
-            f"({problems[0]}). Choose another --output, or move those files away."
-        )
-
-
-def _check_output(
-    output_dir: Path, overwrite: bool, inputs: tuple[str, ...], kind: OutputKind = CONVERTED_FOLDER
-) -> None:
-    """Refuse an output location the new folder cannot or must not replace, before any work is done."""
-    resolved, cwd = output_dir.resolve(), Path.cwd().resolve()
-    if resolved == cwd or resolved in cwd.parents:
-        raise ConversionError(
-            f"--output {output_dir} is the current directory or one of its parents ({resolved}); the converted "
-            "folder replaces the output folder as a whole, which cannot be done to the directory you are in. "
-            "Give a folder outside the current directory's path, e.g. a new subfolder."
-        )
-    if output_dir.is_symlink():
-        raise ConversionError(f"Output path {output_dir} is a symbolic link; give the folder it points to instead.")
-    if not output_dir.exists():
-        ancestor = next(path for path in resolved.parents if path.exists())
-        if not ancestor.is_dir():
-            raise ConversionError(f"Cannot create {output_dir}: {ancestor} is not a directory.")
-        return
-    if not output_dir.is_dir():
-        raise ConversionError(f"Output path {output_dir} exists and is not a directory.")
-    if not overwrite:
-        raise ConversionError(f"Output directory {output_dir} already exists; pass --overwrite to replace it.")
-    for location in inputs:
-        if not _is_url(location) and Path(location).resolve().is_relative_to(resolved):
-            raise ConversionError(f"{output_dir} contains the input {location}; --overwrite would delete it.")
-    _check_replaceable(output_dir, kind)
-
-
-def _owner_is_gone(work: Path) -> bool:
-    """Whether `work` is an elmo-convert work folder whose process is known to be gone: its owner file names this
-    host and a pid that no longer runs. Anything else (no or unreadable owner file, another host) is left alone."""
-    try:
-        owner = json.loads((work / OWNER_FILE).read_text(encoding="utf-8"))
-        host, pid = owner["host"], owner["pid"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    if host != socket.gethostname() or type(pid) is not int or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return True
-    except (OSError, OverflowError):  # alive under another user, or not a pid at all
-        return False
-    return False
-
-
-def _remove_stale_work_folders(output_dir: Path) -> None:
-    """Remove the work folders that killed conversions to `output_dir` left beside it.
-
-    A run killed between moving the old output aside and moving the new one in left the old folder in `old/`: it is put
-    back where it was.
-    """
-    prefix = f".{output_dir.name}.partial-"
-    try:
-        candidates = sorted(output_dir.parent.iterdir())
-    except OSError:  # no parent folder yet, or an unreadable one: nothing of ours there
-        return
-    for work in candidates:
-        if not work.name.startswith(prefix) or work.is_symlink() or not work.is_dir() or not _owner_is_gone(work):
-            continue
-        old = work / "old"
-        if old.is_dir() and not os.path.lexists(output_dir):
-            try:
-                os.replace(old, output_dir)
-            except OSError:
-                continue  # the only copy of the previous output: leave it
-        shutil.rmtree(work, ignore_errors=True)
-        logger.warning(f"Removed {work}, left behind by an interrupted elmo-convert or elmo-export run.")
-
-
-def _umask() -> int:
-    umask = os.umask(0o077)  # briefly the strictest mask, so that a file created meanwhile is never too open
-    os.umask(umask)
-    return umask
-
-
-@contextmanager
-def parent_folders(path: Path) -> Iterator[None]:
-    """Create the missing parent folders of `path`; when the block fails, remove again those that this call created
-    and that are still empty, so that a failed command leaves the file system as it found it."""
-    created = [parent for parent in path.parents if not parent.exists()]  # the deepest first
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        yield
-    except BaseException:
-        for parent in created:
-            try:
-                parent.rmdir()
-            except OSError:  # not empty (something else wrote there meanwhile) or already gone: leave it
-                break
-        raise
-
-
-@contextmanager
-def _work_folder(output_dir: Path) -> Iterator[Path]:
-    """Yield an empty `model/` folder inside a new hidden work folder beside `output_dir`, marked with this process's
-    owner file. The work folder is removed on exit, unless it holds the previous output that could not be put back;
-    parent folders created for it are removed again when the block fails."""
-    with parent_folders(output_dir):
-        work = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}.partial-"))
-        try:
-            (work / OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
-            model = work / "model"
-            model.mkdir()  # unlike the mkdtemp folder (0700), with the umask's permissions
-            yield model
-        finally:
-            if not (work / "old").exists():
-                shutil.rmtree(work, ignore_errors=True)
-
-
-def _move_into_place(model: Path, output_dir: Path, kind: OutputKind = CONVERTED_FOLDER) -> None:
-    """Rename the finished `model` folder to `output_dir`. An existing output is moved aside into the work folder first
-    and removed once the new folder is in place, or put back if that fails."""
-    if not output_dir.exists():
-        os.replace(model, output_dir)
-        return
-    _check_replaceable(output_dir, kind)  # again: it may have changed while the conversion ran
-    old = model.parent / "old"
-    os.replace(output_dir, old)
-    try:
-        os.replace(model, output_dir)
-    except OSError as error:
-        try:
-            os.replace(old, output_dir)
-        except OSError:
-            raise ConversionError(
-                f"Could not move the new folder to {output_dir} ({_reason(error)}) nor the previous one back; the "
-                f"previous one is in {old}."
-            ) from error
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def prepare_output(
-    output_dir: Path, overwrite: bool, inputs: tuple[str, ...], kind: OutputKind = CONVERTED_FOLDER
-) -> None:
-    """Before any work: clean up after killed runs, then refuse an output that a new folder of `kind` must not
-    replace (what `elmo-convert`, its ELMoForManyLangs path and `elmo-export` all call first)."""
-    _remove_stale_work_folders(output_dir)  # first: it may put back an output that a killed run had moved aside
-    _check_output(output_dir, overwrite, inputs, kind)
+def prepare_converted_output(output_dir: Path, overwrite: bool, inputs: tuple[str, ...]) -> None:
+    """`prepare_output` for a converted folder: before any work, refuse an output it must not replace (the inputs
+    that are URLs are nothing to protect)."""
+    local_inputs = tuple(location for location in inputs if not _is_url(location))
+    prepare_output(output_dir, overwrite, local_inputs, CONVERTED_FOLDER)
 
 
 def model_from_original(options_path: Path, weights_path: Path) -> tuple[ElmoModel, ElmoTokenizer]:
@@ -369,7 +198,7 @@ def convert_checkpoint(
     `repo_id` is the Hub repo the folder is meant for; the model card's usage snippets load it by that name.
     """
     output_dir = Path(output_dir)
-    prepare_output(output_dir, overwrite, (options, weights))
+    prepare_converted_output(output_dir, overwrite, (options, weights))
     options_path, weights_path = resolve_source(options, cache_dir), resolve_source(weights, cache_dir)
     model, tokenizer = model_from_original(options_path, weights_path)
     result = ConversionResult(
@@ -402,7 +231,7 @@ def write_model_folder(
     what the card states about the source; `vocabulary`: the source's word list, copied to `vocab.txt`."""
     output_dir, config = result.output_dir, result.config
     try:
-        with _work_folder(output_dir) as folder:
+        with work_folder(output_dir) as folder:
             model.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
             if vocabulary is not None:
@@ -425,68 +254,11 @@ def write_model_folder(
             problems = model_repo_problems(folder)
             if problems:
                 raise ConversionError("The converted folder is incomplete: " + "; ".join(problems))
-            mode = 0o666 & ~_umask()  # what a new file gets; safetensors writes model.safetensors 0600
+            mode = 0o666 & ~current_umask()  # what a new file gets; safetensors writes model.safetensors 0600
             for path in folder.iterdir():
                 if path.is_file():
                     path.chmod(mode)
-            _move_into_place(folder, output_dir)
+            move_into_place(folder, output_dir, CONVERTED_FOLDER)
     except (OSError, SafetensorError) as error:
         kept = "; the existing folder is unchanged" if output_dir.exists() else ""
-        raise ConversionError(f"Could not write {output_dir}: {_reason(error)}{kept}.") from error
-
-
-def main(argv: list[str] | None = None) -> int:
-    if argv is None:  # the command: this process is its own
-        configure_cpu_threads()
-    args = parse_convert_command_line(argv)
-    try:
-        token = check_push_target(args.push_to_hub, args.token) if args.push_to_hub else None
-        if args.source_format == "elmoformanylangs":
-            from .efml_convert import convert_efml
-
-            result = convert_efml(
-                args.model_dir, args.output, overwrite=args.overwrite, verify=args.verify, repo_id=args.push_to_hub
-            )
-        elif args.source_format == "nlpl":
-            from .nlpl import convert_nlpl_model  # nlpl.py builds on this module
-
-            result = convert_nlpl_model(
-                args.model_dir,
-                args.output,
-                overwrite=args.overwrite,
-                verify=args.verify,
-                cache_dir=args.cache_dir,
-                repo_id=args.push_to_hub,
-            )
-        else:
-            result = convert_checkpoint(
-                args.options,
-                args.weights,
-                args.output,
-                overwrite=args.overwrite,
-                verify=args.verify,
-                cache_dir=args.cache_dir,
-                preset=args.preset,
-                repo_id=args.push_to_hub,
-            )
-        print(f"Wrote {result.output_dir}")
-        if result.max_abs_difference is not None:
-            print(f"Verification: max abs difference to the original weights = {result.max_abs_difference:.3g}")
-        if args.push_to_hub:
-            commit_url = push_folder(
-                result.output_dir,
-                args.push_to_hub,
-                token=token,
-                private=True if args.private else None,
-                revision=args.revision,
-                commit_message=args.commit_message,
-            )
-            print(f"Pushed to {args.push_to_hub}: {commit_url}")
-    except (ConversionError, OriginalCheckpointError, EfmlFormatError, HubError, ModelCardError) as error:
-        print(f"elmo-convert: error: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        raise ConversionError(f"Could not write {output_dir}: {reason_of(error)}{kept}.") from error

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import torch
 
+from ..formats.efml import EfmlModel, read_efml_model
 from ..hub.source_facts import SourceFacts
 from ..modeling_elmo import ElmoModel
 from ..tokenization_elmo import ElmoTokenizer
 from .convert import (
     VERIFICATION_SENTENCES,
     ConversionResult,
-    prepare_output,
+    prepare_converted_output,
     write_model_folder,
 )
-from .efml import EfmlModel, read_efml_model
 from .efml_reference import efml_sentence_layers
 from .nlpl import archive_sources
 from .presets import efml_language, efml_source_facts
@@ -75,7 +75,7 @@ def convert_efml(
     `facts`: what the card states (default: `efml_source_facts` of the language the folder's name stands for);
     `archive`: (location, local path) of the ZIP that `model_dir` was extracted from, listed on the card."""
     output_dir = Path(output_dir)
-    prepare_output(output_dir, overwrite, (str(model_dir),))
+    prepare_converted_output(output_dir, overwrite, (str(model_dir),))
     efml = read_efml_model(model_dir)
     model = ElmoModel(efml.config)
     model.load_state_dict(efml.state_dict, strict=True)

@@ -6,7 +6,7 @@ converted model with. One sentence at a time, from zero LSTM states.
 import torch
 from torch.nn import functional
 
-from .efml import ENCODER_FILE, TOKEN_EMBEDDER_FILE, EfmlArchitecture
+from ..formats.efml import ENCODER_FILE, TOKEN_EMBEDDER_FILE, EfmlArchitecture
 
 
 def efml_batch_ids(

@@ -39,20 +39,20 @@ import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
 
-from ..configuration_elmo import ElmoConfig
-from ..hub.push import config_problems
-from ..pretraining.vocab import LmVocabulary, VocabularyError
-from .arguments import export_parser
-from .convert import (
-    ConversionError,
+from ..commands.output_folder import (
     OutputKind,
-    _move_into_place,
-    _reason,
-    _umask,
-    _work_folder,
+    current_umask,
+    move_into_place,
     prepare_output,
+    reason_of,
+    work_folder,
 )
-from .original_checkpoint import LSTM_CELL_PATH, OriginalCheckpointError, read_options
+from ..configuration_elmo import ElmoConfig
+from ..formats.original_checkpoint import LSTM_CELL_PATH, OriginalCheckpointError, read_options
+from ..formats.vocab import LmVocabulary, VocabularyError
+from ..hub.push import config_problems
+from .arguments import export_parser
+from .convert import ConversionError
 
 OPTIONS_FILE, WEIGHTS_FILE, SOFTMAX_FILE, VOCAB_FILE = "options.json", "lm_weights.hdf5", "softmax.hdf5", "vocab.txt"
 SAFETENSORS_FILE, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
@@ -78,7 +78,7 @@ def _export_problems(folder: Path) -> list[str]:
 
 
 EXPORTED_FOLDER = OutputKind(
-    "elmo-export", frozenset({OPTIONS_FILE, WEIGHTS_FILE, SOFTMAX_FILE, VOCAB_FILE}), _export_problems
+    "elmo-export", frozenset({OPTIONS_FILE, WEIGHTS_FILE, SOFTMAX_FILE, VOCAB_FILE}), _export_problems, ConversionError
 )
 
 
@@ -99,7 +99,7 @@ class _SavedWeights:
             try:
                 handle = stack.enter_context(safe_open(shard, framework="pt"))
             except (OSError, SafetensorError) as error:
-                raise ExportError(f"{shard}: not a readable safetensors file ({_reason(error)}).") from error
+                raise ExportError(f"{shard}: not a readable safetensors file ({reason_of(error)}).") from error
             self._handles[shard] = handle
         # as `from_pretrained` reads them: each weight from the shard the index names (another may hold it too)
         held = {shard: set(handle.keys()) for shard, handle in self._handles.items()}
@@ -134,7 +134,7 @@ class _SavedWeights:
         try:
             tensor = self._handles[self.files[name]].get_tensor(name)
         except (OSError, SafetensorError) as error:
-            raise ExportError(f"{self.files[name]}: cannot read '{name}' ({_reason(error)}).") from error
+            raise ExportError(f"{self.files[name]}: cannot read '{name}' ({reason_of(error)}).") from error
         if tuple(tensor.shape) != shape:
             raise ExportError(
                 f"{self.folder}: the weight '{name}' has shape {tuple(tensor.shape)}, but its config.json implies "
@@ -355,7 +355,7 @@ def export_model(
     vocabulary = _check_vocabulary(model_dir, config.lm_vocab_size) if softmax is not None else None
     written = {OPTIONS_FILE: [], WEIGHTS_FILE: sorted(datasets)}
     try:
-        with _work_folder(output_dir) as folder:
+        with work_folder(output_dir) as folder:
             options = original_options(config, with_softmax=config.lm_vocab_size is not None)
             (folder / OPTIONS_FILE).write_text(_options_json(options), encoding="utf-8")
             _write_hdf5(folder / WEIGHTS_FILE, datasets)
@@ -363,13 +363,13 @@ def export_model(
                 _write_hdf5(folder / SOFTMAX_FILE, softmax)
                 shutil.copyfile(vocabulary, folder / VOCAB_FILE)
                 written.update({SOFTMAX_FILE: sorted(softmax), VOCAB_FILE: []})
-            mode = 0o666 & ~_umask()  # what a new file gets
+            mode = 0o666 & ~current_umask()  # what a new file gets
             for path in folder.iterdir():
                 path.chmod(mode)
-            _move_into_place(folder, output_dir, EXPORTED_FOLDER)
+            move_into_place(folder, output_dir, EXPORTED_FOLDER)
     except OSError as error:
         kept = "; the existing folder is unchanged" if output_dir.exists() else ""
-        raise ExportError(f"Could not write {output_dir}: {_reason(error)}{kept}.") from error
+        raise ExportError(f"Could not write {output_dir}: {reason_of(error)}{kept}.") from error
     return written
 
 

@@ -29,18 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ..formats.original_checkpoint import OriginalCheckpointError, read_options_json
 from ..hub.source_facts import ELMO_CITATION, SourceFacts
 from .convert import (
     ConversionError,
     ConversionResult,
     max_difference_to_original,
     model_from_original,
-    prepare_output,
+    prepare_converted_output,
     resolve_source,
     sha256_of,
     write_model_folder,
 )
-from .original_checkpoint import OriginalCheckpointError, read_options_json
 from .presets import NLPL_CITATION, card_language_code
 
 OPTIONS_FILE, WEIGHTS_FILE, META_FILE = "options.json", "model.hdf5", "meta.json"
@@ -347,7 +347,7 @@ def convert_nlpl_model(
     does an options + weights pair. The card's language comes from `meta.json`, else `fallback_language`; with
     `language_required`, a model with neither is refused."""
     output_dir = Path(output_dir)
-    prepare_output(output_dir, overwrite, (model_dir,))
+    prepare_converted_output(output_dir, overwrite, (model_dir,))
     with open_nlpl_model(model_dir, cache_dir) as nlpl:
         facts = nlpl_source_facts(nlpl, fallback_language)
         if language_required and not facts.language:

@@ -25,14 +25,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..formats.efml import EfmlFormatError
+from ..formats.original_checkpoint import OriginalCheckpointError
 from ..hub.model_card import ModelCardError
 from ..hub.push import HubError, check_push_target, push_folder
 from .arguments import publish_batch_parser, publish_parser
-from .convert import ConversionError, ConversionResult, convert_checkpoint, prepare_output
-from .efml import EfmlFormatError
+from .convert import ConversionError, ConversionResult, convert_checkpoint, prepare_converted_output
 from .efml_convert import convert_efml
 from .nlpl import EFML_MARKERS, convert_nlpl_model, efml_archive_folder, extract_efml_archive
-from .original_checkpoint import OriginalCheckpointError
 from .presets import ALLENNLP_ELMO_URL, PRESETS, efml_language, efml_source_facts
 
 
@@ -104,7 +104,7 @@ def convert_download(path: Path, output: Path, *, verify: bool, overwrite: bool)
         options = dict(overwrite=overwrite, verify=verify, facts=efml_source_facts(language))
         if is_folder:
             return convert_efml(path, output, **options)
-        prepare_output(output, overwrite, (str(path),))  # before extracting a large archive for nothing
+        prepare_converted_output(output, overwrite, (str(path),))  # before extracting a large archive for nothing
         with tempfile.TemporaryDirectory(prefix="elmo-efml-") as work:
             return convert_efml(extract_efml_archive(path, Path(work)), output, archive=(str(path), path), **options)
     return convert_nlpl_model(

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from ..character_ids import word_to_char_ids
-from ..conversion.convert import _reason, _umask, parent_folders
+from ..commands.output_folder import current_umask, parent_folders, reason_of
 from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, onnx_export_parser
 
 INPUT_NAMES = ["input_ids", "attention_mask"]
@@ -239,13 +239,13 @@ def export_onnx(
             handle, temporary = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".partial")
             os.close(handle)
         except OSError as error:
-            raise OnnxExportError(f"cannot write beside {output}: {_reason(error)}") from error
+            raise OnnxExportError(f"cannot write beside {output}: {reason_of(error)}") from error
         temporary = Path(temporary)
         try:
             try:
                 export_to_file(model, temporary, opset)
             except OSError as error:
-                raise OnnxExportError(f"cannot write {output}: {_reason(error)}") from error
+                raise OnnxExportError(f"cannot write {output}: {reason_of(error)}") from error
             except Exception as error:  # the exporter's own errors (torch.onnx.errors.*, torch._dynamo.exc.*, ...)
                 lines = [line for line in str(error).splitlines() if line.strip()]
                 raise OnnxExportError(f"export failed: {type(error).__name__}: {lines[0] if lines else ''}") from error
@@ -265,10 +265,10 @@ def export_onnx(
                 )
             if output.exists() and not overwrite:  # again: it may have appeared while the export ran
                 raise OnnxExportError(f"{output} exists; pass --overwrite to replace it.")
-            os.chmod(temporary, 0o666 & ~_umask())  # as any new file (mkstemp creates it 0600)
+            os.chmod(temporary, 0o666 & ~current_umask())  # as any new file (mkstemp creates it 0600)
             os.replace(temporary, output)
         except OSError as error:
-            raise OnnxExportError(f"cannot write {output}: {_reason(error)}") from error
+            raise OnnxExportError(f"cannot write {output}: {reason_of(error)}") from error
         finally:
             with contextlib.suppress(FileNotFoundError):
                 temporary.unlink()

@@ -11,8 +11,8 @@ import h5py
 import torch
 
 from ..character_ids import word_to_char_ids
+from ..formats.vocab import MAXTERMID
 from ..modeling_elmo import ElmoModel
-from ..pretraining.vocab import MAXTERMID
 
 
 def read_token_embedding_table(

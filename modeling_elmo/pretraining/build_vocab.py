@@ -12,8 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from .corpus import CorpusError, resolve_corpus_files
-from .vocab import SPECIAL_TOKENS, LmVocabulary, VocabularyError, count_words, vocabulary_from_counts
+from ..formats.corpus import CorpusError, resolve_corpus_files
+from ..formats.vocab import SPECIAL_TOKENS, LmVocabulary, VocabularyError, count_words, vocabulary_from_counts
 
 PROG = "elmo-pretrain build-vocab"
 

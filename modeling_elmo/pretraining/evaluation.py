@@ -22,9 +22,9 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from ..character_ids import word_to_char_ids
+from ..formats.corpus import iter_sentences
+from ..formats.vocab import LmVocabulary
 from ..modeling_elmo import ElmoForPreTraining
-from .corpus import iter_sentences
-from .vocab import LmVocabulary
 
 
 def _batches(sentences: Iterator[list[str]], batch_size: int) -> Iterator[list[list[str]]]:

@@ -19,7 +19,7 @@ import os
 from typing import Any
 
 from ..configuration_elmo import ElmoConfig, ElmoConfigError, Rule
-from ..conversion.original_checkpoint import OriginalCheckpointError, _shown, config_from_options, read_options_json
+from ..formats.original_checkpoint import OriginalCheckpointError, config_from_options, json_excerpt, read_options_json
 
 
 class PretrainingOptionsError(ValueError):
@@ -105,7 +105,7 @@ class PretrainingOptions:
         """Check bilm-tf's training options dict (read from `source`, named in the messages)."""
         if not isinstance(options, dict):
             raise PretrainingOptionsError(
-                f"{source}: the training options must be a JSON object, got {_shown(options)}"
+                f"{source}: the training options must be a JSON object, got {json_excerpt(options)}"
             )
         values = {}
         for key, (rule, _) in _TRAINING_KEYS.items():
@@ -113,7 +113,7 @@ class PretrainingOptions:
             if value is _MISSING:
                 values[key] = None
                 continue
-            problem = rule.problem(value, nullable=rule.nullable, null="null", shown=_shown(value))
+            problem = rule.problem(value, nullable=rule.nullable, null="null", shown=json_excerpt(value))
             if problem:
                 raise PretrainingOptionsError(f"{source}: {key} {problem}")
             values[key] = value

@@ -23,8 +23,8 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from ..character_ids import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
 from ..configuration_elmo import MAX_CHARACTERS_PER_TOKEN
-from .corpus import PathLike, iter_sentences, rank_files
-from .vocab import LmVocabulary
+from ..formats.corpus import PathLike, iter_sentences, rank_files
+from ..formats.vocab import LmVocabulary
 
 DEFAULT_CHAR_CACHE_SIZE = 1 << 17  # words whose character ids are kept (`max_characters_per_token` ids each)
 

@@ -44,6 +44,8 @@ from ..commands.arguments import (
 from ..commands.memory import MemoryNeedError
 from ..commands.output_lock import OutputFolderInUseError, run_output_dir_lock
 from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
+from ..formats.corpus import CorpusError, count_positions, resolve_corpus_files
+from ..formats.vocab import LmVocabulary, VocabularyError
 from ..hub.model_card import render_pretrained_model_card
 from ..lstm_states import ElmoLstmStates
 from ..modeling_elmo import ElmoForPreTraining
@@ -52,13 +54,11 @@ from ..tokenization_elmo import ElmoTokenizer
 from . import build_vocab
 from .arguments import COMMAND_LINE, DEFAULT_LEARNING_RATE, PROG, PretrainingArguments
 from .checkpoints import TRAINER_STATE_NAME, CheckpointError, check_checkpoint_files, resolve_checkpoint, saved_state
-from .corpus import CorpusError, count_positions, resolve_corpus_files
 from .evaluation import evaluate_perplexity
 from .memory import check_training_memory
 from .options import PretrainingOptions, PretrainingOptionsError, read_pretraining_options
 from .output_folder import OutputFolderError, check_output_dir
 from .streams import LmStreamDataset
-from .vocab import LmVocabulary, VocabularyError
 
 logger = logging.getLogger("elmo-pretrain")
 VOCAB_FILE = "vocab.txt"

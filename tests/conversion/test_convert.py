@@ -26,10 +26,12 @@ from transformers import AutoModel
 
 from modeling_elmo import ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
+from modeling_elmo.commands.output_folder import OWNER_FILE
 from modeling_elmo.conversion import convert
-from modeling_elmo.conversion.convert import ConversionError, convert_checkpoint, main, resolve_source
-from modeling_elmo.conversion.original_checkpoint import OriginalCheckpointError, load_original_checkpoint
+from modeling_elmo.conversion.convert import ConversionError, convert_checkpoint, resolve_source
+from modeling_elmo.conversion.convert_command import main
 from modeling_elmo.conversion.presets import PRESETS
+from modeling_elmo.formats.original_checkpoint import OriginalCheckpointError, load_original_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SENTENCE = ["Conversion", "must", "not", "depend", "on", "sizes", ",", "naïve", "café", "!"]
@@ -526,7 +528,7 @@ def write_owner(folder: Path, pid: int, host: str | None = None) -> None:
     """Mark `folder` as the work folder of an `elmo-convert` process, as the converter does."""
     folder.mkdir()
     record = {"pid": pid, "host": host or socket.gethostname()}
-    (folder / convert.OWNER_FILE).write_text(json.dumps(record))
+    (folder / OWNER_FILE).write_text(json.dumps(record))
 
 
 def test_a_killed_conversion_leaves_a_partial_folder_that_the_next_run_removes(random_checkpoint, tmp_path):
@@ -534,9 +536,9 @@ def test_a_killed_conversion_leaves_a_partial_folder_that_the_next_run_removes(r
     output = tmp_path / "out"
     killed = (
         "import os, signal, sys\n"
-        "from modeling_elmo.conversion import convert\n"
+        "from modeling_elmo.conversion import convert, convert_command\n"
         "convert.ElmoTokenizer.save_pretrained = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)\n"
-        "convert.main(sys.argv[1:])\n"
+        "convert_command.main(sys.argv[1:])\n"
     )
     arguments = ["--options", str(options), "--weights", str(weights), "--output", str(output)]
     completed = subprocess.run([sys.executable, "-c", killed, *arguments], capture_output=True, timeout=300)
@@ -562,11 +564,11 @@ def test_only_dead_partial_folders_of_this_output_are_removed(random_checkpoint,
     (tmp_path / ".out.partial-link").symlink_to(tmp_path / "linked")
     (tmp_path / ".out.partial-unmarked").mkdir()
     (tmp_path / ".out.partial-garbage").mkdir()
-    (tmp_path / ".out.partial-garbage" / convert.OWNER_FILE).write_text("{not json")
+    (tmp_path / ".out.partial-garbage" / OWNER_FILE).write_text("{not json")
     kept = sorted(path.name for path in tmp_path.iterdir() if path.name != ".out.partial-dead")
     convert_checkpoint(str(options), str(weights), tmp_path / "out")
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*kept, "out"])
-    assert (tmp_path / "linked" / convert.OWNER_FILE).is_file()
+    assert (tmp_path / "linked" / OWNER_FILE).is_file()
 
 
 def test_a_run_killed_mid_swap_gets_the_old_folder_back(random_checkpoint, tmp_path):

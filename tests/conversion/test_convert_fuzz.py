@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import transformers
 
-from modeling_elmo.conversion.convert import main
+from modeling_elmo.conversion.convert_command import main
 from modeling_elmo.conversion.testing_utils import OriginalArchitecture, write_random_original_checkpoint
 
 MICRO = OriginalArchitecture(

@@ -16,15 +16,15 @@ from transformers import AutoModel, AutoTokenizer, pipeline
 
 from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
 from modeling_elmo.conversion import efml
-from modeling_elmo.conversion.convert import main as convert_main
-from modeling_elmo.conversion.efml import (
+from modeling_elmo.conversion.convert_command import main as convert_main
+from modeling_elmo.conversion.export import main as export_main
+from modeling_elmo.formats.efml import (
     PACKAGED_ARCHITECTURE,
     PACKAGED_ARCHITECTURE_SHA256,
     find_architecture,
     read_efml_model,
     read_state_dict,
 )
-from modeling_elmo.conversion.export import main as export_main
 
 TOLERANCE = 1e-5
 SENTENCES = [

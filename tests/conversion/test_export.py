@@ -20,8 +20,8 @@ from modeling_elmo.commands.elmo import SUBCOMMANDS, load
 from modeling_elmo.conversion import export
 from modeling_elmo.conversion.convert import ConversionError, convert_checkpoint, prepare_output
 from modeling_elmo.conversion.export import EXPORTED_FOLDER, ExportError, export_model, main
-from modeling_elmo.conversion.original_checkpoint import load_original_checkpoint, read_options
 from modeling_elmo.conversion.testing_utils import ARCHITECTURES as PRESET_ARCHITECTURES
+from modeling_elmo.formats.original_checkpoint import load_original_checkpoint, read_options
 
 FORGET_GATE = 2  # TensorFlow's gate order (i, j, f, o)
 

@@ -18,7 +18,8 @@ from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
-from modeling_elmo.conversion.convert import convert_checkpoint, main
+from modeling_elmo.conversion.convert import convert_checkpoint
+from modeling_elmo.conversion.convert_command import main
 from modeling_elmo.conversion.presets import NLPL_CITATION
 from modeling_elmo.embed.token_embeddings import cache_vocabulary
 

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from transformers import AutoModel
 
 from modeling_elmo.conversion import publish
-from modeling_elmo.conversion.convert import main as convert_main
+from modeling_elmo.conversion.convert_command import main as convert_main
 from modeling_elmo.conversion.presets import EFML_LANGUAGES, card_language_code, efml_language
 from modeling_elmo.conversion.publish import main
 from modeling_elmo.hub.push import model_repo_problems

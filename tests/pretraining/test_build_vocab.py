@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
+from modeling_elmo.formats.vocab import LmVocabulary
 from modeling_elmo.pretraining.build_vocab import main
-from modeling_elmo.pretraining.vocab import LmVocabulary
 
 LINES = ["the bank closed .", "the river bank", "", "a bank , a river .", "Zürich"]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from modeling_elmo.pretraining.corpus import (
+from modeling_elmo.formats.corpus import (
     CorpusError,
     count_positions,
     iter_sentences,
@@ -123,7 +123,7 @@ def test_rank_shares_are_disjoint_and_cover_the_corpus(tmp_path, caplog, n_files
         sentences = [[f"f{index}", f"s{line}"] * rng.randint(1, 3) for line in range(rng.randint(4, 9))]
         files.append(write(tmp_path / f"{index}.txt", "".join(" ".join(s) + "\n\n" for s in sentences)))
         all_sentences.extend(sentences)
-    with caplog.at_level(logging.WARNING, logger="modeling_elmo.pretraining.corpus"):
+    with caplog.at_level(logging.WARNING, logger="modeling_elmo.formats.corpus"):
         shares = [list(iter_sentences(files, rank, world_size)) for rank in range(world_size)]
     keys = [tuple(sentence) for share in shares for sentence in share]
     assert sorted(keys) == sorted(tuple(sentence) for sentence in all_sentences)  # disjoint and covering

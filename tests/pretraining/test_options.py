@@ -8,9 +8,9 @@ import torch
 
 from modeling_elmo.character_ids import word_to_char_ids
 from modeling_elmo.configuration_elmo import ElmoConfig
+from modeling_elmo.formats.vocab import LmVocabulary
 from modeling_elmo.pretraining.options import PretrainingOptions, PretrainingOptionsError, read_pretraining_options
 from modeling_elmo.pretraining.streams import LmStreamDataset
-from modeling_elmo.pretraining.vocab import LmVocabulary
 
 # bilm-tf's bin/train_elmo.py, with the 1B Word Benchmark's vocabulary size
 TRAIN_ELMO = {

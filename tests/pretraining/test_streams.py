@@ -15,9 +15,9 @@ from modeling_elmo.character_ids import (
     PADDING_CHAR,
     word_to_char_ids,
 )
-from modeling_elmo.pretraining.corpus import CorpusError
+from modeling_elmo.formats.corpus import CorpusError
+from modeling_elmo.formats.vocab import LmVocabulary
 from modeling_elmo.pretraining.streams import LmStreamDataset
-from modeling_elmo.pretraining.vocab import LmVocabulary
 
 KEYS = ("input_ids", "labels", "backward_input_ids", "backward_labels")
 

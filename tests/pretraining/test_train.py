@@ -59,7 +59,7 @@ def test_the_output_folder_is_complete(corpus):
     assert (output / "tokenizer_config.json").is_file()
 
     # bilm-tf's format out: elmo-export, then elmo-convert reads it back to the same biLM
-    from modeling_elmo.conversion.convert import main as convert
+    from modeling_elmo.conversion.convert_command import main as convert
     from modeling_elmo.conversion.export import main as export
 
     assert export([str(output), "--output", str(corpus["dir"] / "original")]) == 0

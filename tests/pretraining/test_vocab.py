@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from modeling_elmo.pretraining import vocab as vocab_module
-from modeling_elmo.pretraining.corpus import CorpusError
-from modeling_elmo.pretraining.vocab import (
+from modeling_elmo.formats.corpus import CorpusError
+from modeling_elmo.formats.vocab import (
     LmVocabulary,
     VocabularyError,
     build_vocabulary,
     count_words,
     vocabulary_from_counts,
 )
+from modeling_elmo.pretraining import vocab as vocab_module
 
 
 def write(path: Path, data: str | bytes) -> Path:
@@ -36,11 +36,11 @@ def test_load_ids_and_encode(tmp_path):
 
 def test_special_tokens_may_stand_anywhere_as_in_bilm_tf(tmp_path, caplog):
     # the 1B Word Benchmark vocabulary starts </S>, <S>, <UNK> and ends with !!!MAXTERMID
-    with caplog.at_level(logging.WARNING, logger="modeling_elmo.pretraining.vocab"):
+    with caplog.at_level(logging.WARNING, logger="modeling_elmo.formats.vocab"):
         vocab = LmVocabulary.from_file(write(tmp_path / "v.txt", "</S>\n<S>\n<UNK>\nthe\n!!!MAXTERMID\n"))
     assert (vocab.bos, vocab.eos, vocab.unk, len(vocab)) == (1, 0, 2, 4)
     assert caplog.text == ""
-    with caplog.at_level(logging.WARNING, logger="modeling_elmo.pretraining.vocab"):
+    with caplog.at_level(logging.WARNING, logger="modeling_elmo.formats.vocab"):
         vocab = LmVocabulary.from_file(write(tmp_path / "w.txt", "the\n<S>\n</S>\nof\n<UNK>\n"))
     assert (vocab.bos, vocab.eos, vocab.unk) == (1, 2, 4)
     assert "are not the first three tokens" in caplog.text

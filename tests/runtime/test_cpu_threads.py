@@ -108,7 +108,7 @@ def test_physical_cores_of_this_machine():
         ("modeling_elmo.classification.train", "cli"),
         ("modeling_elmo.pretraining.train", "main"),
         ("modeling_elmo.embed.cli", "main"),
-        ("modeling_elmo.conversion.convert", "main"),
+        ("modeling_elmo.conversion.convert_command", "main"),
     ],
 )
 def test_every_command_chooses_its_threads_first(monkeypatch, module, entry):
@@ -124,7 +124,8 @@ def test_every_command_chooses_its_threads_first(monkeypatch, module, entry):
 
 
 @pytest.mark.parametrize(
-    "module", ["modeling_elmo.pretraining.train", "modeling_elmo.embed.cli", "modeling_elmo.conversion.convert"]
+    "module",
+    ["modeling_elmo.pretraining.train", "modeling_elmo.embed.cli", "modeling_elmo.conversion.convert_command"],
 )
 def test_a_call_with_arguments_leaves_the_callers_process_alone(monkeypatch, module):
     """`main(argv)` runs inside another program (as in these tests): its threads are the caller's."""

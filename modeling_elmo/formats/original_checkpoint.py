@@ -57,7 +57,7 @@ OPTIONS = (
 _KEY_OF_FIELD = {option.field: option.key for option in OPTIONS if option.field}
 
 
-def _shown(value: Any, limit: int = 60) -> str:
+def json_excerpt(value: Any, limit: int = 60) -> str:
     """`value` as JSON, shortened for an error message."""
     text = json.dumps(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
@@ -70,7 +70,7 @@ def _lookup(options: dict, key: str, source: str) -> Any:
     for depth, part in enumerate(parts):
         if not isinstance(value, dict):
             section = ".".join(parts[:depth])
-            raise OriginalCheckpointError(f"{source}: {section} must be a JSON object, got {_shown(value)}")
+            raise OriginalCheckpointError(f"{source}: {section} must be a JSON object, got {json_excerpt(value)}")
         if part not in value:
             return _MISSING
         value = value[part]
@@ -93,7 +93,7 @@ def config_from_options(options: dict, source: str = "options") -> ElmoConfig:
             raise OriginalCheckpointError(f"{source}: missing key '{option.key}' in the options JSON.")
         rule = option.rule or FIELD_RULES[option.field]
         nullable = rule.nullable and option.default is not _MISSING  # only an optional key may be null
-        problem = rule.problem(value, nullable=nullable, null="null", shown=_shown(value))
+        problem = rule.problem(value, nullable=nullable, null="null", shown=json_excerpt(value))
         if problem:
             raise OriginalCheckpointError(f"{source}: {option.key} {problem}")
         if option.field:
@@ -134,7 +134,7 @@ def read_options(path: str | os.PathLike) -> ElmoConfig:
     options = read_options_json(path)
     if not isinstance(options, dict):
         raise OriginalCheckpointError(
-            f"{path}: the options JSON must be an object with 'lstm' and 'char_cnn', got {_shown(options)}."
+            f"{path}: the options JSON must be an object with 'lstm' and 'char_cnn', got {json_excerpt(options)}."
         )
     return config_from_options(options, source=path)
 

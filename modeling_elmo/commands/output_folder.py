@@ -1,0 +1,203 @@
+"""The output-folder policy of the tools that write a folder as a whole (`elmo-convert`, its ELMoForManyLangs and
+NLPL paths, `elmo-export`): refuse an output they must not replace before any work (`prepare_output`: not the
+current directory, not a symbolic link, `--overwrite` only over a folder of the same kind, never over its own
+inputs), build the new folder in a hidden work folder beside it marked with the process that owns it
+(`work_folder`), and rename it into place at the end (`move_into_place`: the previous folder is moved aside and
+removed only once the new one is in place). A work folder whose process is gone is cleaned up by the next run.
+`elmo-export-onnx` (one file) uses the same failure rules (`parent_folders`, `reason_of`, `current_umask`).
+"""
+
+import json
+import logging
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+OWNER_FILE = "owner.json"  # in a work folder: {"host": ..., "pid": ...} of the process writing it
+
+
+def reason_of(error: Exception) -> str:
+    """The cause of a failed write, on one line."""
+    if isinstance(error, OSError) and error.strerror:
+        return f"{error.strerror} ({error.filename})" if error.filename else error.strerror
+    return " ".join(str(error).split())
+
+
+@dataclass(frozen=True)
+class OutputKind:
+    """What a tool writes as its output folder, for `--overwrite`: `tool` names it in messages, the folder holds
+    nothing but `files`, `problems(folder)` says why a folder of such files is still not one the tool wrote, and
+    `error` is the exception the tool's refusals raise."""
+
+    tool: str
+    files: frozenset[str]
+    problems: Callable[[Path], list[str]]
+    error: type[Exception]
+
+
+def check_replaceable(output_dir: Path, kind: OutputKind) -> None:
+    """Refuse to replace `output_dir` unless it is empty or a folder `kind.tool` wrote (see `OutputKind`)."""
+    try:
+        entries = sorted(output_dir.iterdir(), key=lambda path: path.name)
+    except OSError as error:
+        raise kind.error(f"Cannot read the output folder {output_dir}: {reason_of(error)}.") from error
+    unexpected = [
+        path.name + ("/" if path.is_dir() else "")
+        for path in entries
+        if path.name not in kind.files or path.is_symlink() or not path.is_file()
+    ]
+    if unexpected:
+        more = f" and {len(unexpected) - 5} more" if len(unexpected) > 5 else ""
+        problems = [f"it holds {', '.join(unexpected[:5])}{more}"]
+    else:
+        problems = kind.problems(output_dir) if entries else []
+    if problems:
+        raise kind.error(
+            f"--overwrite replaces only a folder {kind.tool} wrote, or an empty one, and {output_dir} is not one "
+            f"({problems[0]}). Choose another --output, or move those files away."
+        )
+
+
+def check_output(output_dir: Path, overwrite: bool, inputs: tuple[str, ...], kind: OutputKind) -> None:
+    """Refuse an output location the new folder cannot or must not replace, before any work is done."""
+    resolved, cwd = output_dir.resolve(), Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents:
+        raise kind.error(
+            f"--output {output_dir} is the current directory or one of its parents ({resolved}); the converted "
+            "folder replaces the output folder as a whole, which cannot be done to the directory you are in. "
+            "Give a folder outside the current directory's path, e.g. a new subfolder."
+        )
+    if output_dir.is_symlink():
+        raise kind.error(f"Output path {output_dir} is a symbolic link; give the folder it points to instead.")
+    if not output_dir.exists():
+        ancestor = next(path for path in resolved.parents if path.exists())
+        if not ancestor.is_dir():
+            raise kind.error(f"Cannot create {output_dir}: {ancestor} is not a directory.")
+        return
+    if not output_dir.is_dir():
+        raise kind.error(f"Output path {output_dir} exists and is not a directory.")
+    if not overwrite:
+        raise kind.error(f"Output directory {output_dir} already exists; pass --overwrite to replace it.")
+    for location in inputs:
+        if Path(location).resolve().is_relative_to(resolved):
+            raise kind.error(f"{output_dir} contains the input {location}; --overwrite would delete it.")
+    check_replaceable(output_dir, kind)
+
+
+def owner_is_gone(work: Path) -> bool:
+    """Whether `work` is a work folder whose process is known to be gone: its owner file names this
+    host and a pid that no longer runs. Anything else (no or unreadable owner file, another host) is left alone."""
+    try:
+        owner = json.loads((work / OWNER_FILE).read_text(encoding="utf-8"))
+        host, pid = owner["host"], owner["pid"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if host != socket.gethostname() or type(pid) is not int or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # alive under another user, or not a pid at all
+        return False
+    return False
+
+
+def remove_stalework_folders(output_dir: Path) -> None:
+    """Remove the work folders that killed conversions to `output_dir` left beside it.
+
+    A run killed between moving the old output aside and moving the new one in left the old folder in `old/`: it is put
+    back where it was.
+    """
+    prefix = f".{output_dir.name}.partial-"
+    try:
+        candidates = sorted(output_dir.parent.iterdir())
+    except OSError:  # no parent folder yet, or an unreadable one: nothing of ours there
+        return
+    for work in candidates:
+        if not work.name.startswith(prefix) or work.is_symlink() or not work.is_dir() or not owner_is_gone(work):
+            continue
+        old = work / "old"
+        if old.is_dir() and not os.path.lexists(output_dir):
+            try:
+                os.replace(old, output_dir)
+            except OSError:
+                continue  # the only copy of the previous output: leave it
+        shutil.rmtree(work, ignore_errors=True)
+        logger.warning(f"Removed {work}, left behind by an interrupted run.")
+
+
+def current_umask() -> int:
+    umask = os.umask(0o077)  # briefly the strictest mask, so that a file created meanwhile is never too open
+    os.umask(umask)
+    return umask
+
+
+@contextmanager
+def parent_folders(path: Path) -> Iterator[None]:
+    """Create the missing parent folders of `path`; when the block fails, remove again those that this call created
+    and that are still empty, so that a failed command leaves the file system as it found it."""
+    created = [parent for parent in path.parents if not parent.exists()]  # the deepest first
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for parent in created:
+            try:
+                parent.rmdir()
+            except OSError:  # not empty (something else wrote there meanwhile) or already gone: leave it
+                break
+        raise
+
+
+@contextmanager
+def work_folder(output_dir: Path) -> Iterator[Path]:
+    """Yield an empty `model/` folder inside a new hidden work folder beside `output_dir`, marked with this process's
+    owner file. The work folder is removed on exit, unless it holds the previous output that could not be put back;
+    parent folders created for it are removed again when the block fails."""
+    with parent_folders(output_dir):
+        work = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}.partial-"))
+        try:
+            (work / OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+            model = work / "model"
+            model.mkdir()  # unlike the mkdtemp folder (0700), with the umask's permissions
+            yield model
+        finally:
+            if not (work / "old").exists():
+                shutil.rmtree(work, ignore_errors=True)
+
+
+def move_into_place(model: Path, output_dir: Path, kind: OutputKind) -> None:
+    """Rename the finished `model` folder to `output_dir`. An existing output is moved aside into the work folder first
+    and removed once the new folder is in place, or put back if that fails."""
+    if not output_dir.exists():
+        os.replace(model, output_dir)
+        return
+    check_replaceable(output_dir, kind)  # again: it may have changed while the conversion ran
+    old = model.parent / "old"
+    os.replace(output_dir, old)
+    try:
+        os.replace(model, output_dir)
+    except OSError as error:
+        try:
+            os.replace(old, output_dir)
+        except OSError:
+            raise kind.error(
+                f"Could not move the new folder to {output_dir} ({reason_of(error)}) nor the previous one back; the "
+                f"previous one is in {old}."
+            ) from error
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def prepare_output(output_dir: Path, overwrite: bool, inputs: tuple[str, ...], kind: OutputKind) -> None:
+    """Before any work: clean up after killed runs, then refuse an output that a new folder of `kind` must not
+    replace (every tool that writes a folder with this policy calls it first)."""
+    remove_stalework_folders(output_dir)  # first: it may put back an output that a killed run had moved aside
+    check_output(output_dir, overwrite, inputs, kind)
