@@ -107,8 +107,9 @@ def prepare(work: Path) -> dict[str, list[str]]:
     }  # fmt: skip
 
 
-def entry_points() -> dict[str, str]:
-    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+def entry_points(code: Path = REPO) -> dict[str, str]:
+    """The console scripts of the checkout `code` (its pyproject.toml)."""
+    return tomllib.loads((code / "pyproject.toml").read_text())["project"]["scripts"]
 
 
 def export_baseline(revision: str, work: Path) -> Path:
@@ -123,7 +124,7 @@ def export_baseline(revision: str, work: Path) -> Path:
 
 
 def run_once(command: str, arguments: list[str], setting: str, baseline: Path, work: Path) -> dict:
-    module, function = entry_points()[command].split(":")
+    module, function = entry_points(baseline if setting == "today" else REPO)[command].split(":")
     code = f"import sys; sys.argv[0] = {command!r}; from {module} import {function}; sys.exit({function}())"
     environment = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
     environment |= SETTINGS[setting] | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}

@@ -15,9 +15,9 @@ from test_pipeline_remote_code import run_without_package
 from transformers import AutoModel, AutoTokenizer, pipeline
 
 from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
-from modeling_elmo.conversion import efml
 from modeling_elmo.conversion.convert_command import main as convert_main
 from modeling_elmo.conversion.export import main as export_main
+from modeling_elmo.formats import efml
 from modeling_elmo.formats.efml import (
     PACKAGED_ARCHITECTURE,
     PACKAGED_ARCHITECTURE_SHA256,

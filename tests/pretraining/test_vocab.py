@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from modeling_elmo.formats import vocab as vocab_module
 from modeling_elmo.formats.corpus import CorpusError
 from modeling_elmo.formats.vocab import (
     LmVocabulary,
@@ -15,7 +16,6 @@ from modeling_elmo.formats.vocab import (
     count_words,
     vocabulary_from_counts,
 )
-from modeling_elmo.pretraining import vocab as vocab_module
 
 
 def write(path: Path, data: str | bytes) -> Path:
