@@ -28,14 +28,7 @@ import torch
 from safetensors import SafetensorError
 from transformers.utils import logging
 
-from ..commands.output_folder import (
-    OutputKind,
-    current_umask,
-    move_into_place,
-    prepare_output,
-    reason_of,
-    work_folder,
-)
+from ..commands.output_folder import OutputKind, current_umask, move_into_place, prepare_output, reason_of, work_folder
 from ..configuration_elmo import ElmoConfig
 from ..formats.original_checkpoint import load_original_checkpoint
 from ..hub.model_card import render_base_model_card

@@ -39,14 +39,7 @@ import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
 
-from ..commands.output_folder import (
-    OutputKind,
-    current_umask,
-    move_into_place,
-    prepare_output,
-    reason_of,
-    work_folder,
-)
+from ..commands.output_folder import OutputKind, current_umask, move_into_place, prepare_output, reason_of, work_folder
 from ..configuration_elmo import ElmoConfig
 from ..formats.original_checkpoint import LSTM_CELL_PATH, OriginalCheckpointError, read_options
 from ..formats.vocab import LmVocabulary, VocabularyError

@@ -109,3 +109,46 @@ def test_elmo_name_runs_what_the_alias_runs(capsys):
 def test_every_run_and_check_target_exists():
     targets = [target for item in SUBCOMMANDS.values() for target in (item.run, item.check, *item.light.values())]
     assert all(callable(load(target)) for target in targets if target is not None)
+
+
+# The thread choice stubbed: it reports whether torch was imported before it, and ends the process.
+THREADS_FIRST = """
+import sys
+name, target = sys.argv[1], sys.argv[2]
+sys.argv = [name, *sys.argv[3:]]  # first: `import modeling_elmo` reads the script's name
+import modeling_elmo.runtime.cpu_threads as cpu_threads
+
+def report():
+    print("RESULT", "torch" in sys.modules)
+    raise SystemExit(0)
+
+cpu_threads.configure_cpu_threads = report
+module, function = target.split(":")
+import importlib
+getattr(importlib.import_module(module), function)()
+"""
+
+VALID_ARGUMENTS = {
+    "elmo-convert": ["--options", "o.json", "--weights", "w.hdf5", "--output", "out"],
+    "elmo-export": ["model", "--output", "out"],
+    "elmo-publish": ["--namespace", "org"],
+    "elmo-embed": ["in.txt", "out.h5", "--model", "model"],
+    "elmo-train-ner": ["--model_name_or_path", "model", "--output_dir", "out"],
+    "elmo-train-classifier": ["--model_name_or_path", "model", "--output_dir", "out"],
+    "elmo-pretrain": ["--options", "o.json", "--vocab_file", "v.txt", "--output_dir", "out"],
+    "elmo-export-onnx": ["model", "out.onnx"],
+}
+
+
+@pytest.mark.parametrize("name", VALID_ARGUMENTS)
+def test_threads_are_chosen_before_torch_is_imported(name, tmp_path):
+    """OpenMP reads its wait policy when torch loads: the commands choose their threads before that."""
+    (tmp_path / "model").mkdir()
+    result = subprocess.run(
+        [sys.executable, "-c", THREADS_FIRST, name, SCRIPTS[name], *VALID_ARGUMENTS[name]],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert "RESULT False" in result.stdout.splitlines(), result.stdout + result.stderr

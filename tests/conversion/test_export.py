@@ -17,8 +17,9 @@ from safetensors.torch import load_file, save_file
 
 from modeling_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel
 from modeling_elmo.commands.elmo import SUBCOMMANDS, load
+from modeling_elmo.commands.output_folder import prepare_output
 from modeling_elmo.conversion import export
-from modeling_elmo.conversion.convert import ConversionError, convert_checkpoint, prepare_output
+from modeling_elmo.conversion.convert import CONVERTED_FOLDER, ConversionError, convert_checkpoint
 from modeling_elmo.conversion.export import EXPORTED_FOLDER, ExportError, export_model, main
 from modeling_elmo.conversion.testing_utils import ARCHITECTURES as PRESET_ARCHITECTURES
 from modeling_elmo.formats.original_checkpoint import load_original_checkpoint, read_options
@@ -410,7 +411,7 @@ def test_prepare_output_checks_the_kind_of_folder_it_may_replace(converted_fixtu
     exported = tmp_path / "exported"
     export_model(converted_fixture, exported)
     with pytest.raises(ConversionError, match="--overwrite replaces only a folder elmo-convert wrote"):
-        prepare_output(exported, True, (str(converted_fixture),))
+        prepare_output(exported, True, (str(converted_fixture),), CONVERTED_FOLDER)
     prepare_output(exported, True, (str(converted_fixture),), EXPORTED_FOLDER)
     with pytest.raises(ConversionError, match="--overwrite replaces only a folder elmo-export wrote"):
         prepare_output(converted_fixture, True, (), EXPORTED_FOLDER)
