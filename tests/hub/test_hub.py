@@ -232,7 +232,7 @@ def test_elmo_convert_push_then_load_by_repo_id_without_package(
         command = [
             sys.executable,
             "-m",
-            "modeling_elmo.conversion.convert",
+            "modeling_elmo.conversion.convert_command",
             "--options",
             str(fixture_dir / "options.json"),
         ]
