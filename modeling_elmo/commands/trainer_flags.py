@@ -24,6 +24,7 @@ from typing import Any
 from .arguments import DefaultsSayWhatHappens, OneLineErrors
 
 _SIMPLE_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+_EMPTY_FACTORIES = {"list": list, "dict": dict}  # `default_factory=list`: the default is a new empty list
 
 
 class TrainerSourceError(RuntimeError):
@@ -117,12 +118,11 @@ def _field_spec(statement: ast.AnnAssign) -> FlagSpec | None:
         default = _literal_or_text(keywords["default"])
     elif "default_factory" in keywords:
         function, factory = keywords["default_factory"], True
-        default = (
-            _literal_or_text(function.body)
-            if isinstance(function, ast.Lambda)
-            else SourceDefault(ast.unparse(function))
-        )
-        default = [] if ast.unparse(function) == "list" else default
+        if isinstance(function, ast.Lambda):
+            default = _literal_or_text(function.body)
+        else:
+            empty = _EMPTY_FACTORIES.get(ast.unparse(function))
+            default = empty() if empty else SourceDefault(ast.unparse(function))
     metadata = {}
     if isinstance(keywords.get("metadata"), ast.Dict):
         for key, item in zip(keywords["metadata"].keys, keywords["metadata"].values, strict=True):

@@ -1,6 +1,8 @@
 """`elmo` and its aliases (issue 31, item 2): every console script answers `--help` and argument errors before torch
 and Transformers are imported, and `elmo-NAME ARGS` is `elmo NAME ARGS`."""
 
+import functools
+import re
 import subprocess
 import sys
 import tomllib
@@ -103,7 +105,8 @@ def test_elmo_name_runs_what_the_alias_runs(capsys):
     assert stop.value.code == 0
     through_elmo = capsys.readouterr().out
     help_text = load(SUBCOMMANDS["train-ner"].check.rsplit(".", 1)[0]).light_parser().format_help()
-    assert through_elmo == help_text and "--output_dir" in help_text
+    without_addresses = functools.partial(re.sub, r"0x[0-9a-f]+", "")  # 4.52 shows an object's repr in a help text
+    assert without_addresses(through_elmo) == without_addresses(help_text) and "--output_dir" in help_text
 
 
 def test_every_run_and_check_target_exists():
