@@ -134,7 +134,9 @@ def run_once(command: str, arguments: list[str], setting: str, baseline: Path, w
     (work / "out").mkdir()
     load = os.getloadavg()[0]
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code, *arguments], env=environment, capture_output=True, text=True)
+    done = subprocess.run(  # from the work folder: `python -c` puts the current folder first on sys.path
+        [sys.executable, "-c", code, *arguments], env=environment, capture_output=True, text=True, cwd=work
+    )
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{command} ({setting}) exited {done.returncode}:\n{done.stderr[-3000:]}")
