@@ -12,23 +12,24 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "modeling_elmo"
 
 # Each wing may import the wings of lower levels only: the model files (the Hub remote code) import nothing of the
-# package's subpackages; the shared pieces build on the model; the command workshop on those; the tools on all of
-# them; the tools built on other tools (fine-tuning heads, the AllenNLP and flair adapters) come last.
+# package's subpackages; the process set-up and the command workshop (its error base class included) come next; the
+# foreign formats and the Hub pieces build on those; the tools on all of them; the tools built on other tools
+# (fine-tuning heads, the AllenNLP and flair adapters) come last.
 LEVELS = {
     "model": 0,
-    "formats": 1,
-    "hub": 1,
     "runtime": 1,
     "commands": 2,
-    "conversion": 3,
-    "deploy": 3,
-    "embed": 3,
-    "finetuning": 3,
-    "pretraining": 3,
-    "allennlp": 4,
-    "classification": 4,
-    "flair": 4,
-    "ner": 4,
+    "formats": 3,
+    "hub": 3,
+    "conversion": 4,
+    "deploy": 4,
+    "embed": 4,
+    "finetuning": 4,
+    "pretraining": 4,
+    "allennlp": 5,
+    "classification": 5,
+    "flair": 5,
+    "ner": 5,
 }
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import datasets
 from datasets import Dataset
 
+from ..commands.errors import ToolInputError
+
 FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json"}
 REGRESSION = "regression"
 SINGLE_LABEL = "single_label_classification"
@@ -22,7 +24,7 @@ SINGLE_LABEL = "single_label_classification"
 _LIST_FEATURES = tuple(getattr(datasets, name) for name in ("List", "Sequence") if hasattr(datasets, name))
 
 
-class DataError(ValueError):
+class DataError(ToolInputError, ValueError):
     """A data file, column or value that the command cannot use; the message is one line."""
 
 

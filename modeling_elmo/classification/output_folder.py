@@ -10,10 +10,12 @@ import json
 import os
 from pathlib import Path
 
+from ..commands.errors import ToolInputError
+
 MARKER = ".elmo-train-classifier.json"
 
 
-class ForeignFilesError(ValueError):
+class ForeignFilesError(ToolInputError, ValueError):
     """The output folder holds files that this command did not write."""
 
 

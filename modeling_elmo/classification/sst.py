@@ -20,13 +20,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..commands.errors import ToolInputError
+
 SPLITS = {"train": "train.txt", "validation": "dev.txt", "test": "test.txt"}
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 _BRACKETS = {"-LRB-": "(", "-RRB-": ")"}
 _LABELS = frozenset("01234")
 
 
-class TreebankError(ValueError):
+class TreebankError(ToolInputError, ValueError):
     """A line that is not a labelled tree; the message names the file and line."""
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from . import start_work
+from .errors import ToolError, report
 
 PROG = "elmo"
 
@@ -100,7 +101,10 @@ def run_subcommand(name: str, argv: list[str]) -> int:
     configure_cpu_threads()
     if subcommand.check is not None:
         start_work()
-    return load(subcommand.run)(argv)
+    try:
+        return load(subcommand.run)(argv)
+    except ToolError as error:  # one that the command's own `main` does not report
+        return report(f"elmo-{name}", error)
 
 
 def usage() -> str:

@@ -4,13 +4,15 @@ dying in the allocator."""
 
 import os
 
+from .errors import ToolInputError
+
 GIB = 1 << 30
 # float32 weight, and for a trained parameter its gradient and AdamW's two moments
 BYTES_PER_FROZEN_PARAMETER = 4
 BYTES_PER_TRAINED_PARAMETER = 4 * 4
 
 
-class MemoryNeedError(ValueError):
+class MemoryNeedError(ToolInputError, ValueError):
     """A run whose sizes need more memory than the machine has."""
 
 

@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .errors import ToolInputError
 
-class OutputFolderInUseError(ValueError):
+
+class OutputFolderInUseError(ToolInputError, ValueError):
     """The `--output_dir` is being written by another live run."""
 
 

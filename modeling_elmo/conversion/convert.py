@@ -28,6 +28,7 @@ import torch
 from safetensors import SafetensorError
 from transformers.utils import logging
 
+from ..commands.errors import ToolError
 from ..commands.output_folder import OutputKind, current_umask, move_into_place, prepare_output, reason_of, work_folder
 from ..configuration_elmo import ElmoConfig
 from ..formats.original_checkpoint import load_original_checkpoint
@@ -66,7 +67,7 @@ VERIFICATION_SENTENCES = [
 VERIFICATION_TOLERANCE = 1e-5
 
 
-class ConversionError(RuntimeError):
+class ConversionError(ToolError, RuntimeError):
     """A conversion that cannot proceed; the message names the file, URL or argument."""
 
 

@@ -4,13 +4,11 @@ repository model or an ELMoForManyLangs model in, a Transformers folder out (`co
 
 import sys
 
-from ..formats.efml import EfmlFormatError
-from ..formats.original_checkpoint import OriginalCheckpointError
-from ..hub.model_card import ModelCardError
-from ..hub.push import HubError, check_push_target, push_folder
+from ..commands.errors import ToolError, report
+from ..hub.push import check_push_target, push_folder
 from ..runtime.cpu_threads import configure_cpu_threads
 from .arguments import parse_convert_command_line
-from .convert import ConversionError, convert_checkpoint
+from .convert import convert_checkpoint
 from .efml_convert import convert_efml
 from .nlpl import convert_nlpl_model
 
@@ -58,9 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                 commit_message=args.commit_message,
             )
             print(f"Pushed to {args.push_to_hub}: {commit_url}")
-    except (ConversionError, OriginalCheckpointError, EfmlFormatError, HubError, ModelCardError) as error:
-        print(f"elmo-convert: error: {error}", file=sys.stderr)
-        return 1
+    except ToolError as error:
+        return report("elmo-convert", error)
     return 0
 
 

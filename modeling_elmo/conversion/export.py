@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
 
+from ..commands.errors import ToolError, report
 from ..commands.output_folder import OutputKind, current_umask, move_into_place, prepare_output, reason_of, work_folder
 from ..configuration_elmo import ElmoConfig
 from ..formats.original_checkpoint import LSTM_CELL_PATH, OriginalCheckpointError, read_options
@@ -370,9 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     args = export_parser().parse_args(argv)
     try:
         written = export_model(args.model_dir, args.output, overwrite=args.overwrite)
-    except (ConversionError, OriginalCheckpointError) as error:
-        print(f"elmo-export: error: {error}", file=sys.stderr)
-        return 1
+    except ToolError as error:
+        return report("elmo-export", error)
     if SOFTMAX_FILE not in written:
         print(f"{args.model_dir} has no LM softmax, so no {SOFTMAX_FILE} or {VOCAB_FILE} was written.")
     files = ", ".join(f"{name} ({len(datasets)} datasets)" if datasets else name for name, datasets in written.items())

@@ -25,10 +25,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..commands.errors import ToolError, report
 from ..formats.efml import EfmlFormatError
 from ..formats.original_checkpoint import OriginalCheckpointError
 from ..hub.model_card import ModelCardError
-from ..hub.push import HubError, check_push_target, push_folder
+from ..hub.push import check_push_target, push_folder
 from .arguments import publish_batch_parser, publish_parser
 from .convert import ConversionError, ConversionResult, convert_checkpoint, prepare_converted_output
 from .efml_convert import convert_efml
@@ -158,9 +159,8 @@ def batch_main(argv: list[str]) -> int:
     args = publish_batch_parser().parse_args(argv)
     try:
         outcomes = convert_downloads(args.input_dir, args.output_dir, verify=args.verify, overwrite=args.overwrite)
-    except ConversionError as error:
-        print(f"elmo-publish batch: error: {error}", file=sys.stderr)
-        return 1
+    except ToolError as error:
+        return report("elmo-publish batch", error)
     failed = [name for name, problem in outcomes.items() if problem is not None]
     print(f"Converted {len(outcomes) - len(failed)} of {len(outcomes)} models into {args.output_dir}")
     if failed:
@@ -184,9 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             private=True if args.private else None,
             cache_dir=args.cache_dir,
         )
-    except (ConversionError, OriginalCheckpointError, HubError, ModelCardError) as error:
-        print(f"elmo-publish: error: {error}", file=sys.stderr)
-        return 1
+    except ToolError as error:
+        return report("elmo-publish", error)
     return 0
 
 

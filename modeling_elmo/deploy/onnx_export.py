@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from ..character_ids import word_to_char_ids
+from ..commands.errors import ToolError, report
 from ..commands.output_folder import current_umask, parent_folders, reason_of
 from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, onnx_export_parser
 
@@ -53,7 +54,7 @@ TRACE_ROWS = [(5, False), (3, False), (2, True)]
 CHECK_ROWS = [(9, False), (1, False), (6, True), (4, False), (1, True)]
 
 
-class OnnxExportError(Exception):
+class OnnxExportError(ToolError):
     """An export that cannot proceed; the message names the path or the cause."""
 
 
@@ -279,9 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     args = onnx_export_parser().parse_args(argv)
     try:
         difference = export_onnx(args.model_dir, args.output, args.opset, args.overwrite, args.tolerance)
-    except OnnxExportError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 1
+    except ToolError as error:
+        return report(PROG, error)
     rows = ", ".join(str(length) for length, _ in CHECK_ROWS)
     print(
         f"Wrote {args.output}. Checked with onnxruntime on {len(CHECK_ROWS)} sentences of {rows} words: max abs "

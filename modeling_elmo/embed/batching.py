@@ -9,8 +9,10 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from ..commands.errors import ToolError
 
-class EmbedInputError(ValueError):
+
+class EmbedInputError(ToolError, ValueError):
     """An input file that cannot be read as one sentence per line of UTF-8 text."""
 
 

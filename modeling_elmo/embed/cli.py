@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, NoReturn
 
 from ..commands import start_work
 from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, subcommands_epilog
+from ..commands.errors import ToolError, ToolInputError, report
 from ..runtime.cpu_threads import configure_cpu_threads
 from .batching import Batch, EmbedInputError, Sentence, bucketed_batches, read_sentences
 from .store import (
-    EmbedOutputError,
     PartStore,
     in_line_order,
     keep_last_index,
@@ -50,11 +50,11 @@ LAYERS = ("all", "top", "average")
 POOLINGS = ("none", "mean")
 
 
-class EmbedModelError(RuntimeError):
+class EmbedModelError(ToolError, RuntimeError):
     """A model or tokenizer that cannot be loaded or used."""
 
 
-class EmbedUsageError(ValueError):
+class EmbedUsageError(ToolInputError, ValueError):
     """Command-line arguments or environment variables that cannot work."""
 
 
@@ -348,9 +348,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.max_tokens_per_batch is None and args.batch_size is None:
                 args.batch_size = 64
             written = run(args)
-    except (EmbedUsageError, EmbedInputError, EmbedOutputError, EmbedModelError) as error:
-        print(f"elmo-embed: error: {error}", file=sys.stderr)
-        return 2 if isinstance(error, EmbedUsageError) else 1
+    except ToolError as error:
+        return report("elmo-embed", error)
     except KeyboardInterrupt:
         print("elmo-embed: interrupted; rerun the same command to resume.", file=sys.stderr)
         return 130

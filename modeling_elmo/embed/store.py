@@ -30,6 +30,8 @@ from typing import BinaryIO
 import h5py
 import numpy as np
 
+from ..commands.errors import ToolError
+
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_RECORD = "elmo_embed_run"
 MANIFEST, LOCK = "manifest.json", "lock"
@@ -37,7 +39,7 @@ _SHARD_NAME = re.compile(r"\.shard-\d{5}-of-\d{5}")  # in the name of the file o
 _WORK_FILE = re.compile(r"manifest\.json|lock|part-[0-9-]+\.h5|.*\.tmp")  # what a work folder may hold
 
 
-class EmbedOutputError(RuntimeError):
+class EmbedOutputError(ToolError, RuntimeError):
     """An output, work folder or shard that cannot be written, resumed or merged."""
 
 

@@ -24,6 +24,8 @@ from typing import BinaryIO
 
 from tqdm.auto import tqdm
 
+from ..commands.errors import ToolInputError
+
 logger = logging.getLogger(__name__)
 
 _PROGRESS_EVERY_BYTES = 1 << 20  # progress bars move once per 2**20 bytes read: one update per line would cost more
@@ -32,7 +34,7 @@ _LINE_END = re.compile(rb"\r\n|\r|\n")
 _warned_sentence_split: set[tuple[int, int]] = set()
 
 
-class CorpusError(ValueError):
+class CorpusError(ToolInputError, ValueError):
     """A corpus that cannot be read: the message names the pattern, file or line."""
 
 

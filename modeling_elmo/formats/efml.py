@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ..character_ids import LEXICON_CHAR_SPECIALS, LEXICON_WORD_SPECIALS
+from ..commands.errors import ToolError
 from ..configuration_elmo import ElmoConfig, ElmoConfigError
 
 # The two architecture files packaged with elmoformanylangs 0.0.4 (`elmoformanylangs/configs/`), byte-identical;
@@ -42,7 +43,7 @@ PACKAGED_ARCHITECTURES = {
 TOKEN_EMBEDDER_FILE, ENCODER_FILE = "token_embedder.pkl", "encoder.pkl"
 
 
-class EfmlFormatError(ValueError):
+class EfmlFormatError(ToolError, ValueError):
     """An ELMoForManyLangs model folder that cannot be converted; the message names the file and the problem."""
 
 

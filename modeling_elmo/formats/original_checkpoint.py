@@ -13,6 +13,7 @@ import h5py
 import numpy as np
 import torch
 
+from ..commands.errors import ToolError
 from ..configuration_elmo import FIELD_RULES, ElmoConfig, ElmoConfigError, Rule
 
 LSTM_CELL_PATH = "RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
@@ -21,7 +22,7 @@ LSTM_CELL_PATH = "RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 MODEL_DATASET = re.compile(r"^(char_embed|CNN|RNN_)")
 
 
-class OriginalCheckpointError(ValueError):
+class OriginalCheckpointError(ToolError, ValueError):
     """An original options file or weight file that cannot be converted."""
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..character_ids import BOS_TOKEN, EOS_TOKEN
+from ..commands.errors import ToolInputError
 from .corpus import PathLike, iter_sentences, universal_lines
 
 logger = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 MAXTERMID = "!!!MAXTERMID"  # a marker line of the lm_1b vocabulary files; bilm-tf skips it
 
 
-class VocabularyError(ValueError):
+class VocabularyError(ToolInputError, ValueError):
     """A vocabulary that cannot be used: the message names the file (or source) and the line."""
 
 

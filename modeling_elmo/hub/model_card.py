@@ -16,6 +16,7 @@ from huggingface_hub import EvalResult, ModelCardData
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
+from ..commands.errors import ToolError
 from ..configuration_elmo import ElmoConfig
 from ..modeling_elmo import ElmoPreTrainedModel, ElmoScalarMix
 from .source_facts import ALLENNLP_SOURCE, ORIGINAL_LICENSE, SourceFacts
@@ -28,7 +29,7 @@ PRETRAINED_TEMPLATE = "elmo_pretrained.md"
 LOCAL_FOLDER = "path/to/this/folder"
 
 
-class ModelCardError(ValueError):
+class ModelCardError(ToolError, ValueError):
     """A card that cannot be rendered: missing template, missing field or bad argument."""
 
 

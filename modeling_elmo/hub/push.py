@@ -14,13 +14,14 @@ from huggingface_hub import HfApi, ModelCard, constants, get_token
 from huggingface_hub.errors import HFValidationError, HTTPError
 from huggingface_hub.utils import validate_repo_id
 
+from ..commands.errors import ToolError
 from .remote_code import remote_code_problems
 
 WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX_FILE = "model.safetensors.index.json"
 
 
-class HubError(RuntimeError):
+class HubError(ToolError, RuntimeError):
     """A push that cannot proceed or failed; the message names the repo, folder or setting at fault."""
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
+from ..commands.errors import ToolInputError
 from ..tokenization_elmo import ElmoTokenizer
 
 logger = logging.getLogger(__name__)
@@ -15,7 +16,7 @@ logger = logging.getLogger(__name__)
 _TAG = re.compile(r"^(O|[BI]-\S+)$")
 
 
-class ConllFormatError(ValueError):
+class ConllFormatError(ToolInputError, ValueError):
     """A CoNLL file that cannot be read; the message names the file and line."""
 
 

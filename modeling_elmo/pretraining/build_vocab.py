@@ -12,13 +12,14 @@ import os
 import sys
 from pathlib import Path
 
-from ..formats.corpus import CorpusError, resolve_corpus_files
-from ..formats.vocab import SPECIAL_TOKENS, LmVocabulary, VocabularyError, count_words, vocabulary_from_counts
+from ..commands.errors import ToolError, ToolInputError, report
+from ..formats.corpus import resolve_corpus_files
+from ..formats.vocab import SPECIAL_TOKENS, LmVocabulary, count_words, vocabulary_from_counts
 
 PROG = "elmo-pretrain build-vocab"
 
 
-class BuildVocabError(ValueError):
+class BuildVocabError(ToolInputError, ValueError):
     """A build-vocab run that cannot proceed (the output exists, ...)."""
 
 
@@ -89,9 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         tokens = vocabulary_from_counts(counts, min_count=args.min_count, max_size=args.max_size)
         _check_output(output, args.overwrite)  # again: the count may have taken hours
         LmVocabulary(tokens, source=os.fspath(output)).save(output)
-    except (BuildVocabError, CorpusError, VocabularyError) as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 2
+    except ToolError as error:
+        return report(PROG, error)
     except OSError as error:
         print(f"{PROG}: error: cannot write {output}: {error.strerror or error}", file=sys.stderr)
         return 2

@@ -20,6 +20,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from ..commands.errors import ToolInputError
+
 logger = logging.getLogger("elmo-pretrain")
 
 TRAINER_STATE_NAME = "trainer_state.json"
@@ -28,7 +30,7 @@ STREAM_STATES_PATTERN = "stream_states_*.pt"
 _CHECKPOINT_NAME = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ToolInputError, ValueError):
     """A `--resume_from_checkpoint` that cannot be resumed from: the message names the folder."""
 
 

@@ -18,11 +18,12 @@ import math
 import os
 from typing import Any
 
+from ..commands.errors import ToolInputError
 from ..configuration_elmo import ElmoConfig, ElmoConfigError, Rule
 from ..formats.original_checkpoint import OriginalCheckpointError, config_from_options, json_excerpt, read_options_json
 
 
-class PretrainingOptionsError(ValueError):
+class PretrainingOptionsError(ToolInputError, ValueError):
     """A training options file or dict that cannot be used: the message names the file and the key."""
 
 

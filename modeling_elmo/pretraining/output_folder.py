@@ -5,8 +5,10 @@ or the folder of the run being resumed. A second run never writes over a first o
 import os
 from pathlib import Path
 
+from ..commands.errors import ToolInputError
 
-class OutputFolderError(ValueError):
+
+class OutputFolderError(ToolInputError, ValueError):
     """An `--output_dir` that this run must not or cannot write to."""
 
 

@@ -41,11 +41,11 @@ from ..commands.arguments import (
     parse_trainer_arguments,
     training_arguments_problem,
 )
-from ..commands.memory import MemoryNeedError
-from ..commands.output_lock import OutputFolderInUseError, run_output_dir_lock
+from ..commands.errors import ToolError, ToolInputError, report
+from ..commands.output_lock import run_output_dir_lock
 from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
-from ..formats.corpus import CorpusError, count_positions, resolve_corpus_files
-from ..formats.vocab import LmVocabulary, VocabularyError
+from ..formats.corpus import count_positions, resolve_corpus_files
+from ..formats.vocab import LmVocabulary
 from ..hub.model_card import render_pretrained_model_card
 from ..lstm_states import ElmoLstmStates
 from ..modeling_elmo import ElmoForPreTraining
@@ -53,11 +53,11 @@ from ..runtime.cpu_threads import configure_cpu_threads
 from ..tokenization_elmo import ElmoTokenizer
 from . import build_vocab
 from .arguments import COMMAND_LINE, DEFAULT_LEARNING_RATE, PROG, PretrainingArguments
-from .checkpoints import TRAINER_STATE_NAME, CheckpointError, check_checkpoint_files, resolve_checkpoint, saved_state
+from .checkpoints import TRAINER_STATE_NAME, check_checkpoint_files, resolve_checkpoint, saved_state
 from .evaluation import evaluate_perplexity
 from .memory import check_training_memory
-from .options import PretrainingOptions, PretrainingOptionsError, read_pretraining_options
-from .output_folder import OutputFolderError, check_output_dir
+from .options import PretrainingOptions, read_pretraining_options
+from .output_folder import check_output_dir
 from .streams import LmStreamDataset
 
 logger = logging.getLogger("elmo-pretrain")
@@ -65,7 +65,7 @@ VOCAB_FILE = "vocab.txt"
 EVALUATION_ONLY = "evaluation only: no training (--do_train False)"
 
 
-class PretrainingError(ValueError):
+class PretrainingError(ToolInputError, ValueError):
     """A run that cannot start: inputs that disagree with each other."""
 
 
@@ -466,19 +466,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args, training_args, options = parse_arguments(argv)
         metrics = run(args, training_args, options)
-    except (
-        PretrainingError,
-        PretrainingOptionsError,
-        VocabularyError,
-        CorpusError,
-        ElmoConfigError,
-        CheckpointError,
-        OutputFolderError,
-        OutputFolderInUseError,
-        MemoryNeedError,
-    ) as error:
+    except ElmoConfigError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
+    except ToolError as error:
+        return report(PROG, error)
     if metrics and int(os.environ.get("RANK", "0")) == 0:
         print(json.dumps(metrics, indent=2))
     return 0

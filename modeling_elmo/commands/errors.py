@@ -1,0 +1,25 @@
+"""The one base class of the tools' errors: an input or a situation a command cannot work with, said in one line
+(the message names the file, field, argument or shape). A command reports any of them the same way,
+`PROG: error: MESSAGE` on stderr, and exits with the error's `exit_status`: 2 where what the user gave cannot be used
+(arguments, input files, an output folder in use or not to be replaced, sizes beyond memory), 1 where the work
+failed on something else (a download, the Hub, a write, a model that does not load)."""
+
+import sys
+
+
+class ToolError(Exception):
+    """An error a command reports in one line (see the module docstring); `exit_status` 1."""
+
+    exit_status = 1
+
+
+class ToolInputError(ToolError):
+    """What the user gave (arguments, files, an output folder) cannot be used; `exit_status` 2."""
+
+    exit_status = 2
+
+
+def report(prog: str, error: ToolError) -> int:
+    """Print `error` as the one line `PROG: error: MESSAGE` on stderr; the command's exit status."""
+    print(f"{prog}: error: {error}", file=sys.stderr)
+    return error.exit_status
