@@ -16,6 +16,7 @@ from .arguments import (
 )
 from .trainer_flags import (
     LightTrainerParser,
+    TrainerSourceError,
     dataclass_flags,
     light_trainer_parser,
     replace_flags,
@@ -68,8 +69,11 @@ class TrainerCommandLine:
     def check(self, argv: Sequence[str]) -> None:
         """Answer `--help`, and stop with one line (exit status 2) on an unknown flag, a value of the wrong type, a
         `TrainingArguments` value out of range or a model folder that does not exist: before Transformers is
-        imported."""
-        parser = self.light_parser()
+        imported. Where the installed Transformers' source cannot be read so, this leaves everything to `parse`."""
+        try:
+            parser = self.light_parser()
+        except TrainerSourceError:
+            return
         namespace, unknown = parser.parse_known_args(list(argv))
         if unknown:
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")

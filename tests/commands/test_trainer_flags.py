@@ -121,3 +121,14 @@ def test_a_source_without_the_class_is_refused(tmp_path):
     source.write_text("class TrainingArguments(:\n")
     with pytest.raises(TrainerSourceError, match="training_args.py"):
         read_dataclass_flags(source, "TrainingArguments")
+
+
+def test_an_unreadable_source_leaves_the_check_to_the_work_parser(tmp_path, monkeypatch):
+    from modeling_elmo.commands import trainer_flags
+
+    (tmp_path / "training_args.py").write_text("this is not python (\n")
+    monkeypatch.setattr(trainer_flags, "training_args_source", lambda: tmp_path / "training_args.py")
+    NER.check(["--model_name_or_path", str(tmp_path), "--bogus_flag"])  # no answer here
+    with pytest.raises(SystemExit) as stop:
+        NER.parse(["--model_name_or_path", str(tmp_path), "--output_dir", "out", "--bogus_flag"])
+    assert stop.value.code == 2
