@@ -4,15 +4,18 @@ For the figures of benchmarks/RESULTS-engine.md: a random-weight 'original' mode
 `--batch-size` sentences of the benchmark corpus (`bench_inference.load_corpus`) as one batch, called `--calls` times
 in a fresh process under `torch.inference_mode()`: the first call's seconds, the median of the others (steady), peak
 RSS, and a digest of the last call's outputs (all layers), so that settings and processes can be compared bit for
-bit. `--settings` lists `products/threads` pairs for `set_lstm_inference` ("-" alone for the model's defaults,
-as threads for None);
+bit. `--settings` lists implementation names for `model.set_implementation` ("-" for the model's default;
+`products/threads` pairs for `set_lstm_inference` of versions before it, "-" as threads for None);
+`--interleave` runs all `--settings` (implementation names) in one process instead, one call of each in turn for
+`--calls` rounds after one untimed call each, so that a machine whose load changes weighs on all alike (steady: the
+median of a setting's calls; peak RSS is then the process's, not a setting's);
 `--busy` runs them again beside a busy process (a Python loop keeping one CPU busy), `--omp-passive` again with
 `OMP_WAIT_POLICY=PASSIVE` beside it. `--concurrent` also calls the model from 4 Python threads at once and reports
 whether each got the serial call's bits. `--code DIR` imports `modeling_elmo` from DIR (a checkout of an older
 version, for side-by-side runs).
 
     python benchmarks/bench_engine.py [--models original] [--batch-size 64] [--calls 4]
-        [--settings -,auto/auto,packed/-,bmm/-] [--busy] [--omp-passive] [--concurrent] [--code DIR]
+        [--settings -,cpu_packed,cpu_views] [--interleave] [--busy] [--omp-passive] [--concurrent] [--code DIR]
 """
 
 import argparse
@@ -39,7 +42,9 @@ def worker(args: argparse.Namespace) -> dict:
 
     tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
     model = AutoModel.from_pretrained(args.model_dir).eval()
-    if args.setting != "-":
+    if args.setting != "-" and "/" not in args.setting:
+        model.set_implementation(args.setting)
+    elif args.setting != "-":
         products, threads = args.setting.split("/")
         model.set_lstm_inference(products, None if threads == "-" else int(threads) if threads.isdigit() else threads)
     batch = tokenizer(
@@ -66,6 +71,36 @@ def worker(args: argparse.Namespace) -> dict:
     } | concurrent
 
 
+def interleaved_worker(args: argparse.Namespace) -> dict:
+    """All settings (implementation names, "-" for the default) in this process, one call of each in turn: per
+    setting the median seconds and the outputs' digest."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    import modeling_elmo  # noqa: F401  (registers the Auto classes and the implementations)
+
+    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
+    model = AutoModel.from_pretrained(args.model_dir).eval()
+    batch = tokenizer(
+        load_corpus(args.conll)[: args.batch_size], is_split_into_words=True, padding=True, return_tensors="pt"
+    )
+    settings = args.setting.split("+")
+    seconds, digests = {setting: [] for setting in settings}, {}
+    with torch.inference_mode():
+        for round_number in range(args.calls + 1):
+            for setting in settings:
+                model.set_implementation(None if setting == "-" else setting)
+                start = time.perf_counter()
+                layers = model(**batch, output_hidden_states=True).hidden_states
+                if round_number:  # the first round is the untimed warm-up
+                    seconds[setting].append(time.perf_counter() - start)
+                digests[setting] = _digest(layers)
+    return {
+        setting: {"steady_s": round(statistics.median(values), 3), "digest": digests[setting]}
+        for setting, values in seconds.items()
+    } | {"peak_rss_mib": round(_peak_rss_mib()), "load_average": os.getloadavg()}
+
+
 def _digest(layers) -> str:
     return hashlib.sha256(b"".join(layer.numpy().tobytes() for layer in layers)).hexdigest()[:16]
 
@@ -90,6 +125,7 @@ def _concurrent_digests(model, batch) -> list[str]:
 
 def spawn(args: argparse.Namespace, model_dir: Path, setting: str, busy: bool, passive: bool) -> dict:
     command = [sys.executable, __file__, "--worker", "--model-dir", str(model_dir), f"--setting={setting}"]
+    command += ["--interleave"] * args.interleave
     command += ["--batch-size", str(args.batch_size), "--calls", str(args.calls), "--conll", str(args.conll)]
     command += ["--concurrent"] * (args.concurrent and not busy)
     environment = dict(os.environ)
@@ -118,6 +154,7 @@ def main() -> None:
     parser.add_argument("--busy", action="store_true")
     parser.add_argument("--omp-passive", action="store_true")
     parser.add_argument("--concurrent", action="store_true")
+    parser.add_argument("--interleave", action="store_true")
     parser.add_argument("--code", type=Path)
     parser.add_argument("--conll", type=Path, default=DEFAULT_CONLL)
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/elmo-bench"))
@@ -126,13 +163,13 @@ def main() -> None:
     parser.add_argument("--setting", default="-", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print("RESULT " + json.dumps(worker(args)), flush=True)
+        print("RESULT " + json.dumps((interleaved_worker if args.interleave else worker)(args)), flush=True)
         return
     states = [(False, False)] + [(True, False)] * args.busy + [(True, True)] * args.omp_passive
     for name in args.models.split(","):
         model_dir = ensure_model(args.work_dir, name)
         for busy, passive in states:
-            for setting in args.settings.split(","):
+            for setting in [args.settings.replace(",", "+")] if args.interleave else args.settings.split(","):
                 row = spawn(args, model_dir, setting, busy, passive)
                 label = {"model": name, "setting": setting, "busy": busy, "omp_passive": passive}
                 print(json.dumps(label | row), flush=True)
