@@ -8,7 +8,9 @@ bit. `--settings` lists implementation names for `model.set_implementation` ("-"
 `products/threads` pairs for `set_lstm_inference` of versions before it, "-" as threads for None);
 `--interleave` runs all `--settings` (implementation names) in one process instead, one call of each in turn for
 `--calls` rounds after one untimed call each, so that a machine whose load changes weighs on all alike (steady: the
-median of a setting's calls; peak RSS is then the process's, not a setting's);
+median of a setting's calls; peak RSS is then the process's, not a setting's); there `--versus DIR` adds the setting
+"versus": the default of another version's package folder (a copy of its `modeling_elmo/`, imported under the
+folder's own name), so that two versions alternate call by call in one process;
 `--busy` runs them again beside a busy process (a Python loop keeping one CPU busy), `--omp-passive` again with
 `OMP_WAIT_POLICY=PASSIVE` beside it. `--concurrent` also calls the model from 4 Python threads at once and reports
 whether each got the serial call's bits. `--code DIR` imports `modeling_elmo` from DIR (a checkout of an older
@@ -84,14 +86,16 @@ def interleaved_worker(args: argparse.Namespace) -> dict:
     batch = tokenizer(
         load_corpus(args.conll)[: args.batch_size], is_split_into_words=True, padding=True, return_tensors="pt"
     )
-    settings = args.setting.split("+")
+    settings = args.setting.split("+") + ["versus"] * bool(args.versus)
+    versus = _versus_model(args.versus, args.model_dir) if args.versus else None
     seconds, digests = {setting: [] for setting in settings}, {}
     with torch.inference_mode():
         for round_number in range(args.calls + 1):
             for setting in settings:
-                model.set_implementation(None if setting == "-" else setting)
+                if setting != "versus":
+                    model.set_implementation(None if setting == "-" else setting)
                 start = time.perf_counter()
-                layers = model(**batch, output_hidden_states=True).hidden_states
+                layers = (versus if setting == "versus" else model)(**batch, output_hidden_states=True).hidden_states
                 if round_number:  # the first round is the untimed warm-up
                     seconds[setting].append(time.perf_counter() - start)
                 digests[setting] = _digest(layers)
@@ -99,6 +103,20 @@ def interleaved_worker(args: argparse.Namespace) -> dict:
         setting: {"steady_s": round(statistics.median(values), 3), "digest": digests[setting]}
         for setting, values in seconds.items()
     } | {"peak_rss_mib": round(_peak_rss_mib()), "load_average": os.getloadavg()}
+
+
+def _versus_model(folder: Path, model_dir: Path):
+    """`ElmoModel` of the package in `folder` (imported under the folder's name, without registering its Auto classes
+    over this version's: as a light-start command does) loaded from `model_dir`, in eval mode."""
+    import importlib
+
+    sys.path.insert(0, str(folder.parent))
+    argv0, sys.argv[0] = sys.argv[0], "elmo-embed"
+    try:
+        package = importlib.import_module(f"{folder.name}.modeling_elmo")
+    finally:
+        sys.argv[0] = argv0
+    return package.ElmoModel.from_pretrained(model_dir).eval()
 
 
 def _digest(layers) -> str:
@@ -125,7 +143,7 @@ def _concurrent_digests(model, batch) -> list[str]:
 
 def spawn(args: argparse.Namespace, model_dir: Path, setting: str, busy: bool, passive: bool) -> dict:
     command = [sys.executable, __file__, "--worker", "--model-dir", str(model_dir), f"--setting={setting}"]
-    command += ["--interleave"] * args.interleave
+    command += ["--interleave"] * args.interleave + ([f"--versus={args.versus}"] if args.versus else [])
     command += ["--batch-size", str(args.batch_size), "--calls", str(args.calls), "--conll", str(args.conll)]
     command += ["--concurrent"] * (args.concurrent and not busy)
     environment = dict(os.environ)
@@ -155,6 +173,7 @@ def main() -> None:
     parser.add_argument("--omp-passive", action="store_true")
     parser.add_argument("--concurrent", action="store_true")
     parser.add_argument("--interleave", action="store_true")
+    parser.add_argument("--versus", type=Path)
     parser.add_argument("--code", type=Path)
     parser.add_argument("--conll", type=Path, default=DEFAULT_CONLL)
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/elmo-bench"))

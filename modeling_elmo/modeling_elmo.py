@@ -28,6 +28,10 @@ from .packed_sentences import pack_sentences
 from .padded_recurrence import is_exporting, padded_bilm_layers
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
 from .transformers_compat import PreTrainedModel, init
+
+# Transformers 4.x copies from a local folder only the modules that the loaded file itself imports (5.x: all it needs):
+# the line marked "4.x remote code" imports a module of `word_embedding_store`, so that a saved folder loads under 4.x.
+from .weight_snapshot import WeightSnapshot  # noqa: F401  (4.x remote code)
 from .word_embedding_store import WordEmbeddingCache, WordEmbeddingStore, stored_or_computed, word_keys
 
 
@@ -563,11 +567,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
             known = ", ".join(map(repr, ALL_ELMO_IMPLEMENTATIONS.names()))
             raise ValueError(f"Unknown implementation {name!r}: registered are {known} (or None for the default).")
         modules = [module for module in self.modules() if isinstance(module, (ElmoCharacterEncoder, ElmoLstmLayer))]
-        check = getattr(ALL_ELMO_IMPLEMENTATIONS.get_interface(name, ELMO_EAGER)[0], "check", None)
-        for module in modules if name is not None and check is not None else ():
-            check(module)  # an implementation may refuse a model it cannot run (before anything changes)
+        chosen = ALL_ELMO_IMPLEMENTATIONS.get_interface(name, ELMO_EAGER)[0]
+        for module in modules if name is not None and hasattr(chosen, "check") else ():
+            chosen.check(module)  # an implementation may refuse a model it cannot run (before anything changes)
         for module in modules:
-            ALL_ELMO_IMPLEMENTATIONS.release(module)
+            if hasattr(chosen, "release"):  # one that keeps weights per module replaces what another one kept
+                ALL_ELMO_IMPLEMENTATIONS.release(module)
             module.implementation = name
 
     def resize_token_embeddings(

@@ -7,6 +7,7 @@ import copy
 
 import pytest
 import torch
+from model_inputs import random_model
 from torch import nn
 from torch.export import Dim
 
@@ -20,16 +21,6 @@ from modeling_elmo import (
 from modeling_elmo.character_ids import word_to_char_ids
 from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
 
-TINY = dict(
-    char_embedding_dim=4,
-    char_filters=[[1, 4], [2, 8]],
-    num_highway_layers=1,
-    projection_dim=8,
-    lstm_cell_size=16,
-    num_hidden_layers=2,
-    max_characters_per_token=12,
-    lm_vocab_size=20,
-)
 SENTENCES = [["the", "bank", "closed"], ["river"], ["a", "café", "by", "the", "river"]]
 
 
@@ -83,17 +74,25 @@ def _batch(config: ElmoConfig) -> dict[str, torch.Tensor]:
     return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
-def _model(cls=ElmoModel, **config) -> nn.Module:
+@pytest.fixture
+def config(random_checkpoint) -> ElmoConfig:
+    """A small random model's config, with a language-model vocabulary for pretraining."""
+    config = random_model(random_checkpoint).config
+    config.lm_vocab_size = 20
+    return config
+
+
+def _model(config: ElmoConfig, cls: type[nn.Module] = ElmoModel) -> nn.Module:
     torch.manual_seed(0)
-    return cls(ElmoConfig(**{**TINY, **config})).eval()
+    return cls(config).eval()
 
 
 def _max_difference(left, right) -> float:
     return float(max((a - b).abs().max() for a, b in zip(left, right, strict=True)))
 
 
-def test_elmo_model_takes_it_by_name_and_is_close_to_the_reference(float64):
-    model = _model()
+def test_elmo_model_takes_it_by_name_and_is_close_to_the_reference(float64, config):
+    model = _model(config)
     batch = _batch(model.config)
     with torch.no_grad():
         expected = model(**batch, output_hidden_states=True).hidden_states
@@ -106,9 +105,9 @@ def test_elmo_model_takes_it_by_name_and_is_close_to_the_reference(float64):
     assert 0 < _max_difference(found, expected) <= 1e-5
 
 
-def test_a_registered_default_serves_models_that_chose_none(float64):
+def test_a_registered_default_serves_models_that_chose_none(float64, config):
     ALL_ELMO_IMPLEMENTATIONS.register("float64", float64, default=True)
-    model = _model()
+    model = _model(config)
     with torch.no_grad():
         model(**_batch(model.config))
     assert float64.calls["lstm_layer"] == model.config.num_hidden_layers
@@ -120,16 +119,16 @@ def test_a_registered_default_serves_models_that_chose_none(float64):
 
 
 @pytest.mark.parametrize("head", [ElmoForTokenClassification, ElmoForSequenceClassification])
-def test_heads_take_it(float64, head):
-    model = _model(head)
+def test_heads_take_it(float64, config, head):
+    model = _model(config, head)
     model.set_implementation("float64")
     with torch.no_grad():
         model(**_batch(model.config))
     assert float64.calls["lstm_layer"] == model.config.num_hidden_layers
 
 
-def test_pretraining_takes_it_and_gradients_take_the_reference(float64):
-    model = _model(ElmoForPreTraining)
+def test_pretraining_takes_it_and_gradients_take_the_reference(float64, config):
+    model = _model(config, ElmoForPreTraining)
     model.set_implementation("float64")
     windows = _batch(model.config)["input_ids"][:, :2]
     labels = torch.zeros(windows.shape[:2], dtype=torch.long)
@@ -141,8 +140,8 @@ def test_pretraining_takes_it_and_gradients_take_the_reference(float64):
     assert not float64.calls  # gradients needed: not supported, so the reference ran
 
 
-def test_export_takes_it(float64):
-    model = _model()
+def test_export_takes_it(float64, config):
+    model = _model(config)
     model.set_implementation("float64")
     batch = _batch(model.config)
     batch_dim, words = Dim("batch"), Dim("words")
@@ -164,8 +163,8 @@ def test_export_takes_it(float64):
     assert _max_difference(exported, expected) <= 1e-5
 
 
-def test_unknown_names_are_refused_and_change_nothing(float64):
-    model = _model()
+def test_unknown_names_are_refused_and_change_nothing(float64, config):
+    model = _model(config)
     model.set_implementation("float64")
     with pytest.raises(ValueError, match=r"Unknown implementation 'float32x': registered are .*'float64'"):
         model.set_implementation("float32x")
