@@ -6,8 +6,8 @@ An implementation is an object with the model's swappable functions: the charact
 (`linear(module, inputs)`, `max_pooled_convolution(conv, chars)`), one biLM layer's recurrence
 (`lstm_layer(layer, inputs, batch_sizes, initial_state)`, the arguments and results of `ElmoLstmLayer.forward`),
 `embeds_unique_words` (whether the character CNN runs once per distinct word, through the word stores) and
-`supports(module, inputs, needs_grad, exporting)`. Optional: `release(module)`, called when the model's choice
-changes (for one that keeps something per module, such as weights derived for it), and `check(module)`, which
+`supports(module, inputs, needs_grad, exporting)`. Optional: `release(module)`, called when a model chooses another
+implementation that keeps something per module (such as weights derived for it), and `check(module)`, which
 raises `ValueError` when a model that it cannot run chooses it. The reference functions live in `modeling_elmo.py`
 (`ElmoEagerImplementation`); `modeling_elmo.engine` registers the CPU inference engine's. A new implementation
 (CUDA, say) is one object registered here: `ALL_ELMO_IMPLEMENTATIONS.register("cuda", CudaImplementation(),
@@ -59,11 +59,11 @@ class ElmoImplementations:
         if name in self.defaults:
             self.defaults.remove(name)
 
-    def release(self, module: nn.Module) -> None:
-        """Let every implementation drop what it keeps for `module` (the model's choice is about to change)."""
+    def release(self, module: nn.Module, keep: ElmoImplementation | None = None) -> None:
+        """Let every implementation but `keep` drop what it keeps for `module` (the model's choice changes)."""
         for implementation in self._by_name.values():
             release = getattr(implementation, "release", None)
-            if release is not None:
+            if release is not None and implementation is not keep:
                 release(module)
 
     def names(self) -> list[str]:
@@ -73,9 +73,10 @@ class ElmoImplementations:
         return name in self._by_name
 
     def get_interface(self, name: str | None, default: ElmoImplementation) -> list[ElmoImplementation]:
-        """The candidates for a model's choice `name`, best first: that implementation, or without a choice the
-        registered defaults; `default` (the reference) last."""
-        names = [name] if name is not None else self.defaults
+        """The candidates for a model's choice `name`, best first: that implementation, then the registered
+        defaults, `default` (the reference) last. (An implementation that supports only part of the model, such as
+        the biLM's recurrence, leaves the rest to the defaults.)"""
+        names = dict.fromkeys([name, *self.defaults] if name is not None else self.defaults)
         return [self._by_name[key] for key in names if key in self._by_name] + [default]
 
 

@@ -404,11 +404,14 @@ class ElmoEagerImplementation:
 class ElmoReferenceImplementation(ElmoEagerImplementation):
     """
     The straightforward paths, for checking the others ("reference"): the character CNN on every word (no
-    deduplication, word cache or token-embedding table) and every LSTM layer's `forward_reference` (per step and
-    direction, in TensorFlow's formulation).
+    deduplication, word cache or token-embedding table; its products those of the default implementation) and every
+    LSTM layer's `forward_reference` (per step and direction, in TensorFlow's formulation).
     """
 
     embeds_unique_words = False
+
+    def supports(self, module: nn.Module, inputs: torch.Tensor, needs_grad: bool, exporting: bool) -> bool:
+        return isinstance(module, ElmoLstmLayer)
 
     @staticmethod
     def lstm_layer(
@@ -557,7 +560,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
         (`ALL_ELMO_IMPLEMENTATIONS.names()`): "eager" (the reference, PyTorch's products), "reference" (the
         straightforward paths, for checks: TensorFlow's per-step formulation, the character CNN on every word), and
         those of `modeling_elmo.engine` (docs/speed.md). `None`, the default, tries the registered defaults. A call
-        that the chosen implementation does not support (gradients, another device, export) runs the reference.
+        that the chosen implementation does not support (gradients, another device, export) runs the registered
+        defaults' or the reference.
 
             model.set_implementation("reference")
             expected = model(**batch, output_hidden_states=True).hidden_states
@@ -571,8 +575,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
         for module in modules if name is not None and hasattr(chosen, "check") else ():
             chosen.check(module)  # an implementation may refuse a model it cannot run (before anything changes)
         for module in modules:
-            if hasattr(chosen, "release"):  # one that keeps weights per module replaces what another one kept
-                ALL_ELMO_IMPLEMENTATIONS.release(module)
+            if hasattr(chosen, "release"):  # one that keeps weights per module replaces what the others kept
+                ALL_ELMO_IMPLEMENTATIONS.release(module, keep=chosen)
             module.implementation = name
 
     def resize_token_embeddings(

@@ -99,10 +99,11 @@ def compress_lstm_weights(model: ElmoModel, compression: str | None) -> None:
 
 @contextlib.contextmanager
 def reference_implementation(model: ElmoModel, enabled: bool = True) -> Iterator[None]:
-    """Within the block (if `enabled`), the "reference" implementation; the previous choice restored after."""
+    """Within the block, the "reference" implementation (if `enabled`; otherwise not: the default instead of it);
+    the previous choice restored after."""
     previous = model.bilm.layers[0].implementation
-    if enabled:
-        model.set_implementation("reference")
+    if enabled or previous == "reference":
+        model.set_implementation("reference" if enabled else None)
     try:
         yield
     finally:
