@@ -6,11 +6,12 @@ in a fresh process under `torch.inference_mode()`: the first call's seconds, the
 RSS, and a digest of the last call's outputs (all layers), so that settings and processes can be compared bit for
 bit. `--settings` lists implementation names for `model.set_implementation` ("-" for the model's default;
 `products/threads` pairs for `set_lstm_inference` of versions before it, "-" as threads for None);
-`--interleave` runs all `--settings` (implementation names) in one process instead, one call of each in turn for
-`--calls` rounds after one untimed call each, so that a machine whose load changes weighs on all alike (steady: the
-median of a setting's calls; peak RSS is then the process's, not a setting's); there `--versus DIR` adds the setting
-"versus": the default of another version's package folder (a copy of its `modeling_elmo/`, imported under the
-folder's own name), so that two versions alternate call by call in one process;
+`--interleave` runs all `--settings` (implementation names) in one process instead, one model each, one call of each
+in turn (the order rotating) for `--calls` rounds after one untimed call each, so that a machine whose load changes
+weighs on all alike (steady: the median of a setting's calls, and the median over the rounds of its time over the
+first setting's; peak RSS is then the process's); there `--versus DIR` adds the setting "versus": the default of
+another version's package folder (a copy of its `modeling_elmo/`, imported under the folder's own name), so that two
+versions alternate call by call in one process;
 `--busy` runs them again beside a busy process (a Python loop keeping one CPU busy), `--omp-passive` again with
 `OMP_WAIT_POLICY=PASSIVE` beside it. `--concurrent` also calls the model from 4 Python threads at once and reports
 whether each got the serial call's bits. `--code DIR` imports `modeling_elmo` from DIR (a checkout of an older
@@ -74,33 +75,42 @@ def worker(args: argparse.Namespace) -> dict:
 
 
 def interleaved_worker(args: argparse.Namespace) -> dict:
-    """All settings (implementation names, "-" for the default) in this process, one call of each in turn: per
-    setting the median seconds and the outputs' digest."""
+    """All settings (implementation names, "-" for the default) in this process, one model each, one call of each in
+    turn, the order rotating from round to round: per setting the median seconds, the median over the rounds of its
+    time over the first setting's, and the outputs' digest."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 
     import modeling_elmo  # noqa: F401  (registers the Auto classes and the implementations)
 
     tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
-    model = AutoModel.from_pretrained(args.model_dir).eval()
+    settings = args.setting.split("+")
+    models = {setting: AutoModel.from_pretrained(args.model_dir).eval() for setting in settings}
+    for setting, model in models.items():
+        model.set_implementation(None if setting == "-" else setting)
+    if args.versus:
+        settings.append("versus")
+        models["versus"] = _versus_model(args.versus, args.model_dir)
     batch = tokenizer(
         load_corpus(args.conll)[: args.batch_size], is_split_into_words=True, padding=True, return_tensors="pt"
     )
-    settings = args.setting.split("+") + ["versus"] * bool(args.versus)
-    versus = _versus_model(args.versus, args.model_dir) if args.versus else None
     seconds, digests = {setting: [] for setting in settings}, {}
     with torch.inference_mode():
         for round_number in range(args.calls + 1):
-            for setting in settings:
-                if setting != "versus":
-                    model.set_implementation(None if setting == "-" else setting)
+            shift = round_number % len(settings)
+            for setting in settings[shift:] + settings[:shift]:
                 start = time.perf_counter()
-                layers = (versus if setting == "versus" else model)(**batch, output_hidden_states=True).hidden_states
+                layers = models[setting](**batch, output_hidden_states=True).hidden_states
                 if round_number:  # the first round is the untimed warm-up
                     seconds[setting].append(time.perf_counter() - start)
                 digests[setting] = _digest(layers)
+    first = settings[0]  # per round, each setting's time over the first one's: steadier than the medians under load
     return {
-        setting: {"steady_s": round(statistics.median(values), 3), "digest": digests[setting]}
+        setting: {
+            "steady_s": round(statistics.median(values), 3),
+            f"over_{first}": round(statistics.median(a / b for a, b in zip(values, seconds[first], strict=True)), 3),
+            "digest": digests[setting],
+        }
         for setting, values in seconds.items()
     } | {"peak_rss_mib": round(_peak_rss_mib()), "load_average": os.getloadavg()}
 

@@ -26,6 +26,7 @@ from typing import TypeVar
 
 import torch
 
+from ..elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
 from ..weight_snapshot import WeightSnapshot
 from .compressed_linear import WEIGHT_COMPRESSIONS, compressed_linear, compressed_linear_applies
 from .cpu_linear import LinearFn, onednn_linear, onednn_linear_applies
@@ -321,6 +322,7 @@ def tuned_call(model: torch.nn.Module, compute: Callable[[], Result], attention_
     come here (a repeated call would advance them).
     """
     layer = model.bilm.layers[0]
+    implementation = ALL_ELMO_IMPLEMENTATIONS.get_interface(layer.implementation, None)[0]
     counts = thread_counts(torch.get_num_threads())
     if (
         torch.is_grad_enabled()
@@ -332,8 +334,9 @@ def tuned_call(model: torch.nn.Module, compute: Callable[[], Result], attention_
     rows, words = attention_mask.shape[0], int(attention_mask.sum()) + 2 * attention_mask.shape[0]
     shapes = tuple(tuple(parameter.shape) for parameter in model.parameters())
     shape_key = (tuple(layer.weight_hh.shape), tuple(layer.weight_proj.shape), layer.weight_hh.dtype)
-    key = ("call", shape_key, shapes, layer.implementation, rows_bucket(rows))
-    if not same_results_at((*key, counts), counts, lambda: [lambda: list(compute())]):
+    key = ("call", shape_key, shapes, getattr(implementation, "compression", None), rows_bucket(rows))
+    products = getattr(implementation, "products", None)
+    if not same_results_at((*key, counts, products), counts, lambda: [lambda: list(compute())]):
         return compute()
     with THREAD_CHOOSER.run((*key, rows_bucket(attention_mask.shape[1])), words):
         return compute()
