@@ -336,10 +336,17 @@ def tuned_call(model: torch.nn.Module, compute: Callable[[], Result], attention_
     shape_key = (tuple(layer.weight_hh.shape), tuple(layer.weight_proj.shape), layer.weight_hh.dtype)
     key = ("call", shape_key, shapes, getattr(implementation, "compression", None), rows_bucket(rows))
     products = getattr(implementation, "products", None)
-    if not same_results_at((*key, counts, products), counts, lambda: [lambda: list(compute())]):
+    if not same_results_at((*key, counts, products), counts, lambda: [lambda: _output_tensors(compute())]):
         return compute()
     with THREAD_CHOOSER.run((*key, rows_bucket(attention_mask.shape[1])), words):
         return compute()
+
+
+def _output_tensors(output: object) -> list[torch.Tensor]:
+    """The tensors of a model's output (a `ModelOutput` or a tuple), tuples of layers flattened."""
+    values = output.to_tuple() if hasattr(output, "to_tuple") else output
+    flat = [item for value in values for item in (value if isinstance(value, tuple) else (value,))]
+    return [item for item in flat if isinstance(item, torch.Tensor)]
 
 
 def check_settings(products: str, threads: int | str | None, compression: str | None) -> None:
