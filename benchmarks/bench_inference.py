@@ -9,9 +9,9 @@ default path measures its step products and, on one call each, its thread counts
 `warm_up_tok_s`) and the sentences in corpus order. Timed: tokenizer + forward with all
 layers (`output_hidden_states=True`) under `torch.inference_mode()`, `--repeats` passes over the setting's sentences;
 the median pass is reported, with the range of the passes (the machine's memory bandwidth is shared, so single passes
-vary). Paths: `fast` (default model), `fast-int8` / `fast-bf16` (`model.compress_lstm_weights("int8" | "bf16")`:
+vary). Paths: `fast` (default model), `fast-int8` / `fast-bf16` (`model.set_implementation("cpu_int8" | "cpu_bf16")`:
 recurrent and projection weights compressed, derived in the untimed warm-up), `fast-cache`
-(`model.enable_word_cache()`, empty when the timing starts), `reference` (`with model.reference_implementation()`),
+(`model.set_word_cache()`, empty when the timing starts), `reference` (`model.set_implementation("reference")`),
 `onnx` (onnxruntime, `--threads` intra-op threads, on the model exported by `elmo-export-onnx`'s code, once, to
 `<model dir>.onnx`; listed when onnxruntime is installed). The `--busy-paths` (default `fast` and `onnx`) are also
 timed with a competing busy process (a Python loop keeping one CPU busy) running beside the worker: the rows
@@ -152,7 +152,9 @@ def worker_speed(args: argparse.Namespace) -> dict:
 
     tokenizer, model = _load(args.model_dir, args.threads)
     if args.path in COMPRESSED_PATHS:
-        model.compress_lstm_weights(COMPRESSED_PATHS[args.path])  # the copies are made in the untimed warm-up
+        model.set_implementation(f"cpu_{COMPRESSED_PATHS[args.path]}")  # the copies are made in the untimed warm-up
+    if args.path == "reference":
+        model.set_implementation("reference")
     if args.path == "onnx":
         session = _onnx_session(args, model)
     rss_after_load = _peak_rss_mib()
@@ -169,7 +171,7 @@ def worker_speed(args: argparse.Namespace) -> dict:
     passes, warm_up = [], []
     busy = busy_process() if args.busy else None
     try:
-        with torch.inference_mode(), model.reference_implementation(enabled=args.path == "reference"):
+        with torch.inference_mode():
             # untimed: in its first calls of a size class the default path measures its step products and thread
             # counts (each count on one call); steady-state speed is what the ceilings compare with
             for _ in range(WARM_UP_PASSES):
@@ -179,7 +181,7 @@ def worker_speed(args: argparse.Namespace) -> dict:
                 warm_up.append(time.perf_counter() - start)
             for _ in range(args.repeats):
                 if args.path == "fast-cache":
-                    model.enable_word_cache(100_000)  # a new, empty cache: filled by the timed batches only
+                    model.set_word_cache(100_000)  # a new, empty cache: filled by the timed batches only
                 start = time.perf_counter()
                 for batch in batches:
                     run(batch)
@@ -202,7 +204,7 @@ def worker_speed(args: argparse.Namespace) -> dict:
 
 def worker_compare(args: argparse.Namespace) -> dict:
     """
-    Float32 and compressed weights side by side in one process: one model per kind (`compress_lstm_weights`), each
+    Float32 and compressed weights side by side in one process: one model per kind (`cpu_int8`, `cpu_bf16`), each
     batch run by every kind in turn (the order rotating from batch to batch), forward only (the batch is tokenized
     once), `--repeats` passes. Per kind: words/s of every pass; per compressed kind: its speedup over float32 in
     every pass (the kinds of a pass saw the same machine, so the ratio is steadier than separate runs).
@@ -214,7 +216,7 @@ def worker_compare(args: argparse.Namespace) -> dict:
     models = {"fp32": float32}
     for compression in COMPRESSED_PATHS.values():
         models[compression] = AutoModel.from_pretrained(args.model_dir, dtype=torch.float32).eval()
-        models[compression].compress_lstm_weights(compression)
+        models[compression].set_implementation(f"cpu_{compression}")
     sentences = setting_sentences(args.conll, args.sentences)
     batches = [
         tokenizer(sentences[i : i + args.batch_size], is_split_into_words=True, padding=True, return_tensors="pt")
@@ -267,9 +269,19 @@ def busy_process() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
+def _use_engine(model, products: str, threads: int | str | None) -> None:
+    """Run `model` on the CPU engine with these settings (a `CpuImplementation` registered under its own name)."""
+    from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
+    from modeling_elmo.engine import CpuImplementation
+
+    name = f"bench:{products}/{threads}"
+    ALL_ELMO_IMPLEMENTATIONS.register(name, CpuImplementation(products, threads))
+    model.set_implementation(name)
+
+
 def worker_choice(args: argparse.Namespace) -> dict:
     """
-    The automatic inference choices (`set_lstm_inference("auto", "auto")`, opt-in) and the default (`bmm`, the
+    The automatic inference choices (products and threads "auto", opt-in) and the default (`bmm`, the
     threads as set) against every fixed choice the automatic ones pick from (oneDNN or `bmm` products x `--threads`
     or 1 thread for the whole call), in one process: per input (batch 1:
     sentences one at a time; batch 64; one `--long-sentence`-word sentence), two untimed warm-up passes of every
@@ -279,7 +291,7 @@ def worker_choice(args: argparse.Namespace) -> dict:
     """
     import torch
 
-    from modeling_elmo.cpu_linear import onednn_linear_applies
+    from modeling_elmo.engine.cpu_linear import onednn_linear_applies
 
     tokenizer, model = _load(args.model_dir, args.threads)
     products = ["onednn", "bmm"] if onednn_linear_applies(torch.zeros(1), torch.zeros(1)) else ["bmm"]
@@ -292,7 +304,7 @@ def worker_choice(args: argparse.Namespace) -> dict:
         """The default (`--threads`), the automatic choice (`--threads` at most) or a fixed choice: that many threads
         for all of a call."""
         torch.set_num_threads(args.threads if threads in ("auto", None) else threads)
-        model.set_lstm_inference(products, threads)
+        _use_engine(model, products, threads)
 
     def encode(sentences: list[list[str]]) -> dict:
         return tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
@@ -332,7 +344,7 @@ def worker_accuracy(args: argparse.Namespace) -> dict:
     """
     Max abs differences of all layers: fast vs reference path in float32, both against the reference path computed in
     float64 (the exact values up to float64 rounding), bfloat16 (fast path) vs float32, and the fast path with
-    compressed recurrent and projection weights (`compress_lstm_weights`) vs float32 and vs the float64 reference.
+    compressed recurrent and projection weights (`cpu_int8`, `cpu_bf16`) vs float32 and vs the float64 reference.
     """
     import torch
 
@@ -342,15 +354,16 @@ def worker_accuracy(args: argparse.Namespace) -> dict:
 
     def layers(reference: bool, dtype: torch.dtype) -> tuple:
         model.to(dtype)
-        with torch.inference_mode(), model.reference_implementation(enabled=reference):
+        model.set_implementation("reference" if reference else None)
+        with torch.inference_mode():
             return model(**encoded, output_hidden_states=True).hidden_states
 
     fast, reference = layers(False, torch.float32), layers(True, torch.float32)
     compressed = {}
     for compression in COMPRESSED_PATHS.values():
-        model.compress_lstm_weights(compression)
-        compressed[compression] = layers(False, torch.float32)
-    model.compress_lstm_weights(None)
+        model.set_implementation(f"cpu_{compression}")
+        with torch.inference_mode():
+            compressed[compression] = model(**encoded, output_hidden_states=True).hidden_states
     exact, low = layers(True, torch.float64), layers(False, torch.bfloat16)
 
     def difference(left, right) -> float:
@@ -435,22 +448,22 @@ def worker_ceilings(args: argparse.Namespace) -> dict:
     """
     import torch
 
-    from modeling_elmo.cpu_linear import onednn_linear_applies
+    from modeling_elmo.engine.cpu_linear import onednn_linear_applies
+    from modeling_elmo.engine.lstm_engine import LstmEngine
 
     _, model = _load(args.model_dir, args.threads)
     config, layers = model.config, list(model.bilm.layers)
     onednn = onednn_linear_applies(layers[0].weight_hh, torch.zeros(1))
     cells, projection = config.lstm_cell_size, config.projection_dim
-    block_rows = layers[0].engine.INPUT_GATE_BLOCK_ROWS
+    block_rows = LstmEngine.INPUT_GATE_BLOCK_ROWS
     generator = torch.Generator().manual_seed(0)
     inputs = torch.randn(2, max(block_rows, args.max_rows), projection, generator=generator)  # (2, rows, P)
     cell_outputs = torch.randn(2, args.max_rows, cells, generator=generator) * 0.5  # (2, rows, C)
 
     def linear_sets(compression: str | None, products: str = "auto") -> list:
-        model.compress_lstm_weights(compression)
-        model.set_lstm_inference(products)
+        engine = LstmEngine(products, compression=compression)
         # per layer: [(directions, products)]
-        return [layer.engine._linear_sets(layer, inputs, args.max_rows)[1] for layer in layers]
+        return [engine._linear_sets(layer, inputs, args.max_rows)[1] for layer in layers]
 
     def one_step(sets: list, rows: int) -> None:
         for layer_sets in sets:
@@ -495,8 +508,6 @@ def worker_ceilings(args: argparse.Namespace) -> dict:
             for kind, kind_sets in kinds.items():
                 one_row_times[kind].append(_time_ms(lambda sets=kind_sets: one_step(sets, 1), 1))
         one_row_ms = {kind: statistics.median(times) for kind, times in one_row_times.items()}
-        model.compress_lstm_weights(None)
-        model.set_lstm_inference()
     return {
         "cpu": cpu_description(),
         "products": {rows: fastest[rows] for rows in grid},

@@ -39,6 +39,7 @@ def register_auto_classes() -> None:
         AutoModelForTokenClassification,
     )
 
+    from . import engine  # noqa: F401  (registers the CPU inference engine's implementations)
     from .transformers_compat import register_tokenizer
 
     for name, module in _EXPORTS.items():

@@ -2,14 +2,14 @@
 PyTorch ELMo (Peters et al., 2018, "Deep contextualized word representations"): the character CNN, the bidirectional
 LSTM language model with projection (biLM) and the scalar mixes of its layers (`ElmoModel`), with heads for token and
 sequence classification and for (continued) pretraining, for users of Transformers (the Auto classes, `Trainer`,
-pipelines, remote code). Each block names its counterpart in bilm-tf (variable scopes) and AllenNLP (classes). The CPU
-inference engines (`char_cnn_engine`, `lstm_engine`) and the export path (`padded_recurrence`) live in their own
-modules, each reached through one switch.
+pipelines, remote code). Each block names its counterpart in bilm-tf (variable scopes) and AllenNLP (classes). The
+math that an implementation may replace is the reference implementation here (`ElmoEagerImplementation`: the
+character CNN's products and a biLM layer's recurrence); others are registered by name in `elmo_implementations`
+(the CPU inference engine, `modeling_elmo.engine`) and chosen in one place (`resolve_implementation`). The export
+path (`padded_recurrence`) scans the same cell over padded batches.
 """
 
-import contextlib
-import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -19,21 +19,18 @@ from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassif
 from transformers.utils import ModelOutput
 from transformers.utils.generic import can_return_tuple
 
-# Transformers 4.x copies from a local folder only the modules that the loaded file itself imports (5.x: all it needs):
-# the lines marked "4.x remote code" import the engines' own modules, so that a saved folder loads under 4.x too.
-from .char_cnn_engine import CharCnnEngine
 from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
-from .compressed_linear import compressed_linear  # noqa: F401  (4.x remote code)
 from .configuration_elmo import ElmoConfig
-from .cpu_linear import onednn_linear  # noqa: F401  (4.x remote code)
 from .crf import LinearChainCrf, bio_constraints
-from .lstm_engine import LstmEngine, LstmInferenceMixin, run_call
+from .elmo_implementations import ALL_ELMO_IMPLEMENTATIONS, ElmoImplementation, resolve_implementation
 from .lstm_states import ElmoLstmStates, LstmState, check_states
 from .packed_sentences import pack_sentences
 from .padded_recurrence import is_exporting, padded_bilm_layers
-from .recurrence_tuning import num_threads  # noqa: F401  (4.x remote code)
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
 from .transformers_compat import PreTrainedModel, init
+
+# Transformers 4.x copies from a local folder only the modules that the loaded file itself imports (5.x: all it needs):
+# the line marked "4.x remote code" imports a module of `word_embedding_store`, so that a saved folder loads under 4.x.
 from .weight_snapshot import WeightSnapshot  # noqa: F401  (4.x remote code)
 from .word_embedding_store import WordEmbeddingCache, WordEmbeddingStore, stored_or_computed, word_keys
 
@@ -92,28 +89,6 @@ class ElmoForPreTrainingOutput(ModelOutput):
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
 
 
-class ElmoCharCnnProducts:
-    """
-    The products of the character CNN as PyTorch computes them: the reference, which also serves gradients. The
-    blocks take their products from here or, for inference, from `ElmoCharacterEncoder.engine`
-    (`char_cnn_engine.CharCnnEngine`), which offers the same two.
-    """
-
-    @staticmethod
-    def linear(module: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
-        """`module(inputs)`: (..., in_features) -> (..., out_features)."""
-        return module(inputs)
-
-    @staticmethod
-    def max_pooled_convolution(conv: nn.Conv1d, chars: torch.Tensor) -> torch.Tensor:
-        """`conv` over `chars` (num_words, num_chars, char_embedding_dim), max-pooled over positions: (num_words,
-        num_filters)."""
-        return conv(chars.transpose(1, 2)).max(dim=-1).values
-
-
-CharCnnProducts = type[ElmoCharCnnProducts] | CharCnnEngine  # what the character CNN's blocks take products from
-
-
 class ElmoHighwayGate(nn.Linear):
     """The transform gate's linear map of a highway layer, bilm-tf's `CNN_high_{i}/W_carry`, `b_carry` (its bias
     starts at -2: a new layer starts close to the identity)."""
@@ -132,10 +107,10 @@ class ElmoHighway(nn.Module):
         self.transform_gate = ElmoHighwayGate(size, size)
         self.transform = nn.Linear(size, size)
 
-    def forward(self, hidden: torch.Tensor, products: CharCnnProducts = ElmoCharCnnProducts) -> torch.Tensor:
-        """`hidden`: (num_words, size) -> (num_words, size), the linear maps computed by `products.linear`."""
-        gate = torch.sigmoid(products.linear(self.transform_gate, hidden))
-        return gate * torch.relu(products.linear(self.transform, hidden)) + (1 - gate) * hidden
+    def forward(self, hidden: torch.Tensor, implementation: ElmoImplementation) -> torch.Tensor:
+        """`hidden`: (num_words, size) -> (num_words, size), the linear maps computed by `implementation.linear`."""
+        gate = torch.sigmoid(implementation.linear(self.transform_gate, hidden))
+        return gate * torch.relu(implementation.linear(self.transform, hidden)) + (1 - gate) * hidden
 
 
 class ElmoCharacterProjection(nn.Linear):
@@ -150,6 +125,20 @@ class ElmoCharacterProjection(nn.Linear):
         return self.in_features == self.out_features
 
 
+def boundary_char_rows(config: ElmoConfig) -> list[list[int]]:
+    """Input ids of the sentence boundary tokens `<S>` and `</S>` the model inserts: 2 rows of `input_ids_width`."""
+    size = config.max_characters_per_token
+    if config.char_input == "bytes":
+        rows = [word_to_char_ids(BOS_TOKEN, size), word_to_char_ids(EOS_TOKEN, size)]
+    else:
+        rows = [
+            ids + [config.char_padding_id] * (size - len(ids)) for ids in (config.bos_char_ids, config.eos_char_ids)
+        ]
+    if config.has_word_embeddings:
+        rows = [rows[0] + [config.bos_word_id], rows[1] + [config.eos_word_id]]
+    return rows
+
+
 class ElmoCharacterEncoder(nn.Module):
     """
     Context-independent word embeddings from characters (AllenNLP's `_ElmoCharacterEncoder`): the character embedding
@@ -158,9 +147,9 @@ class ElmoCharacterEncoder(nn.Module):
     `projection_dim` (`CNN_proj`). ELMoForManyLangs models add a word embedding, whose vector comes before the
     character features in the projection.
 
-    `forward` takes its products from `engine` (the CPU inference engine, `char_cnn_engine.CharCnnEngine`; `None`
-    disables it) when it applies, on a CPU when no gradient is needed, and from `ElmoCharCnnProducts` otherwise.
-    `embed_words` runs it once per distinct word, through the optional token-embedding table and word cache.
+    `forward` takes its products from the implementation `resolve_implementation` picks for the call (`implementation`:
+    the model's choice, see `ElmoPreTrainedModel.set_implementation`). `embed_words` runs it once per distinct word,
+    through the optional token-embedding table and word cache.
     """
 
     WORDS_PER_CHUNK = 256  # words per char-CNN call in `embed_words`: bounds the convolution buffers
@@ -182,7 +171,8 @@ class ElmoCharacterEncoder(nn.Module):
         self.highways = nn.ModuleList(ElmoHighway(config.num_char_filters) for _ in range(config.num_highway_layers))
         self.projection = ElmoCharacterProjection(config.token_features, config.projection_dim)
         self.max_filter_width = max(width for width, _ in config.char_filters)
-        self.engine: CharCnnEngine | None = CharCnnEngine()
+        self.boundary_rows = boundary_char_rows(config)
+        self.implementation: str | None = None  # the model's choice (`ElmoPreTrainedModel.set_implementation`)
         self.token_embedding_table: WordEmbeddingStore | None = None
         self.word_cache: WordEmbeddingCache | None = None
 
@@ -193,16 +183,14 @@ class ElmoCharacterEncoder(nn.Module):
         """
         char_ids, word_ids = self.split_word_ids(token_ids)
         chars = self.char_embeddings(char_ids)  # (num_words, num_chars, char_embedding_dim)
-        products: CharCnnProducts = ElmoCharCnnProducts
-        if self.engine is not None and self.engine.applies(self, chars):
-            products = self.engine
-        pooled = [products.max_pooled_convolution(conv, chars) for conv in self.convolutions]
+        implementation = resolve_implementation(self.implementation, self, chars, ELMO_EAGER)
+        pooled = [implementation.max_pooled_convolution(conv, chars) for conv in self.convolutions]
         hidden = self.activation(torch.cat(pooled, dim=-1))  # (num_words, num_char_filters)
         for highway in self.highways:
-            hidden = highway(hidden, products)
+            hidden = highway(hidden, implementation)
         if word_ids is not None:
             hidden = torch.cat([self.word_embeddings(word_ids), hidden], dim=-1)
-        return products.linear(self.projection, hidden)
+        return implementation.linear(self.projection, hidden)
 
     def split_word_ids(self, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """`token_ids` (..., columns) -> the character ids (..., chars) and, with a word embedding, the word ids
@@ -215,8 +203,11 @@ class ElmoCharacterEncoder(nn.Module):
         """
         `forward` computed once per distinct word: `char_ids` (num_words, `config.input_ids_width`) -> (num_words,
         projection_dim). Without autograd and autocast, words found in `token_embedding_table` or `word_cache` skip
-        the CNN and new ones are added to the cache.
+        the CNN and new ones are added to the cache. An implementation without `embeds_unique_words` (the
+        "reference") runs `forward` on every word.
         """
+        if not ALL_ELMO_IMPLEMENTATIONS.get_interface(self.implementation, ELMO_EAGER)[0].embeds_unique_words:
+            return self(char_ids)
         unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
         if torch.is_grad_enabled() or torch.is_autocast_enabled(char_ids.device.type):  # stores hold exact rows
             return self._embed_by_length(unique)[inverse]
@@ -245,9 +236,9 @@ class ElmoCharacterEncoder(nn.Module):
             chunks.append(self(torch.cat(columns, dim=1)))
         return torch.cat(chunks)[order.argsort()]
 
-    def enable_word_cache(self, max_words: int) -> None:
-        """Keep the embeddings of up to `max_words` recently seen words between inference calls (LRU)."""
-        self.word_cache = WordEmbeddingCache(capacity=max_words)
+    def boundary_char_ids(self, device: torch.device) -> torch.Tensor:
+        """Input ids of the sentence boundary tokens `<S>` and `</S>` the model inserts: (2, `input_ids_width`)."""
+        return torch.tensor(self.boundary_rows, device=device)
 
 
 class ElmoLstmLayer(GradientCheckpointingLayer):
@@ -263,12 +254,13 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
     `torch.nn.utils.rnn.PackedSequence`): step `t` owns rows `offsets[t] : offsets[t] + batch_sizes[t]`, so padding
     is never computed.
 
-    `forward` runs the reference recurrence (`recurrence`), unless `engine` (the CPU inference engine,
-    `lstm_engine.LstmEngine`; `None` disables it) applies: on a CPU when no gradient is needed. Both step with `cell`.
+    `forward` runs the `lstm_layer` of the implementation `resolve_implementation` picks for the call
+    (`implementation`: the model's choice): the reference recurrence (`recurrence`) or another one, each stepping
+    with `cell`.
 
     Gradient checkpointing (`model.activation_checkpointing_enable()`) recomputes a layer's forward in the backward
-    pass. With `use_reentrant=True` the first pass runs without autograd, so it takes the inference engine: its
-    outputs and the gradients then differ from an unchecked run by float32 rounding.
+    pass. With `use_reentrant=True` the first pass runs without autograd, so it may take an inference implementation:
+    its outputs and the gradients then differ from an unchecked run by float32 rounding.
     """
 
     def __init__(self, config: ElmoConfig):
@@ -281,7 +273,7 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self.cell_clip = config.cell_clip
         self.proj_clip = config.proj_clip
         self.forget_bias = config.lstm_forget_bias
-        self.engine: LstmEngine | None = LstmEngine()
+        self.implementation: str | None = None  # the model's choice (`ElmoPreTrainedModel.set_implementation`)
 
     def gate_bias(self) -> torch.Tensor:
         """The bias the gates get, (2, 4 * cell_size): `bias` with `forget_bias` added to the forget gate."""
@@ -350,8 +342,13 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
             outputs (2, num_packed, proj_size) and the final state (sorted rows), each row's state after its last
             step.
         """
-        if self.engine is not None and self.engine.applies(self, inputs):
-            return self.engine.run(self, inputs, batch_sizes, initial_state)
+        implementation = resolve_implementation(self.implementation, self, inputs, ELMO_EAGER)
+        return implementation.lstm_layer(self, inputs, batch_sizes, initial_state)
+
+    def forward_eager(
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
+        """`forward` by the reference recurrence, the input-to-gate products of all steps at once."""
         bias = self.gate_bias().unsqueeze(1)
 
         def compute_gates(step_input_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
@@ -374,6 +371,60 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         return self.recurrence(inputs, compute_gates, batch_sizes, initial_state)
 
 
+class ElmoEagerImplementation:
+    """
+    The reference implementation ("eager"): the character CNN's products as PyTorch computes them and a biLM layer's
+    recurrence by `ElmoLstmLayer.forward_eager`; differentiable, on any device. It serves every call that no
+    registered implementation supports (gradients, other devices, export).
+    """
+
+    embeds_unique_words = True
+
+    def supports(self, module: nn.Module, inputs: torch.Tensor, needs_grad: bool, exporting: bool) -> bool:
+        return True
+
+    @staticmethod
+    def linear(module: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
+        """`module(inputs)`: (..., in_features) -> (..., out_features)."""
+        return module(inputs)
+
+    @staticmethod
+    def max_pooled_convolution(conv: nn.Conv1d, chars: torch.Tensor) -> torch.Tensor:
+        """`conv` over `chars` (num_words, num_chars, char_embedding_dim), max-pooled over positions: (num_words,
+        num_filters)."""
+        return conv(chars.transpose(1, 2)).max(dim=-1).values
+
+    @staticmethod
+    def lstm_layer(
+        layer: ElmoLstmLayer, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
+        return layer.forward_eager(inputs, batch_sizes, initial_state)
+
+
+class ElmoReferenceImplementation(ElmoEagerImplementation):
+    """
+    The straightforward paths, for checking the others ("reference"): the character CNN on every word (no
+    deduplication, word cache or token-embedding table; its products those of the default implementation) and every
+    LSTM layer's `forward_reference` (per step and direction, in TensorFlow's formulation).
+    """
+
+    embeds_unique_words = False
+
+    def supports(self, module: nn.Module, inputs: torch.Tensor, needs_grad: bool, exporting: bool) -> bool:
+        return isinstance(module, ElmoLstmLayer)
+
+    @staticmethod
+    def lstm_layer(
+        layer: ElmoLstmLayer, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
+        return layer.forward_reference(inputs, batch_sizes, initial_state)
+
+
+ELMO_EAGER = ElmoEagerImplementation()
+ALL_ELMO_IMPLEMENTATIONS.register("eager", ELMO_EAGER)
+ALL_ELMO_IMPLEMENTATIONS.register("reference", ElmoReferenceImplementation())
+
+
 class ElmoBiLm(nn.Module):
     """
     The biLM: the stack of `ElmoLstmLayer`s over packed sequences (bilm-tf's `MultiRNNCell` of each direction,
@@ -394,7 +445,6 @@ class ElmoBiLm(nn.Module):
         inputs: torch.Tensor,
         batch_sizes: list[int],
         initial_states: list[LstmState],
-        reference: bool = False,
         layer_inputs: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, list[LstmState]]:
         """
@@ -404,7 +454,6 @@ class ElmoBiLm(nn.Module):
             batch_sizes: active rows per time step (non-increasing).
             initial_states: per layer, hidden (2, batch, projection_dim) and cell (2, batch, lstm_cell_size), in the
                 packed row order.
-            reference: run every layer's `forward_reference` instead of its fast path.
             layer_inputs: called with each layer's inputs (the token embeddings, then every layer's outputs but the
                 top one's) before the layer reads them, and returns what it reads (the same values): lets a caller
                 keep every layer and put it on the autograd path.
@@ -419,9 +468,7 @@ class ElmoBiLm(nn.Module):
                 inputs = layer_inputs(inputs)
             if self.dropout and self.training:
                 inputs = nn.functional.dropout(inputs, self.dropout)
-            outputs, final_state = (layer.forward_reference if reference else layer)(
-                inputs, batch_sizes, initial_states[index]
-            )
+            outputs, final_state = layer(inputs, batch_sizes, initial_states[index])
             if self.use_skip_connections and index > 0:
                 outputs = outputs + inputs
             final_states.append(final_state)
@@ -506,6 +553,32 @@ class ElmoPreTrainedModel(PreTrainedModel):
         """As in [`PreTrainedModel`], but always with the current parameter names, whatever names were loaded."""
         return super().save_pretrained(*args, save_original_format=save_original_format, **kwargs)
 
+    def set_implementation(self, name: str | None = None) -> None:
+        """
+        Choose the implementation of the character CNN's products and the biLM's recurrence for every call of this
+        model (its biLM, heads and pretraining alike), by a name registered in `elmo_implementations`
+        (`ALL_ELMO_IMPLEMENTATIONS.names()`): "eager" (the reference, PyTorch's products), "reference" (the
+        straightforward paths, for checks: TensorFlow's per-step formulation, the character CNN on every word), and
+        those of `modeling_elmo.engine` (docs/speed.md). `None`, the default, tries the registered defaults. A call
+        that the chosen implementation does not support (gradients, another device, export) runs the registered
+        defaults' or the reference.
+
+            model.set_implementation("reference")
+            expected = model(**batch, output_hidden_states=True).hidden_states
+            model.set_implementation(None)
+        """
+        if name is not None and name not in ALL_ELMO_IMPLEMENTATIONS:
+            known = ", ".join(map(repr, ALL_ELMO_IMPLEMENTATIONS.names()))
+            raise ValueError(f"Unknown implementation {name!r}: registered are {known} (or None for the default).")
+        modules = [module for module in self.modules() if isinstance(module, (ElmoCharacterEncoder, ElmoLstmLayer))]
+        chosen = ALL_ELMO_IMPLEMENTATIONS.get_interface(name, ELMO_EAGER)[0]
+        for module in modules if name is not None and hasattr(chosen, "check") else ():
+            chosen.check(module)  # an implementation may refuse a model it cannot run (before anything changes)
+        for module in modules:
+            if hasattr(chosen, "release"):  # one that keeps weights per module replaces what the others kept
+                ALL_ELMO_IMPLEMENTATIONS.release(module, keep=chosen)
+            module.implementation = name
+
     def resize_token_embeddings(
         self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
     ) -> nn.Embedding:
@@ -558,7 +631,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 init.zeros_(parameter)
 
 
-class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
+class ElmoModel(ElmoPreTrainedModel):
     r"""
     The ELMo biLM. Takes character ids `(batch_size, num_words, max_characters_per_token)` from [`ElmoTokenizer`]
     and returns every layer's contextual word vectors, without the sentence boundary tokens that it adds inside.
@@ -586,25 +659,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         num_mixes = config.num_output_representations if add_scalar_mixes else 0
         self.scalar_mixes = nn.ModuleList(ElmoScalarMix(config) for _ in range(num_mixes))
         self._lstm_states = ElmoLstmStates(config)  # carried between calls when `config.stateful`
-        self._reference_implementation = False
         self.post_init()
-
-    @contextlib.contextmanager
-    def reference_implementation(self, enabled: bool = True) -> Iterator[None]:
-        """
-        Within the block (if `enabled`), `forward` takes the straightforward paths, for checking the fast ones: the
-        character CNN on every word (no deduplication, word cache or token-embedding table) and every LSTM layer's
-        `forward_reference` (per step and direction, in TensorFlow's formulation). On leaving the block, also through
-        an exception, the previous choice is restored.
-
-            with model.reference_implementation():
-                expected = model(**batch, output_hidden_states=True).hidden_states
-        """
-        previous, self._reference_implementation = self._reference_implementation, enabled
-        try:
-            yield
-        finally:
-            self._reference_implementation = previous
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.char_encoder.char_embeddings
@@ -616,18 +671,14 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         """Forget the LSTM states carried between calls in stateful mode."""
         self._lstm_states.reset()
 
-    def enable_word_cache(self, max_words: int = 100_000) -> None:
+    def set_word_cache(self, max_words: int | None = 100_000) -> None:
         """
         Opt-in for inference: keep the character-CNN embeddings of up to `max_words` recently seen distinct words
-        between calls (LRU), so repeated words skip the CNN. Results are unchanged: every call compares the character
-        encoder's weights with a copy of those the cache was filled with and empties it if they differ. Costs
-        `max_words * projection_dim` floats and one copy of the character encoder's weights.
+        between calls (LRU), so repeated words skip the CNN; `None` drops the cache. Results are unchanged: every
+        call compares the character encoder's weights with a copy of those the cache was filled with and empties it
+        if they differ. Costs `max_words * projection_dim` floats and one copy of the character encoder's weights.
         """
-        self.char_encoder.enable_word_cache(max_words)
-
-    def disable_word_cache(self) -> None:
-        """Drop the word cache of `enable_word_cache`."""
-        self.char_encoder.word_cache = None
+        self.char_encoder.word_cache = WordEmbeddingCache(capacity=max_words) if max_words is not None else None
 
     def set_token_embedding_table(self, words: list[str], embeddings: torch.Tensor | None) -> None:
         """
@@ -650,20 +701,6 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         table = WordEmbeddingStore()
         table.add(word_keys(torch.tensor([word_to_char_ids(word, size) for word in words])), embeddings)
         self.char_encoder.token_embedding_table = table
-
-    def boundary_char_ids(self, device: torch.device) -> torch.Tensor:
-        """Input ids of the sentence boundary tokens `<S>` and `</S>` the model inserts: (2, `input_ids_width`)."""
-        config, size = self.config, self.config.max_characters_per_token
-        if config.char_input == "bytes":
-            rows = [word_to_char_ids(BOS_TOKEN, size), word_to_char_ids(EOS_TOKEN, size)]
-        else:
-            rows = [
-                ids + [config.char_padding_id] * (size - len(ids))
-                for ids in (config.bos_char_ids, config.eos_char_ids)
-            ]
-        if config.has_word_embeddings:
-            rows = [rows[0] + [config.bos_word_id], rows[1] + [config.eos_word_id]]
-        return torch.tensor(rows, device=device)
 
     def _check_input_ids(self, input_ids: torch.Tensor, name: str = "input_ids") -> None:
         """Refuse ids (`name`) out of range or whose shape is not (batch, words, `input_ids_width`)."""
@@ -699,7 +736,11 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         if attention_mask is None:
             attention_mask = (input_ids != 0).any(dim=-1)
         layers = padded_bilm_layers(
-            self.char_encoder, self.bilm, self.boundary_char_ids(input_ids.device), input_ids, attention_mask
+            self.char_encoder,
+            self.bilm,
+            self.char_encoder.boundary_char_ids(input_ids.device),
+            input_ids,
+            attention_mask,
         )
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states
@@ -765,18 +806,9 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         )
         all_layers = bool(output_hidden_states or self.scalar_mixes)
         if backward_input_ids is None:
-            compute = functools.partial(
-                self._sentence_layers, input_ids, attention_mask, all_layers, states, keep_sentence_boundaries
-            )
+            layers = self._sentence_layers(input_ids, attention_mask, all_layers, states, keep_sentence_boundaries)
         else:
-            compute = functools.partial(self._window_layers, input_ids, backward_input_ids, all_layers, states)
-        layers = run_call(
-            self,
-            self.bilm.layers[0],
-            compute,
-            attention_mask,
-            exclusive=self._reference_implementation or states is not None,
-        )
+            layers = self._window_layers(input_ids, backward_input_ids, all_layers, states)
         if keep_sentence_boundaries:  # each row's tokens from position 0: its words and the two boundaries
             positions = torch.arange(layers[-1].shape[1], device=attention_mask.device)
             attention_mask = positions < attention_mask.sum(dim=1, keepdim=True) + 2
@@ -821,12 +853,6 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         self._check_input_ids(backward_input_ids, "backward_input_ids")
         return input_ids.new_ones(input_ids.shape[:2], dtype=torch.bool)
 
-    def _embed(self, token_ids: torch.Tensor) -> torch.Tensor:
-        """(num_tokens, input_ids_width) -> (num_tokens, projection_dim) character-CNN embeddings."""
-        if self._reference_implementation:
-            return self.char_encoder(token_ids)
-        return self.char_encoder.embed_words(token_ids)
-
     def _run_bilm(
         self,
         inputs: torch.Tensor,
@@ -839,9 +865,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         the final states otherwise), `order` the batch row of each packed row (`None`: the same): its top layer."""
         carried = states if states is not None else ElmoLstmStates(self.config)
         initial_states = carried.initial(batch_sizes[0], inputs, order)
-        top, final_states = self.bilm(
-            inputs, batch_sizes, initial_states, reference=self._reference_implementation, layer_inputs=layer_inputs
-        )
+        top, final_states = self.bilm(inputs, batch_sizes, initial_states, layer_inputs=layer_inputs)
         if states is not None:  # every row has at least one token (its <S> and </S>, or a window's)
             states.update(final_states, order)
         return top
@@ -862,7 +886,9 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         """
         packing = pack_sentences(attention_mask)
         words = input_ids.flatten(0, 1)[packing.word_positions]  # (num_words, max_chars): every word of the batch
-        token_embeddings = self._embed(torch.cat([words, self.boundary_char_ids(input_ids.device)]))  # <S>, </S>
+        token_embeddings = self.char_encoder.embed_words(
+            torch.cat([words, self.char_encoder.boundary_char_ids(input_ids.device)])
+        )  # <S>, </S>
         unpack = packing.unpack_sequences if keep_sentence_boundaries else packing.unpack
         on_graph = (
             all_layers
@@ -896,7 +922,7 @@ class ElmoModel(LstmInferenceMixin, ElmoPreTrainedModel):
         batch_size, steps, width = input_ids.shape
         # both windows, time-major: row `t * batch_size + b` is step t of stream b (a packed batch of full rows)
         char_ids = torch.stack([input_ids, backward_input_ids]).transpose(1, 2).reshape(-1, width)
-        inputs = self._embed(char_ids).view(2, steps * batch_size, -1)
+        inputs = self.char_encoder.embed_words(char_ids).view(2, steps * batch_size, -1)
         packed_layers = []
 
         def keep_layer(packed: torch.Tensor) -> torch.Tensor:

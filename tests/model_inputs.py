@@ -1,11 +1,18 @@
 """Inputs, models and spies shared by the fast-path tests: character ids built straight from the character-id rules,
-ElmoModels with random weights written in the original format, and records of oneDNN's linear calls."""
+ElmoModels with random weights written in the original format, records of oneDNN's linear calls, and the CPU
+engine's settings of a model (`set_lstm_inference`, `compress_lstm_weights`: a `CpuImplementation` registered and
+chosen with `set_implementation`)."""
+
+import contextlib
+from collections.abc import Iterator
 
 import torch
 
-import modeling_elmo.lstm_engine as lstm_engine
+import modeling_elmo.engine.lstm_engine as lstm_engine
 from modeling_elmo import ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
+from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
+from modeling_elmo.engine import CpuImplementation
 from modeling_elmo.formats.original_checkpoint import load_original_checkpoint
 
 
@@ -61,3 +68,43 @@ def drop_thread_probe_calls(monkeypatch, calls: list) -> None:
             del calls[start:]
 
     monkeypatch.setattr(lstm_engine, "same_results_at", probe_uncounted)
+
+
+def engine_of(layer: torch.nn.Module) -> lstm_engine.LstmEngine:
+    """The `LstmEngine` that runs `layer` under its model's chosen CPU implementation (the default: "cpu")."""
+    implementation = ALL_ELMO_IMPLEMENTATIONS.get_interface(layer.implementation or "cpu", None)[0]
+    return implementation.engine(layer)
+
+
+def _set_engine(model: ElmoModel, **changes: object) -> None:
+    """Choose a CPU implementation with the model's current settings but `changes` (checked first)."""
+    engine = engine_of(model.bilm.layers[0])
+    settings = {"products": engine.products, "threads": engine.threads, "compression": engine.compression}
+    settings.update(changes)
+    implementation = CpuImplementation(**settings)
+    name = "test:{products}/{threads}/{compression}".format(**settings)
+    ALL_ELMO_IMPLEMENTATIONS.register(name, implementation)
+    model.set_implementation(name)
+
+
+def set_lstm_inference(model: ElmoModel, products: str = "onednn", threads: int | str | None = None) -> None:
+    """The step products and threads of the model's CPU engine (`lstm_engine.check_settings`)."""
+    _set_engine(model, products=products, threads=threads)
+
+
+def compress_lstm_weights(model: ElmoModel, compression: str | None) -> None:
+    """The compression of the model's CPU engine (`lstm_engine.check_settings`)."""
+    _set_engine(model, compression=compression)
+
+
+@contextlib.contextmanager
+def reference_implementation(model: ElmoModel, enabled: bool = True) -> Iterator[None]:
+    """Within the block, the "reference" implementation (if `enabled`; otherwise not: the default instead of it);
+    the previous choice restored after."""
+    previous = model.bilm.layers[0].implementation
+    if enabled or previous == "reference":
+        model.set_implementation("reference" if enabled else None)
+    try:
+        yield
+    finally:
+        model.set_implementation(previous)

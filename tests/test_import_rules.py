@@ -12,11 +12,13 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "modeling_elmo"
 
 # Each wing may import the wings of lower levels only: the model files (the Hub remote code) import nothing of the
-# package's subpackages; the process set-up and the command workshop (its error base class included) come next; the
+# package's subpackages; the CPU engine (which registers its implementations with the model's registry) and the process
+# set-up build on the model; the command workshop (its error base class included) come next; the
 # foreign formats and the Hub pieces build on those; the tools on all of them; the tools built on other tools
 # (fine-tuning heads, the AllenNLP and flair adapters) come last.
 LEVELS = {
     "model": 0,
+    "engine": 1,
     "runtime": 1,
     "commands": 2,
     "formats": 3,

@@ -6,6 +6,7 @@ import functools
 
 import pytest
 import torch
+from model_inputs import reference_implementation
 from test_modeling_elmo import ORIGINAL_TOLERANCE, encode, expected_top_layers, fixture_sentences, run_fixture_batches
 
 from modeling_elmo import (
@@ -40,7 +41,7 @@ def test_explicit_states_reproduce_the_stateful_original(
     model = ElmoModel.from_pretrained(converted_fixture)
     assert not model.config.stateful
     states = ElmoLstmStates(model.config)
-    with model.reference_implementation(enabled=reference):
+    with reference_implementation(model, enabled=reference):
         error = run_fixture_batches(functools.partial(model, states=states), fixture_sentences, expected_top_layers)
     assert error <= ORIGINAL_TOLERANCE
     assert states.num_rows == 3
@@ -183,7 +184,7 @@ def test_sentence_boundaries_are_the_windows_of_the_same_tokens(converted_fixtur
         plain = model(**encode(sentences), output_hidden_states=True)
         for row, words in enumerate(sentences):
             tokens = encode([["<S>", *words, "</S>"]])["input_ids"]
-            tokens[0, 0], tokens[0, -1] = model.boundary_char_ids(tokens.device)
+            tokens[0, 0], tokens[0, -1] = model.char_encoder.boundary_char_ids(tokens.device)
             windows = model(tokens, backward_input_ids=tokens.flip(1), output_hidden_states=True)
             length, dim = len(words) + 2, model.config.projection_dim
             for found, expected, words_only in zip(

@@ -8,11 +8,12 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from model_inputs import reference_implementation
 from transformers import AutoConfig, AutoModel
 
 from modeling_elmo import ElmoConfig, ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
-from modeling_elmo.lstm_engine import LstmEngine
+from modeling_elmo.engine.lstm_engine import LstmEngine
 from modeling_elmo.modeling_elmo import ElmoLstmLayer
 
 ORIGINAL_TOLERANCE = 2e-6
@@ -66,7 +67,7 @@ def test_stateful_reproduces_original_for_all_batches(
     converted_fixture, fixture_sentences, expected_top_layers, reference
 ):
     model = ElmoModel.from_pretrained(converted_fixture, stateful=True)
-    with model.reference_implementation(enabled=reference):
+    with reference_implementation(model, enabled=reference):
         assert run_fixture_batches(model, fixture_sentences, expected_top_layers) <= ORIGINAL_TOLERANCE
 
 
@@ -77,9 +78,7 @@ def test_model_without_inference_engine_reproduces_original(
     """The reference paths alone (the CPU inference engines of the biLM and the character CNN disabled) are a correct
     model."""
     model = ElmoModel.from_pretrained(converted_fixture, stateful=stateful)
-    for layer in model.bilm.layers:
-        layer.engine = None
-    model.char_encoder.engine = None
+    model.set_implementation("eager")
     num_batches = 10 if stateful else 1  # stateless: only the first batch starts from the original's zero states
     assert run_fixture_batches(model, fixture_sentences, expected_top_layers, num_batches) <= ORIGINAL_TOLERANCE
 
@@ -444,7 +443,7 @@ def test_checkpoints_with_the_forget_bias_folded_in_load_with_the_same_outputs(
     with torch.no_grad():
         expected = model(**batch, output_hidden_states=True).hidden_states
         for reference in (False, True):
-            with old.reference_implementation(reference):
+            with reference_implementation(old, enabled=reference):
                 actual = old(**batch, output_hidden_states=True).hidden_states
             assert max(float((a - e).abs().max()) for a, e in zip(actual, expected, strict=True)) <= 1e-6
 

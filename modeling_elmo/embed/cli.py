@@ -144,8 +144,13 @@ def embed_batch(model, tokenizer, batch: Batch, layers: str, pooling: str = "non
     sentences = [sentence for sentence in batch.sentences if sentence.words]
     if not sentences:
         return arrays
-    with torch.inference_mode():
-        output = model(**_encode(tokenizer, sentences, model.device), output_hidden_states=layers != "top")
+    from ..engine import tuned_call
+
+    encoded = _encode(tokenizer, sentences, model.device)
+    with torch.inference_mode():  # this command owns its process: fewer threads where the machine is busy, same bits
+        output = tuned_call(
+            model, lambda: model(**encoded, output_hidden_states=layers != "top"), encoded["attention_mask"]
+        )
         if layers == "top":
             values = output.last_hidden_state  # (batch, words, width)
         else:
@@ -174,7 +179,7 @@ def replay_in_word_cache(model, tokenizer, batch: Batch) -> None:
     encoded = _encode(tokenizer, sentences, model.device)
     words = encoded["input_ids"][encoded["attention_mask"].bool()]  # the forward pass's words, in another order
     with torch.inference_mode():
-        model.char_encoder.embed_words(torch.cat([words, model.boundary_char_ids(model.device)]))
+        model.char_encoder.embed_words(torch.cat([words, model.char_encoder.boundary_char_ids(model.device)]))
 
 
 def _check_finite(arrays: dict[int, np.ndarray], input_path: Path, dtype: str) -> None:
@@ -246,9 +251,9 @@ def run(args: argparse.Namespace) -> Path:
 
     tokenizer, model = load_model(args.model, getattr(torch, args.dtype), device, progress=not args.no_progress)
     if args.word_cache:
-        model.enable_word_cache(args.word_cache)
+        model.set_word_cache(args.word_cache)
     if device.type == "cpu":  # this command owns its process: fewer threads where the machine is busy, same bits
-        model.set_lstm_inference(threads="auto")
+        model.set_implementation("cpu_threads")
     split = (lambda text: [word for word, _, _ in tokenizer.split_words(text)]) if args.raw else None
     batches = bucketed_batches(
         read_sentences(input_path, split),

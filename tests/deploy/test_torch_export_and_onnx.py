@@ -118,7 +118,11 @@ def test_padded_layers_equal_packed_ones(name):
         with torch.inference_mode():
             expected = model(input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
             actual = padded_bilm_layers(
-                model.char_encoder, model.bilm, model.boundary_char_ids(input_ids.device), input_ids, attention_mask
+                model.char_encoder,
+                model.bilm,
+                model.char_encoder.boundary_char_ids(input_ids.device),
+                input_ids,
+                attention_mask,
             )
         assert len(actual) == model.config.num_hidden_layers + 1
         assert max_difference(expected, actual) <= TOLERANCE

@@ -8,17 +8,17 @@ import pickle
 import pytest
 import torch
 from model_inputs import char_ids as _char_ids
-from model_inputs import drop_thread_probe_calls, record_onednn_calls
+from model_inputs import drop_thread_probe_calls, record_onednn_calls, reference_implementation, set_lstm_inference
 from model_inputs import random_model as _model
 from transformers import Trainer, TrainingArguments
 
 from modeling_elmo import ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
 from modeling_elmo.conversion.testing_utils import ARCHITECTURES
-from modeling_elmo.cpu_linear import onednn_linear_applies
 from modeling_elmo.embed.token_embeddings import load_token_embedding_table, read_token_embedding_table
+from modeling_elmo.engine.cpu_linear import onednn_linear_applies
+from modeling_elmo.engine.lstm_engine import LstmEngine
 from modeling_elmo.formats.original_checkpoint import load_original_checkpoint
-from modeling_elmo.lstm_engine import LstmEngine
 from modeling_elmo.modeling_elmo import ElmoCharacterEncoder, ElmoLstmLayer
 from modeling_elmo.packed_sentences import PackedBatch
 from modeling_elmo.word_embedding_store import WordEmbeddingStore, word_keys
@@ -39,7 +39,7 @@ def _sentences(seed: int, count: int, max_words: int) -> list[list[str]]:
 
 
 def _layers(model: ElmoModel, ids: torch.Tensor, reference: bool, grad: bool = False) -> tuple[torch.Tensor, ...]:
-    with model.reference_implementation(enabled=reference), torch.set_grad_enabled(grad):
+    with reference_implementation(model, enabled=reference), torch.set_grad_enabled(grad):
         return model(ids, output_hidden_states=True).hidden_states
 
 
@@ -74,15 +74,15 @@ def lstm_onednn_calls(monkeypatch) -> list[torch.Size]:
 
 @pytest.fixture(params=["onednn", "bmm"])
 def backend(request, monkeypatch) -> str:
-    """The inference products, forced on every layer the test builds (`ElmoModel.set_lstm_inference`): oneDNN (x86
+    """The inference products, forced on every layer the test builds (`LstmEngine.products`): oneDNN (x86
     CPUs, float32) or `bmm` (everywhere else; oneDNN switched off)."""
     if request.param == "onednn" and not onednn_linear_applies(torch.zeros(1), torch.zeros(1)):
         pytest.skip("oneDNN's linear is used on x86 CPUs only")
     monkeypatch.setattr(torch.backends.mkldnn, "enabled", request.param == "onednn")
     init = LstmEngine.__init__
 
-    def init_with_products(self):
-        init(self)
+    def init_with_products(self, *args):
+        init(self, *args)
         self.products = request.param
 
     monkeypatch.setattr(LstmEngine, "__init__", init_with_products)
@@ -121,7 +121,7 @@ def test_onednn_is_used_per_direction_with_weights_packed_once(
     model = _model(random_checkpoint, seed=18)
     if not onednn_linear_applies(model.bilm.layers[0].weight_hh, torch.zeros(1)):
         pytest.skip("oneDNN's linear is used on x86 CPUs only")
-    model.set_lstm_inference("packed")  # "auto" may take `bmm`, and measures both with more oneDNN calls
+    set_lstm_inference(model, "packed")  # "auto" may take `bmm`, and measures both with more oneDNN calls
     ids = _char_ids(_sentences(seed=19, count=3, max_words=8))
     packings = []
     reorder = torch.ops.mkldnn._reorder_linear_weight
@@ -170,8 +170,8 @@ OPTIMIZERS = {**{name: _trainer_optimizer(name) for name in TRAINER_OPTIMIZERS},
 def _assert_inference_follows(model: ElmoModel, ids: torch.Tensor, change) -> None:
     """After `change()`, the inference path (packed weights, word cache) gives the reference path's new outputs."""
     if onednn_linear_applies(model.bilm.layers[0].weight_hh, torch.zeros(1)):
-        model.set_lstm_inference("packed")  # packed weights kept between calls (the default keeps none)
-    model.enable_word_cache(max_words=1000)
+        set_lstm_inference(model, "packed")  # packed weights kept between calls (the default keeps none)
+    model.set_word_cache(max_words=1000)
     before = _layers(model, ids, reference=True)
     for _ in range(2):  # the second call would be served from anything kept between calls
         assert _max_difference(before, _layers(model, ids, reference=False)) <= TOLERANCE
@@ -241,7 +241,7 @@ def test_model_built_under_inference_mode_runs(random_checkpoint):
     with torch.inference_mode():
         model = ElmoModel(config)
         model.load_state_dict(state)
-        model.eval().enable_word_cache(max_words=100)
+        model.eval().set_word_cache(max_words=100)
         assert model.bilm.layers[0].weight_hh.is_inference()
         for _ in range(2):
             assert _max_difference(_layers(model, ids, reference=False), expected) <= TOLERANCE
@@ -250,7 +250,7 @@ def test_model_built_under_inference_mode_runs(random_checkpoint):
 def test_model_can_be_copied_and_pickled_after_inference(random_checkpoint):
     model = _model(random_checkpoint, seed=14)
     if onednn_linear_applies(model.bilm.layers[0].weight_hh, torch.zeros(1)):
-        model.set_lstm_inference("packed")
+        set_lstm_inference(model, "packed")
     ids = _char_ids(_sentences(seed=15, count=3, max_words=10))
     expected = _layers(model, ids, reference=False)  # builds the packed weights
     for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
@@ -265,15 +265,15 @@ def test_reference_implementation_is_chosen_per_block_and_restored_on_errors(ran
     monkeypatch.setattr(
         ElmoLstmLayer, "forward_reference", lambda self, *args: calls.append(1) or reference(self, *args)
     )
-    with pytest.raises(RuntimeError, match="interrupted"), model.reference_implementation():
+    with pytest.raises(RuntimeError, match="interrupted"), reference_implementation(model):
         model(ids)
         raise RuntimeError("interrupted")
     assert len(calls) == len(model.bilm.layers)
     calls.clear()
     model(ids)
     assert calls == []  # the fast path again, although the block ended in an exception
-    with model.reference_implementation():
-        with model.reference_implementation(enabled=False):
+    with reference_implementation(model):
+        with reference_implementation(model, enabled=False):
             model(ids)
         assert calls == []
         model(ids)  # the outer block's choice again
@@ -356,7 +356,7 @@ def test_word_cache_gives_same_outputs_and_stays_bounded(random_checkpoint):
     batches = [_char_ids(_sentences(seed=seed, count=3, max_words=10)) for seed in range(4)]
     with torch.no_grad():
         expected = [model(ids).last_hidden_state for ids in batches]
-        model.enable_word_cache(max_words=6)
+        model.set_word_cache(max_words=6)
         for _ in range(2):  # the second pass is served partly from the cache
             for ids, reference in zip(batches, expected, strict=True):
                 torch.testing.assert_close(model(ids).last_hidden_state, reference, rtol=0, atol=TOLERANCE)
@@ -366,12 +366,12 @@ def test_word_cache_gives_same_outputs_and_stays_bounded(random_checkpoint):
 def test_word_cache_is_emptied_when_weights_change(random_checkpoint):
     model = _model(random_checkpoint, seed=7)
     ids = _char_ids(_sentences(seed=8, count=3, max_words=10))
-    model.enable_word_cache(max_words=100)
+    model.set_word_cache(max_words=100)
     with torch.no_grad():
         model(ids)
         model.char_encoder.projection.bias.add_(0.5)  # an optimizer step would do the same
         cached = model(ids).last_hidden_state
-        model.disable_word_cache()
+        model.set_word_cache(None)
         torch.testing.assert_close(cached, model(ids).last_hidden_state, rtol=0, atol=TOLERANCE)
 
 
@@ -428,7 +428,7 @@ def test_token_embedding_table_that_is_not_hdf5_is_named(tmp_path, content):
 @pytest.mark.parametrize("max_words", [0, -5, 2.5, "100", True])
 def test_word_cache_size_must_be_a_positive_int(random_checkpoint, max_words):
     with pytest.raises(ValueError, match="capacity must be a positive number of words"):
-        _model(random_checkpoint).enable_word_cache(max_words)
+        _model(random_checkpoint).set_word_cache(max_words)
 
 
 @pytest.mark.parametrize("name", ["small"])
@@ -448,7 +448,7 @@ def test_word_cache_under_cpu_autocast_is_bypassed(random_checkpoint):
     model = _model(random_checkpoint, seed=23)
     ids = _char_ids(_sentences(seed=24, count=3, max_words=10))
     expected = _layers(model, ids, reference=False)
-    model.enable_word_cache(max_words=100)
+    model.set_word_cache(max_words=100)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert _layers(model, ids, reference=False)[-1].dtype == torch.bfloat16
     assert _max_difference(_layers(model, ids, reference=False), expected) <= TOLERANCE

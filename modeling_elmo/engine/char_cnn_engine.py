@@ -1,15 +1,14 @@
 """
 The CPU inference products of the character CNN: what computes the convolutions and the linear maps of an
 `ElmoCharacterEncoder` when no gradient is needed, in float32 on x86 CPUs, in place of PyTorch's convolution and
-`nn.Linear`. It serves `modeling_elmo.py`, whose blocks keep the math (max-pooling, activation, highway gates) and
-take their products from this engine or from `ElmoCharCnnProducts`, the reference, through one switch in
-`ElmoCharacterEncoder.forward`.
+`nn.Linear`. It serves the CPU implementations (`cpu_implementation`); the model's blocks keep the math
+(max-pooling, activation, highway gates) and take their products from the implementation chosen for the call.
 
-Public interface: `CharCnnEngine` (`ElmoCharacterEncoder.engine`; `None` there disables it), with
-`applies(encoder, chars)`, whether it computes the encoder's products for a call, and the two products of
-`ElmoCharCnnProducts`: `linear(module, inputs)` and `max_pooled_convolution(conv, chars)`. Each product is one
-oneDNN product (`cpu_linear.onednn_affine`), the convolution one over the unfolded windows of characters: faster
-than PyTorch's convolution on the character CNN's shapes, and the same bits at every thread count.
+Public interface: `CharCnnEngine`, with `applies(encoder, chars)`, whether it computes the encoder's products for a
+call, and the two products of `ElmoEagerImplementation`: `linear(module, inputs)` and
+`max_pooled_convolution(conv, chars)`. Each product is one oneDNN product (`cpu_linear.onednn_affine`), the
+convolution one over the unfolded windows of characters: faster than PyTorch's convolution on the character CNN's
+shapes, and the same bits at every thread count.
 """
 
 import torch

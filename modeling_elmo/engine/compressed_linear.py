@@ -1,6 +1,6 @@
 """
 Compressed recurrent and projection weights for the biLM's inference engine (`lstm_engine`), for callers that trade
-exactness for speed at small batches (opt-in: `ElmoModel.compress_lstm_weights`).
+exactness for speed at small batches (opt-in: `model.set_implementation("cpu_int8" | "cpu_bf16")`).
 
 At batch 1 every time step of the biLM reads all its recurrent and projection weights for a product of one row, so
 its speed is bound by how fast they stream from memory; in 8 or 16 bits they are a quarter or half the bytes. The

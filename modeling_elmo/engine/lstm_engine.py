@@ -1,18 +1,14 @@
 """
 The CPU inference engine of the biLM: what runs an `ElmoLstmLayer` on a CPU when no gradient is needed, in place of
-the layer's reference recurrence, with the layer's own cell (`ElmoLstmLayer.cell`). It serves `modeling_elmo.py`
-(one switch in `ElmoLstmLayer.forward`, one in `ElmoModel.forward`) and the callers that tune inference through
-`ElmoModel.set_lstm_inference` / `compress_lstm_weights`.
+the layer's reference recurrence, with the layer's own cell (`ElmoLstmLayer.cell`). It serves the CPU implementations
+(`cpu_implementation`), which keep one `LstmEngine` per layer.
 
 Public interface:
 
-- `LstmEngine()`: one per layer (`ElmoLstmLayer.engine`; `None` there disables it). `applies(layer, inputs)`: whether
-  it runs the layer's call (CPU, no gradient needed). `run(layer, inputs, batch_sizes, initial_state)`: what
-  `ElmoLstmLayer.forward` returns. Settings: `products`, `threads`, `compression`.
-- `run_call(model, layer, compute, attention_mask, exclusive)`: one whole inference call (`compute()`), under the
-  thread count chosen for it when `threads="auto"`.
-- `LstmInferenceMixin`: `set_lstm_inference(products, threads)` and `compress_lstm_weights(compression)`, the
-  model's settings (a base of `ElmoModel`), over the checked setters `configure` and `compress`.
+- `LstmEngine(products, threads, compression)`: `run(layer, inputs, batch_sizes, initial_state)`, what
+  `ElmoLstmLayer.forward` returns. `STEP_PRODUCTS`, `check_settings(products, threads, compression)`.
+- `tuned_call(model, compute, attention_mask)`: one whole inference call (`compute()`) under the thread count chosen
+  for it, for callers that own their process (`elmo-embed`).
 
 The default is predictable: the step products are fixed by facts of the call (device, dtype, oneDNN available), not
 by timings, and read the weights as they are (oneDNN on their transposed views where it applies, `bmm` elsewhere),
@@ -25,11 +21,13 @@ give the same bits in every process, under any load and from any number of Pytho
 
 import contextlib
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TypeVar
 
 import torch
 
+from ..elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
+from ..weight_snapshot import WeightSnapshot
 from .compressed_linear import WEIGHT_COMPRESSIONS, compressed_linear, compressed_linear_applies
 from .cpu_linear import LinearFn, onednn_linear, onednn_linear_applies
 from .recurrence_tuning import (
@@ -40,10 +38,9 @@ from .recurrence_tuning import (
     same_results_at,
     thread_counts,
 )
-from .weight_snapshot import WeightSnapshot
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
-STEP_PRODUCTS = ("onednn", "bmm", "packed", "auto")  # choices of `ElmoModel.set_lstm_inference`
+STEP_PRODUCTS = ("onednn", "bmm", "packed", "auto")
 # the directions a set of inference products computes, and its (input-to-gate, recurrent, projection) products
 LinearSet = tuple[slice, tuple[LinearFn, LinearFn, LinearFn]]
 # `run_steps(rows, steps)`: the context a block of time steps of the inference recurrence runs in
@@ -55,34 +52,24 @@ class LstmEngine:
     """
     The inference recurrence of one `ElmoLstmLayer` and what it keeps between calls.
 
-    Settings (`ElmoModel.set_lstm_inference`, `ElmoModel.compress_lstm_weights`): `products` (one of
-    `STEP_PRODUCTS`), `threads` (None: as set; "auto" or a count) and `compression` (None, "int8", "bf16").
+    Settings (checked by `check_settings`): `products` (one of `STEP_PRODUCTS`), `threads` (None: as set; "auto" or a
+    count) and `compression` (None, "int8", "bf16").
     """
 
     INPUT_GATE_BLOCK_ROWS = 256  # packed rows per direction whose input-to-gate products are computed at once
     PACKED_WEIGHT_ROWS = 64  # oneDNN lays the per-step weights out for products of about this many rows (any work)
 
-    def __init__(self) -> None:
-        self.products: str = "onednn"
-        self.threads: int | str | None = None
-        self.compression: str | None = None
+    def __init__(
+        self, products: str = "onednn", threads: int | str | None = None, compression: str | None = None
+    ) -> None:
+        self.products = products
+        self.threads = threads
+        self.compression = compression
         # (snapshot of the recurrent and projection weights, (compression, oneDNN), the products derived from them)
         self._derived: tuple[WeightSnapshot, tuple[str | None, bool], list[LinearSet]] | None = None
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_derived": None}  # packed oneDNN weights cannot be pickled
-
-    def forget_derived_weights(self) -> None:
-        """Drop the packed or compressed weights (they are derived again on next use)."""
-        self._derived = None
-
-    @staticmethod
-    def applies(layer: torch.nn.Module, inputs: torch.Tensor) -> bool:
-        """Whether the engine runs `layer` on `inputs`: on a CPU, when no gradient is needed."""
-        if inputs.device.type != "cpu":
-            return False
-        needs_grad = inputs.requires_grad or any(parameter.requires_grad for parameter in layer.parameters())
-        return not (torch.is_grad_enabled() and needs_grad)
 
     def run(
         self, layer: torch.nn.Module, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
@@ -323,29 +310,22 @@ class LstmEngine:
         return run_steps
 
 
-def run_call(
-    model: torch.nn.Module,
-    layer: torch.nn.Module,
-    compute: Callable[[], Result],
-    attention_mask: torch.Tensor,
-    exclusive: bool,
-) -> Result:
+def tuned_call(model: torch.nn.Module, compute: Callable[[], Result], attention_mask: torch.Tensor) -> Result:
     """
-    `compute()`, one inference call of `model` on a batch with word mask `attention_mask` (batch, words), under the
-    thread count `THREAD_CHOOSER` picks for calls of this model and size when the engine of `layer` (its first biLM
-    layer) has `threads="auto"`: on a CPU that other processes keep busy, where threads waiting for each other at
-    every parallel operation can make a call several times slower, the call drops to fewer threads (the blocks of
-    time steps choose again inside). Only where the call gives the same bits at every count (`same_results_at`,
-    checked on the first call of its kind by running it at each count); otherwise, for `exclusive` calls (whose
-    repetition would change state) and for calls with gradients or off the CPU, `compute()` as it is.
+    `compute()`, one inference call of `model` (an `ElmoModel`) on a batch with word mask `attention_mask` (batch,
+    words), under the thread count `THREAD_CHOOSER` picks for calls of this model and size: on a CPU that other
+    processes keep busy, where threads waiting for each other at every parallel operation can make a call several
+    times slower, the call drops to fewer threads (with a `threads="auto"` implementation, the blocks of time steps
+    choose again inside). For callers that own their process (`elmo-embed`): only where the call gives the same
+    bits at every count (`same_results_at`, checked on the first call of its kind by running it at each count);
+    otherwise, for calls with gradients or off the CPU, `compute()` as it is. Calls that carry LSTM states must not
+    come here (a repeated call would advance them).
     """
-    engine: LstmEngine | None = layer.engine
+    layer = model.bilm.layers[0]
+    implementation = ALL_ELMO_IMPLEMENTATIONS.get_interface(layer.implementation, None)[0]
     counts = thread_counts(torch.get_num_threads())
     if (
-        exclusive
-        or engine is None
-        or engine.threads != "auto"
-        or torch.is_grad_enabled()
+        torch.is_grad_enabled()
         or layer.weight_hh.device.type != "cpu"
         or torch.compiler.is_compiling()
         or len(counts) == 1
@@ -353,16 +333,25 @@ def run_call(
         return compute()
     rows, words = attention_mask.shape[0], int(attention_mask.sum()) + 2 * attention_mask.shape[0]
     shapes = tuple(tuple(parameter.shape) for parameter in model.parameters())
-    key = ("call", engine._shape_key(layer), shapes, engine.compression, rows_bucket(rows))
-    if not same_results_at((*key, counts, engine.products), counts, lambda: [lambda: list(compute())]):
+    shape_key = (tuple(layer.weight_hh.shape), tuple(layer.weight_proj.shape), layer.weight_hh.dtype)
+    key = ("call", shape_key, shapes, getattr(implementation, "compression", None), rows_bucket(rows))
+    products = getattr(implementation, "products", None)
+    if not same_results_at((*key, counts, products), counts, lambda: [lambda: _output_tensors(compute())]):
         return compute()
     with THREAD_CHOOSER.run((*key, rows_bucket(attention_mask.shape[1])), words):
         return compute()
 
 
-def configure(engines: Sequence[LstmEngine], products: str, threads: int | str | None) -> None:
+def _output_tensors(output: object) -> list[torch.Tensor]:
+    """The tensors of a model's output (a `ModelOutput` or a tuple), tuples of layers flattened."""
+    values = output.to_tuple() if hasattr(output, "to_tuple") else output
+    flat = [item for value in values for item in (value if isinstance(value, tuple) else (value,))]
+    return [item for item in flat if isinstance(item, torch.Tensor)]
+
+
+def check_settings(products: str, threads: int | str | None, compression: str | None) -> None:
     """
-    Set `products` and `threads` of every engine, checked first (`ElmoModel.set_lstm_inference`).
+    Refuse settings of an `LstmEngine` that it cannot run.
 
     Args:
         products: `"onednn"` (the default): where oneDNN applies (float32 on x86 CPUs, no CPU autocast, not inside
@@ -375,14 +364,18 @@ def configure(engines: Sequence[LstmEngine], products: str, threads: int | str |
             unless packed is clearly faster), so the choice and the bits can differ between processes. A
             `compression` takes precedence.
         threads: None (the default: the calls run under `torch.get_num_threads()` and never change it), a thread
-            count for the time steps (set process-wide while they run), or `"auto"`: each inference call (no
-            gradients, CPU) runs under the count, out of `torch.get_num_threads()`, half of it (from 4) and 1, with
-            the lowest measured time per word for calls of its size (`run_call`), and each block of time steps
-            inside under the count with the lowest time per step; another count is tried now and then, so the choice
-            follows the load of other processes (`recurrence_tuning.ThreadCountChooser`). A count is only chosen for
-            work that gives the same bits at every count (checked once, `same_results_at`; on x86 CPUs in float32
-            every product runs through oneDNN, which splits work among threads that way): outputs do not depend on
-            the choice.
+            count for the time steps (set process-wide while they run), or `"auto"`: each block of time steps runs
+            under the count, out of `torch.get_num_threads()`, half of it (from 4) and 1, with the lowest measured
+            time per step; another count is tried now and then, so the choice follows the load of other processes
+            (`recurrence_tuning.ThreadCountChooser`). A count is only chosen for work that gives the same bits at
+            every count (checked once, `same_results_at`; on x86 CPUs in float32 every product runs through oneDNN,
+            which splits work among threads that way): outputs do not depend on the choice.
+        compression: `"int8"` (weight-only, one float scale per output channel) or `"bf16"` copies of the recurrent
+            and projection weights (the ones every time step reads) for the products in eval mode, with float32
+            accumulation (`compressed_linear`); `None`: float32. Faster where streaming those weights bounds the
+            speed (small batches, batch 1 above all), slower at large batches, and no longer exact. The parameters
+            stay float32 and untouched; the copies are derived on first use and checked against a copy of the
+            weights they came from on every call, so weight updates never leave them stale.
     """
     if products not in STEP_PRODUCTS:
         raise ValueError(f"products must be one of {', '.join(map(repr, STEP_PRODUCTS))}, got {products!r}.")
@@ -390,52 +383,6 @@ def configure(engines: Sequence[LstmEngine], products: str, threads: int | str |
         raise ValueError("products='packed' needs PyTorch's oneDNN on an x86 CPU, which this machine lacks.")
     if threads not in (None, "auto") and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be 'auto' or a positive int, got {threads!r} (None: leave them as set).")
-    for engine in engines:
-        engine.products, engine.threads = products, threads
-        engine.forget_derived_weights()  # free what the previous choice packed
-
-
-def compress(engines: Sequence[LstmEngine], weights: Sequence[torch.Tensor], compression: str | None) -> None:
-    """
-    Set `compression` of every engine, checked first against the layers' recurrent `weights`
-    (`ElmoModel.compress_lstm_weights`): the recurrent and projection weights (the ones every time step reads) are
-    kept as `"int8"` (weight-only, one float scale per output channel) or `"bf16"` for the engine's products in eval
-    mode, with float32 accumulation (`compressed_linear`); `None` goes back to float32. Faster where streaming those
-    weights bounds the speed (small batches, batch 1 above all), slower at large batches, and no longer exact.
-
-    The parameters stay float32 and untouched: training mode, gradients, `reference_implementation()`, other dtypes
-    or devices, CPU autocast and `torch.compile` run as before, and `save_pretrained` saves the float32 weights (the
-    choice is not saved). The compressed copies are derived on first use and checked against a copy of the weights
-    they came from on every call, so weight updates never leave them stale.
-    """
     if compression is not None and not (isinstance(compression, str) and compression in WEIGHT_COMPRESSIONS):
         choices = ", ".join(map(repr, WEIGHT_COMPRESSIONS))
         raise ValueError(f"compression must be one of {choices} or None, got {compression!r}.")
-    for weight in weights if compression is not None else ():
-        if weight.device.type != "cpu" or weight.dtype != torch.float32:
-            raise ValueError(
-                f"compress_lstm_weights({compression!r}) needs the float32 model on a CPU; the LSTM weights are "
-                f"{weight.dtype} on {weight.device}."
-            )
-    for engine in engines:
-        engine.compression = compression
-        engine.forget_derived_weights()  # free the products derived under the previous choice
-
-
-class LstmInferenceMixin:
-    """The inference settings of a model whose biLM layers (`self.bilm.layers`) each hold an `LstmEngine`."""
-
-    def compress_lstm_weights(self, compression: str | None) -> None:
-        """
-        Opt-in for inference on CPUs: `"int8"` or `"bf16"` copies of the biLM's recurrent and projection weights for
-        the inference engine in eval mode (faster at small batches, no longer exact), `None` for float32; the
-        parameters stay untouched. See `compress`.
-        """
-        layers = self.bilm.layers
-        compress([layer.engine for layer in layers], [layer.weight_hh for layer in layers], compression)
-
-    def set_lstm_inference(self, products: str = "onednn", threads: int | str | None = None) -> None:
-        """How the biLM's inference engine (CPU, no gradients) runs its time steps: `products` and `threads` as
-        described in `configure`. The defaults give the same bits in every process, whatever the load;
-        `("auto", "auto")` chooses from timings, for callers that own the process."""
-        configure([layer.engine for layer in self.bilm.layers], products, threads)

@@ -1,4 +1,4 @@
-"""Run-time choices of the biLM's inference recurrence (`recurrence_tuning`, `ElmoModel.set_lstm_inference`): the
+"""Run-time choices of the biLM's inference recurrence (`recurrence_tuning`, `CpuImplementation` settings): the
 online thread-count chooser against a fake clock, the one-off choice of the step products, the bit-identity probe
 across thread counts, and at model level: outputs that do not depend on the thread count, products that follow the
 measurement, and the caller's thread count restored."""
@@ -11,15 +11,20 @@ from types import SimpleNamespace
 import pytest
 import torch
 from model_inputs import char_ids as _char_ids
+from model_inputs import (
+    compress_lstm_weights,
+    engine_of,
+    record_onednn_calls,
+    reference_implementation,
+    set_lstm_inference,
+)
 from model_inputs import random_model as _model
-from model_inputs import record_onednn_calls
 
-import modeling_elmo.lstm_engine as modeling
-from modeling_elmo import recurrence_tuning
-from modeling_elmo.cpu_linear import onednn_linear_applies
-from modeling_elmo.lstm_engine import LstmEngine
-from modeling_elmo.modeling_elmo import ElmoLstmLayer
-from modeling_elmo.recurrence_tuning import (
+import modeling_elmo.engine.lstm_engine as modeling
+from modeling_elmo.engine import recurrence_tuning, tuned_call
+from modeling_elmo.engine.cpu_linear import onednn_linear_applies
+from modeling_elmo.engine.lstm_engine import LstmEngine
+from modeling_elmo.engine.recurrence_tuning import (
     ThreadCountChooser,
     choose_step_products,
     num_threads,
@@ -27,6 +32,7 @@ from modeling_elmo.recurrence_tuning import (
     same_results_at,
     thread_counts,
 )
+from modeling_elmo.modeling_elmo import ElmoLstmLayer
 
 MIN_INTERVAL = ThreadCountChooser.MIN_TRIAL_INTERVAL
 MAX_INTERVAL = ThreadCountChooser.MAX_TRIAL_INTERVAL
@@ -479,27 +485,33 @@ def _max_difference(left, right) -> float:
 )
 def test_set_lstm_inference_refuses_bad_choices(random_checkpoint, arguments, message):
     model = _model(random_checkpoint)
-    model.set_lstm_inference("bmm", 3)
+    set_lstm_inference(model, "bmm", 3)
     with pytest.raises(ValueError, match=message):
-        model.set_lstm_inference(**arguments)
-    assert all((layer.engine.products, layer.engine.threads) == ("bmm", 3) for layer in model.bilm.layers)  # unchanged
+        set_lstm_inference(model, **arguments)
+    assert all(
+        (engine_of(layer).products, engine_of(layer).threads) == ("bmm", 3) for layer in model.bilm.layers
+    )  # unchanged
 
 
 def test_set_lstm_inference_sets_every_layer(random_checkpoint):
     model = _model(random_checkpoint, n_layers=3)
-    assert all((layer.engine.products, layer.engine.threads) == ("onednn", None) for layer in model.bilm.layers)
-    model.set_lstm_inference("auto", threads=1)
-    assert [(layer.engine.products, layer.engine.threads) for layer in model.bilm.layers] == [("auto", 1)] * 3
-    model.set_lstm_inference()  # back to the predictable defaults
-    assert [(layer.engine.products, layer.engine.threads) for layer in model.bilm.layers] == [("onednn", None)] * 3
+    assert all(
+        (engine_of(layer).products, engine_of(layer).threads) == ("onednn", None) for layer in model.bilm.layers
+    )
+    set_lstm_inference(model, "auto", threads=1)
+    assert [(engine_of(layer).products, engine_of(layer).threads) for layer in model.bilm.layers] == [("auto", 1)] * 3
+    set_lstm_inference(model)  # back to the predictable defaults
+    assert [(engine_of(layer).products, engine_of(layer).threads) for layer in model.bilm.layers] == [
+        ("onednn", None)
+    ] * 3
 
 
 def test_set_lstm_inference_refuses_packed_where_onednn_does_not_apply(random_checkpoint, monkeypatch):
     model = _model(random_checkpoint)
     monkeypatch.setattr(torch.backends.mkldnn, "enabled", False)  # as on a machine without oneDNN
     with pytest.raises(ValueError, match="needs PyTorch's oneDNN on an x86 CPU"):
-        model.set_lstm_inference("packed")
-    model.set_lstm_inference("onednn")  # the default: `bmm` where oneDNN does not apply
+        set_lstm_inference(model, "packed")
+    set_lstm_inference(model, "onednn")  # the default: `bmm` where oneDNN does not apply
 
 
 def _is_step_key(key: tuple) -> bool:
@@ -543,14 +555,14 @@ def test_outputs_do_not_depend_on_the_thread_count(
     monkeypatch.setattr(LstmEngine, "INPUT_GATE_BLOCK_ROWS", 3)  # many blocks, each run at the chooser's count
     model = _model(random_checkpoint, seed=3)
     ids = _char_ids(SENTENCES)
-    with model.reference_implementation():
+    with reference_implementation(model):
         reference = _hidden_states(model, ids)
     results = {}
     for threads in (1, 2):
-        model.set_lstm_inference(products, threads)
+        set_lstm_inference(model, products, threads)
         results[threads] = _hidden_states(model, ids)
     assert not spied_chooser.used and not spied_chooser.verdicts  # fixed counts: neither probed nor chosen
-    model.set_lstm_inference(products, "auto")
+    set_lstm_inference(model, products, "auto")
     automatic = [_hidden_states(model, ids) for _ in range(4)]
 
     verdicts = {key: same for key, same in spied_chooser.verdicts.items() if _is_step_key(key)}
@@ -614,7 +626,7 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
     monkeypatch.setattr(LstmEngine, "_steps_probe", timed_probe)
     model = _model(random_checkpoint, seed=4)
     ids = _char_ids(SENTENCES)
-    model.set_lstm_inference("auto", threads=1)
+    set_lstm_inference(model, "auto", threads=1)
     num_steps = max(map(len, SENTENCES)) + 2
     # per layer and direction: 1 input-to-gate block, then per step the recurrent and projection products
     onednn_forward = len(model.bilm.layers) * 2 * (1 + 2 * num_steps) if expected == "packed" else 0
@@ -632,8 +644,8 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
     assert len(lstm_onednn_calls) == onednn_forward
     assert all(shape[0] == 1 for shape in lstm_onednn_calls)  # one direction at a time
     # the packed copy (and its check on every call) is kept only where oneDNN runs
-    assert all((layer.engine._derived is not None) == (expected == "packed") for layer in model.bilm.layers)
-    model.set_lstm_inference(expected, threads=1)
+    assert all((engine_of(layer)._derived is not None) == (expected == "packed") for layer in model.bilm.layers)
+    set_lstm_inference(model, expected, threads=1)
     forced = _hidden_states(model, ids)
     assert _equal(first, forced) and _equal(found, forced)
 
@@ -641,7 +653,7 @@ def test_automatic_products_follow_the_measurement(random_checkpoint, monkeypatc
 def test_automatic_products_are_bmm_where_onednn_does_not_apply(random_checkpoint, monkeypatch, onednn_calls):
     monkeypatch.setattr(torch.backends.mkldnn, "enabled", False)
     model = _model(random_checkpoint, seed=4)
-    model.set_lstm_inference("auto", threads=1)
+    set_lstm_inference(model, "auto", threads=1)
     _hidden_states(model, _char_ids(SENTENCES))
     assert not onednn_calls and not recurrence_tuning._STEP_PRODUCTS_CHOICES  # nothing to choose, nothing measured
 
@@ -652,7 +664,7 @@ def test_the_callers_thread_count_is_restored(random_checkpoint, monkeypatch, tw
     monkeypatch.setattr(modeling, "same_results_at", lambda *args: True)  # the chooser runs every block
     model = _model(random_checkpoint, seed=5)
     ids = _char_ids(SENTENCES)
-    model.set_lstm_inference(threads=threads)
+    set_lstm_inference(model, threads=threads)
     _hidden_states(model, ids)
     assert torch.get_num_threads() == 2
     counts = {count for _, count in spied_chooser.used}
@@ -680,10 +692,11 @@ def test_compressed_and_float32_calls_are_measured_apart(random_checkpoint, monk
     monkeypatch.setattr(modeling, "same_results_at", lambda *args: True)
     ids = _char_ids(SENTENCES)
     float32, int8 = _model(random_checkpoint, seed=6), _model(random_checkpoint, seed=6)
-    int8.compress_lstm_weights("int8")
+    compress_lstm_weights(int8, "int8")
     for model in (float32, int8):
-        model.set_lstm_inference("auto", "auto")  # opt-in
-        _hidden_states(model, ids)
+        set_lstm_inference(model, "auto", "auto")  # opt-in
+        with torch.inference_mode():  # the whole call's thread count too, as `elmo-embed` chooses it
+            tuned_call(model, lambda model=model: _hidden_states(model, ids), (ids != 0).any(dim=-1))
     call_keys = {key for key, _ in spied_chooser.used if not _is_step_key(key)}
     assert len(call_keys) == 2
     assert {key[3] for key in call_keys} == {None, "int8"}

@@ -1,7 +1,7 @@
-"""Opt-in compressed recurrent and projection weights (`ElmoModel.compress_lstm_weights`): the products against
-bounds derived from their rounding, one LSTM step against the bound propagated through the cell, whole models against
-float32, and the runtime-only nature of the choice (float32 restored exactly, training untouched, snapshots followed,
-nothing saved)."""
+"""Opt-in compressed recurrent and projection weights (`cpu_int8`, `cpu_bf16`; `compress_lstm_weights` of
+`model_inputs`): the products against bounds derived from their rounding, one LSTM step against the bound propagated
+through the cell, whole models against float32, and the runtime-only nature of the choice (float32 restored exactly,
+training untouched, snapshots followed, nothing saved)."""
 
 import copy
 import json
@@ -10,17 +10,18 @@ import pickle
 import pytest
 import torch
 from model_inputs import char_ids as _char_ids
-from model_inputs import drop_thread_probe_calls
+from model_inputs import compress_lstm_weights, drop_thread_probe_calls, engine_of, reference_implementation
 from model_inputs import random_model as _model
 
 from modeling_elmo import ElmoModel, ElmoTokenizer
-from modeling_elmo.compressed_linear import (
+from modeling_elmo.conversion.export import export_model
+from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
+from modeling_elmo.engine.compressed_linear import (
     INT8_K_MULTIPLE,
     compressed_linear,
     int8_activation_dtype,
     quantize_int8,
 )
-from modeling_elmo.conversion.export import export_model
 from modeling_elmo.formats.original_checkpoint import load_original_checkpoint
 from modeling_elmo.modeling_elmo import ElmoLstmLayer
 
@@ -189,7 +190,7 @@ def _one_step_bound(layer: ElmoLstmLayer, inputs: torch.Tensor, state, compressi
 )
 def test_one_lstm_step_within_propagated_bound(random_checkpoint, compression, architecture):
     model = _model(random_checkpoint, seed=3, filters=[[1, 8], [2, 8]], **architecture)
-    model.compress_lstm_weights(compression)
+    compress_lstm_weights(model, compression)
     layer, batch = model.bilm.layers[0], 6
     generator = torch.Generator().manual_seed(4)
     cells, size = model.config.lstm_cell_size, model.config.projection_dim
@@ -215,7 +216,7 @@ def test_fixture_model_close_to_float32(converted_fixture, fixture_dir, compress
     )
     with torch.inference_mode():
         expected = model(**batch, output_hidden_states=True).hidden_states
-        model.compress_lstm_weights(compression)
+        compress_lstm_weights(model, compression)
         found = model(**batch, output_hidden_states=True).hidden_states
     assert torch.equal(found[0], expected[0])  # the character CNN is not compressed
     assert 1e-4 < _max_difference(found, expected) <= MODEL_TOLERANCE
@@ -231,7 +232,7 @@ def test_random_model_close_to_float32_and_used_per_direction(random_checkpoint,
         kernel = torch.ops.aten._weight_int8pack_mm
         monkeypatch.setattr(torch.ops.aten, "_weight_int8pack_mm", lambda *args: calls.append(1) or kernel(*args))
         drop_thread_probe_calls(monkeypatch, calls)
-    model.compress_lstm_weights(compression)
+    compress_lstm_weights(model, compression)
     found = _layers(model, ids)
     assert 1e-5 < _max_difference(found, expected) <= MODEL_TOLERANCE
     if compression == "int8":  # per layer, direction and time step: the recurrent and the projection product
@@ -243,15 +244,15 @@ def test_none_restores_exact_float32_and_reference_path_is_untouched(random_chec
     model = _model(random_checkpoint, seed=7)
     ids = _char_ids(_sentences(seed=8, count=4, max_words=12))
     expected = _layers(model, ids)
-    with model.reference_implementation():
+    with reference_implementation(model):
         reference = _layers(model, ids)
     for compression in ("int8", "bf16"):
-        model.compress_lstm_weights(compression)
+        compress_lstm_weights(model, compression)
         assert _max_difference(_layers(model, ids), expected) > 0
-        with model.reference_implementation():
+        with reference_implementation(model):
             assert _max_difference(_layers(model, ids), reference) == 0
-    model.compress_lstm_weights(None)
-    assert all(layer.engine.compression is None for layer in model.bilm.layers)
+    compress_lstm_weights(model, None)
+    assert all(engine_of(layer).compression is None for layer in model.bilm.layers)
     assert _max_difference(_layers(model, ids), expected) == 0
 
 
@@ -260,7 +261,7 @@ def test_training_mode_runs_uncompressed_without_gradients_too(random_checkpoint
     model = _model(random_checkpoint, seed=22)
     ids = _char_ids(_sentences(seed=23, count=3, max_words=10))
     expected = _layers(model.train(), ids)
-    model.compress_lstm_weights("int8")
+    compress_lstm_weights(model, "int8")
     assert _max_difference(_layers(model, ids), expected) == 0
     assert _max_difference(_layers(model.eval(), ids), expected) > 0
 
@@ -271,7 +272,7 @@ def test_training_path_keeps_float32_weights(random_checkpoint):
     ids = _char_ids(_sentences(seed=10, count=3, max_words=10))
     results = []
     for compression in (None, "int8"):
-        model.compress_lstm_weights(compression)
+        compress_lstm_weights(model, compression)
         model.zero_grad()
         layers = _layers(model, ids, grad=True)
         sum(layer.pow(2).sum() for layer in layers).backward()
@@ -283,9 +284,9 @@ def test_training_path_keeps_float32_weights(random_checkpoint):
 def _fresh_compressed_outputs(model: ElmoModel, ids: torch.Tensor, compression: str) -> tuple[torch.Tensor, ...]:
     """Outputs of an independent copy of `model` compressed from its current weights."""
     clone = copy.deepcopy(model)
-    clone.compress_lstm_weights(compression)
+    compress_lstm_weights(clone, compression)
     for layer in clone.bilm.layers:
-        layer.engine.forget_derived_weights()
+        ALL_ELMO_IMPLEMENTATIONS.release(layer)
     return _layers(clone, ids)
 
 
@@ -295,7 +296,7 @@ def test_compressed_copies_follow_weight_updates(random_checkpoint, compression)
     model = _model(random_checkpoint, seed=11)
     other = _model(random_checkpoint, seed=12).state_dict()
     ids = _char_ids(_sentences(seed=13, count=4, max_words=12))
-    model.compress_lstm_weights(compression)
+    compress_lstm_weights(model, compression)
 
     def update_in_place():
         with torch.no_grad():
@@ -327,15 +328,15 @@ def test_compressed_copies_follow_weight_updates(random_checkpoint, compression)
 def test_bad_compression_is_refused(random_checkpoint, compression):
     model = _model(random_checkpoint, seed=14)
     with pytest.raises(ValueError, match=r"compression must be one of 'int8', 'bf16' or None, got"):
-        model.compress_lstm_weights(compression)
-    assert all(layer.engine.compression is None for layer in model.bilm.layers)
+        compress_lstm_weights(model, compression)
+    assert all(engine_of(layer).compression is None for layer in model.bilm.layers)
 
 
 def test_compression_needs_a_float32_cpu_model(random_checkpoint):
     model = _model(random_checkpoint, seed=15).double()
     with pytest.raises(ValueError, match=r"needs the float32 model on a CPU; the LSTM weights are torch.float64"):
-        model.compress_lstm_weights("int8")
-    model.compress_lstm_weights(None)  # going back to float32 is always allowed
+        compress_lstm_weights(model, "int8")
+    compress_lstm_weights(model, None)  # going back to float32 is always allowed
 
 
 def test_compression_is_not_saved(random_checkpoint, tmp_path):
@@ -344,12 +345,12 @@ def test_compression_is_not_saved(random_checkpoint, tmp_path):
     ids = _char_ids(_sentences(seed=17, count=3, max_words=8))
     expected = _layers(model, ids)
     state = {name: value.clone() for name, value in model.state_dict().items()}
-    model.compress_lstm_weights("int8")
+    compress_lstm_weights(model, "int8")
     _layers(model, ids)  # the compressed copies exist
     model.save_pretrained(tmp_path)
     assert "compress" not in (tmp_path / "config.json").read_text()
     loaded = ElmoModel.from_pretrained(tmp_path).eval()
-    assert all(layer.engine.compression is None for layer in loaded.bilm.layers)
+    assert all(engine_of(layer).compression is None for layer in loaded.bilm.layers)
     assert loaded.state_dict().keys() == state.keys()
     for name, value in loaded.state_dict().items():
         assert value.dtype == state[name].dtype and torch.equal(value, state[name]), name
@@ -359,10 +360,10 @@ def test_compression_is_not_saved(random_checkpoint, tmp_path):
 def test_compressed_model_can_be_copied_and_pickled(random_checkpoint):
     model = _model(random_checkpoint, seed=18)
     ids = _char_ids(_sentences(seed=19, count=3, max_words=10))
-    model.compress_lstm_weights("int8")
+    compress_lstm_weights(model, "int8")
     expected = _layers(model, ids)
     for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
-        assert all(layer.engine.compression == "int8" for layer in clone.bilm.layers)
+        assert all(engine_of(layer).compression == "int8" for layer in clone.bilm.layers)
         assert _max_difference(_layers(clone, ids), expected) == 0
 
 
@@ -372,11 +373,11 @@ def test_autocast_and_float64_run_uncompressed(random_checkpoint):
     ids = _char_ids(_sentences(seed=21, count=3, max_words=10))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         expected_autocast = _layers(model, ids)
-    model.compress_lstm_weights("int8")
+    compress_lstm_weights(model, "int8")
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert _max_difference(_layers(model, ids), expected_autocast) == 0
     uncompressed = copy.deepcopy(model)
-    uncompressed.compress_lstm_weights(None)
+    compress_lstm_weights(uncompressed, None)
     expected = _layers(uncompressed.double(), ids)
     assert _max_difference(_layers(model.double(), ids), expected) == 0
 
@@ -386,9 +387,9 @@ def test_switching_compressions_gives_what_a_fresh_compression_does(random_check
     model = _model(random_checkpoint, seed=24)
     ids = _char_ids(_sentences(seed=25, count=3, max_words=9))
     fresh = copy.deepcopy(model)
-    fresh.compress_lstm_weights("int8")
+    compress_lstm_weights(fresh, "int8")
     for compression in ("int8", "bf16", "int8", "int8"):
-        model.compress_lstm_weights(compression)
+        compress_lstm_weights(model, compression)
         _layers(model, ids)
     assert _max_difference(_layers(model, ids), _layers(fresh, ids)) == 0
 
@@ -397,7 +398,7 @@ def test_a_compressed_model_exports_its_float32_weights(random_checkpoint, tmp_p
     """Saved after compressed calls, then `elmo-export`: the original format holds the float32 parameters, bit for
     bit (the compressed copies exist only at run time)."""
     model = _model(random_checkpoint, seed=26)
-    model.compress_lstm_weights("int8")
+    compress_lstm_weights(model, "int8")
     _layers(model, _char_ids(_sentences(seed=27, count=2, max_words=6)))
     model.save_pretrained(tmp_path / "saved")
     export_model(tmp_path / "saved", tmp_path / "original")

@@ -9,20 +9,29 @@ import threading
 import pytest
 import torch
 from model_inputs import char_ids as _char_ids
+from model_inputs import compress_lstm_weights, engine_of, record_onednn_calls, set_lstm_inference
 from model_inputs import random_model as _model
-from model_inputs import record_onednn_calls
 from test_fast_paths import ARCHITECTURE_CASES, _max_difference, _sentences
 
 from modeling_elmo import ElmoModel
-from modeling_elmo.cpu_linear import onednn_linear, onednn_linear_applies
-from modeling_elmo.lstm_engine import LstmEngine
+from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS, resolve_implementation
+from modeling_elmo.engine.cpu_linear import onednn_linear, onednn_linear_applies
+from modeling_elmo.engine.lstm_engine import LstmEngine
+from modeling_elmo.modeling_elmo import ELMO_EAGER
 
 TOLERANCE = 1e-6
 
 
 def _disable_engine(model: ElmoModel) -> None:
-    for layer in model.bilm.layers:
-        layer.engine = None
+    model.set_implementation("eager")
+
+
+def _engine_applies(layer: torch.nn.Module, inputs: torch.Tensor) -> bool:
+    """Whether the default implementation of `layer`'s call on `inputs` is the CPU engine."""
+    return (
+        resolve_implementation(None, layer, inputs, ELMO_EAGER)
+        is ALL_ELMO_IMPLEMENTATIONS.get_interface("cpu", None)[0]
+    )
 
 
 def _hidden_states(model: ElmoModel, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -49,12 +58,12 @@ def test_engine_runs_on_cpu_only_and_without_gradients(random_checkpoint):
     layer = _model(random_checkpoint, seed=37).bilm.layers[0]
     inputs = torch.zeros(2, 3, layer.weight_ih.shape[1])
     with torch.no_grad():
-        assert LstmEngine.applies(layer, inputs)
-        assert not LstmEngine.applies(layer, inputs.to("meta"))  # any other device: the reference recurrence
+        assert _engine_applies(layer, inputs)
+        assert not _engine_applies(layer, inputs.to("meta"))  # any other device: the reference recurrence
     with torch.enable_grad():
-        assert not LstmEngine.applies(layer, inputs)  # the layer's parameters require gradients
-        assert LstmEngine.applies(layer.requires_grad_(False), inputs)
-        assert not LstmEngine.applies(layer, inputs.requires_grad_())
+        assert not _engine_applies(layer, inputs)  # the layer's parameters require gradients
+        assert _engine_applies(layer.requires_grad_(False), inputs)
+        assert not _engine_applies(layer, inputs.requires_grad_())
 
 
 @pytest.fixture
@@ -126,10 +135,10 @@ def test_default_keeps_no_derived_copy_of_the_weights(random_checkpoint):
     model = _model(random_checkpoint, seed=38)
     ids = _char_ids(_sentences(seed=39, count=3, max_words=10))
     _hidden_states(model, ids)
-    assert all(layer.engine._derived is None for layer in model.bilm.layers)
-    model.compress_lstm_weights("int8")
+    assert all(engine_of(layer)._derived is None for layer in model.bilm.layers)
+    compress_lstm_weights(model, "int8")
     _hidden_states(model, ids)
-    assert all(layer.engine._derived is not None for layer in model.bilm.layers)
+    assert all(engine_of(layer)._derived is not None for layer in model.bilm.layers)
 
 
 def _onednn_applies() -> bool:
@@ -142,7 +151,7 @@ def test_every_product_setting_agrees_with_the_reference_recurrence(random_check
         pytest.skip("packed oneDNN weights need oneDNN on an x86 CPU")
     model = _model(random_checkpoint, seed=40, dim=256, projection_dim=64)
     ids = _char_ids(_sentences(seed=41, count=6, max_words=15))
-    model.set_lstm_inference(products)
+    set_lstm_inference(model, products)
     with_engine = _hidden_states(model, ids)
     _disable_engine(model)
     assert _max_difference(with_engine, _hidden_states(model, ids)) <= TOLERANCE
@@ -169,7 +178,7 @@ def test_default_runs_onednn_on_the_weights_own_views(random_checkpoint, monkeyp
         # per layer and direction: 1 input-to-gate block, then per step the recurrent and projection products
         assert len(calls) == len(model.bilm.layers) * 2 * (1 + num_steps + projections)
         assert all(shape[0] == 1 for shape in calls)  # one direction at a time
-    assert not packings and all(layer.engine._derived is None for layer in model.bilm.layers)
+    assert not packings and all(engine_of(layer)._derived is None for layer in model.bilm.layers)
     calls.clear()
     with torch.backends.mkldnn.flags(enabled=False):
         assert _max_difference(_hidden_states(model, ids), found) <= TOLERANCE

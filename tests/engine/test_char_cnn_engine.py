@@ -1,5 +1,5 @@
 """The CPU inference products of the character CNN (`char_cnn_engine`) against the reference ones of
-`modeling_elmo.ElmoCharCnnProducts` (PyTorch's convolution and linear layers): the same embeddings with the engine
+`ElmoEagerImplementation` (PyTorch's convolution and linear layers): the same embeddings with the engine
 enabled and disabled, on the fixture model and on random architectures, and the engine used only where it should."""
 
 import pytest
@@ -9,8 +9,8 @@ from model_inputs import random_model as _model
 from test_fast_paths import WORDS, _sentences
 
 from modeling_elmo import ElmoModel
-from modeling_elmo.char_cnn_engine import CharCnnEngine
-from modeling_elmo.cpu_linear import onednn_linear_applies
+from modeling_elmo.engine.char_cnn_engine import CharCnnEngine
+from modeling_elmo.engine.cpu_linear import onednn_linear_applies
 
 TOLERANCE = 1e-6
 ARCHITECTURES = {
@@ -29,8 +29,8 @@ def _words(ids: torch.Tensor) -> torch.Tensor:
     return flat[(flat != 0).any(dim=1)]
 
 
-def _embeddings(model: ElmoModel, words: torch.Tensor, engine: CharCnnEngine | None) -> torch.Tensor:
-    model.char_encoder.engine = engine
+def _embeddings(model: ElmoModel, words: torch.Tensor, implementation: str) -> torch.Tensor:
+    model.set_implementation(implementation)
     with torch.no_grad():
         return model.char_encoder(words)
 
@@ -52,12 +52,12 @@ def test_fixture_model_embeddings_agree_with_the_engine_disabled(converted_fixtu
     model = ElmoModel.from_pretrained(converted_fixture).eval()
     words = _words(_char_ids([[*WORDS, "pneumonoultramicroscopicsilicovolcanoconiosis"], ["<S>", "a"]]))
     calls = _count_engine_calls(monkeypatch)
-    fast = _embeddings(model, words, CharCnnEngine())
+    fast = _embeddings(model, words, "cpu")
     config = model.config
     assert calls.count("max_pooled_convolution") == len(config.char_filters)
     assert calls.count("linear") == 2 * config.num_highway_layers + 1
     calls.clear()
-    reference = _embeddings(model, words, None)
+    reference = _embeddings(model, words, "eager")
     assert not calls
     assert float((fast - reference).abs().max()) <= TOLERANCE
 
@@ -67,10 +67,10 @@ def test_fixture_model_embeddings_agree_with_the_engine_disabled(converted_fixtu
 def test_random_model_embeddings_agree_with_the_engine_disabled(random_checkpoint, architecture):
     model = _model(random_checkpoint, seed=3, **architecture)
     words = _words(_char_ids(_sentences(seed=4, count=5, max_words=12)))
-    fast = _embeddings(model, words, CharCnnEngine())
-    reference = _embeddings(model, words, None)
+    fast = _embeddings(model, words, "cpu")
+    reference = _embeddings(model, words, "eager")
     assert float((fast - reference).abs().max()) <= TOLERANCE
-    model.char_encoder.engine = CharCnnEngine()
+    model.set_implementation("cpu")
     with torch.no_grad():  # the path of ElmoModel: once per distinct word, each chunk cut after its longest word
         assert float((model.char_encoder.embed_words(words) - reference).abs().max()) <= TOLERANCE
 

@@ -1,0 +1,171 @@
+"""Implementations chosen by name (`elmo_implementations`): a new one is one registered object. A float64 reference
+registered from this file, with no change to `modeling_elmo.py`, is picked up by every path (`ElmoModel`, the heads,
+pretraining, `torch.export`), by name or as a default; calls it does not support (gradients) take the reference."""
+
+import collections
+import copy
+
+import pytest
+import torch
+from model_inputs import random_model
+from torch import nn
+from torch.export import Dim
+
+from modeling_elmo import (
+    ElmoConfig,
+    ElmoForPreTraining,
+    ElmoForSequenceClassification,
+    ElmoForTokenClassification,
+    ElmoModel,
+)
+from modeling_elmo.character_ids import word_to_char_ids
+from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
+
+SENTENCES = [["the", "bank", "closed"], ["river"], ["a", "café", "by", "the", "river"]]
+
+
+class Float64Implementation:
+    """Every product and the recurrence in float64, rounded to the inputs' dtype; counts its calls."""
+
+    embeds_unique_words = True
+
+    def __init__(self) -> None:
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    def supports(self, module: nn.Module, inputs: torch.Tensor, needs_grad: bool, exporting: bool) -> bool:
+        return not needs_grad
+
+    def linear(self, module: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
+        self.calls["linear"] += 1
+        return nn.functional.linear(inputs.double(), module.weight.double(), module.bias.double()).to(inputs.dtype)
+
+    def max_pooled_convolution(self, conv: nn.Conv1d, chars: torch.Tensor) -> torch.Tensor:
+        self.calls["max_pooled_convolution"] += 1
+        pooled = nn.functional.conv1d(chars.double().transpose(1, 2), conv.weight.double(), conv.bias.double())
+        return pooled.max(dim=-1).values.to(chars.dtype)
+
+    def lstm_layer(self, layer, inputs, batch_sizes, initial_state):
+        self.calls["lstm_layer"] += 1
+        exact = copy.deepcopy(layer).double()
+        outputs, (hidden, cell) = exact.forward_reference(
+            inputs.double(), batch_sizes, tuple(state.double() for state in initial_state)
+        )
+        return outputs.to(inputs.dtype), (hidden.to(inputs.dtype), cell.to(inputs.dtype))
+
+
+@pytest.fixture
+def float64():
+    """The float64 implementation, registered as "float64" for the test."""
+    implementation = Float64Implementation()
+    ALL_ELMO_IMPLEMENTATIONS.register("float64", implementation)
+    yield implementation
+    ALL_ELMO_IMPLEMENTATIONS.unregister("float64")
+
+
+def _batch(config: ElmoConfig) -> dict[str, torch.Tensor]:
+    width = max(map(len, SENTENCES))
+    input_ids = torch.zeros(len(SENTENCES), width, config.max_characters_per_token, dtype=torch.long)
+    attention_mask = torch.zeros(len(SENTENCES), width, dtype=torch.long)
+    for row, words in enumerate(SENTENCES):
+        input_ids[row, : len(words)] = torch.tensor(
+            [word_to_char_ids(w, config.max_characters_per_token) for w in words]
+        )
+        attention_mask[row, : len(words)] = 1
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+@pytest.fixture
+def config(random_checkpoint) -> ElmoConfig:
+    """A small random model's config, with a language-model vocabulary for pretraining."""
+    config = random_model(random_checkpoint).config
+    config.lm_vocab_size = 20
+    return config
+
+
+def _model(config: ElmoConfig, cls: type[nn.Module] = ElmoModel) -> nn.Module:
+    torch.manual_seed(0)
+    return cls(config).eval()
+
+
+def _max_difference(left, right) -> float:
+    return float(max((a - b).abs().max() for a, b in zip(left, right, strict=True)))
+
+
+def test_elmo_model_takes_it_by_name_and_is_close_to_the_reference(float64, config):
+    model = _model(config)
+    batch = _batch(model.config)
+    with torch.no_grad():
+        expected = model(**batch, output_hidden_states=True).hidden_states
+        model.set_implementation("float64")
+        found = model(**batch, output_hidden_states=True).hidden_states
+    num_layers, config = model.config.num_hidden_layers, model.config
+    assert float64.calls["lstm_layer"] == num_layers
+    assert float64.calls["max_pooled_convolution"] == len(config.char_filters)  # one char-CNN call: distinct words
+    assert float64.calls["linear"] == 2 * config.num_highway_layers + 1
+    assert 0 < _max_difference(found, expected) <= 1e-5
+
+
+def test_a_registered_default_serves_models_that_chose_none(float64, config):
+    ALL_ELMO_IMPLEMENTATIONS.register("float64", float64, default=True)
+    model = _model(config)
+    with torch.no_grad():
+        model(**_batch(model.config))
+    assert float64.calls["lstm_layer"] == model.config.num_hidden_layers
+    model.set_implementation("eager")  # a choice by name wins over the defaults
+    float64.calls.clear()
+    with torch.no_grad():
+        model(**_batch(model.config))
+    assert not float64.calls
+
+
+@pytest.mark.parametrize("head", [ElmoForTokenClassification, ElmoForSequenceClassification])
+def test_heads_take_it(float64, config, head):
+    model = _model(config, head)
+    model.set_implementation("float64")
+    with torch.no_grad():
+        model(**_batch(model.config))
+    assert float64.calls["lstm_layer"] == model.config.num_hidden_layers
+
+
+def test_pretraining_takes_it_and_gradients_take_the_reference(float64, config):
+    model = _model(config, ElmoForPreTraining)
+    model.set_implementation("float64")
+    windows = _batch(model.config)["input_ids"][:, :2]
+    labels = torch.zeros(windows.shape[:2], dtype=torch.long)
+    with torch.no_grad():
+        model(windows, windows.flip(1), labels=labels, backward_labels=labels)
+    assert float64.calls["lstm_layer"] == model.config.num_hidden_layers
+    float64.calls.clear()
+    model.train()(windows, windows.flip(1), labels=labels, backward_labels=labels).loss.backward()
+    assert not float64.calls  # gradients needed: not supported, so the reference ran
+
+
+def test_export_takes_it(float64, config):
+    model = _model(config)
+    model.set_implementation("float64")
+    batch = _batch(model.config)
+    batch_dim, words = Dim("batch"), Dim("words")
+    with torch.no_grad():  # an inference export: the implementation supports calls without gradients
+        program = torch.export.export(
+            model,
+            (),
+            {**batch, "output_hidden_states": True},
+            dynamic_shapes={
+                "input_ids": {0: batch_dim, 1: words},
+                "attention_mask": {0: batch_dim, 1: words},
+                "output_hidden_states": None,
+            },
+        )
+    assert float64.calls["max_pooled_convolution"] >= len(model.config.char_filters)  # the char CNN, traced
+    exported = program.module()(**batch, output_hidden_states=True).hidden_states
+    with torch.no_grad():
+        expected = model(**batch, output_hidden_states=True).hidden_states
+    assert _max_difference(exported, expected) <= 1e-5
+
+
+def test_unknown_names_are_refused_and_change_nothing(float64, config):
+    model = _model(config)
+    model.set_implementation("float64")
+    with pytest.raises(ValueError, match=r"Unknown implementation 'float32x': registered are .*'float64'"):
+        model.set_implementation("float32x")
+    assert {layer.implementation for layer in model.bilm.layers} == {"float64"}
