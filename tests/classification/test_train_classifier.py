@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 from separable_sentences import separable_sentences
 from transformers import AutoModelForSequenceClassification, pipeline
 
@@ -95,8 +94,8 @@ def test_predictions_card_and_reload(single_text_run):
     assert "pipeline_tag: text-classification" in card and f"{results['eval']['eval_accuracy']:.4f}" in card
     assert "`" + str(output.parent / "train.jsonl") + "`" in card
     model = AutoModelForSequenceClassification.from_pretrained(output)
-    weights = torch.softmax(model.scalar_mix.scalar_parameters.detach(), dim=0)
-    assert "| `scalar_mix` | " + " | ".join(f"{float(weight):.4f}" for weight in weights) in card
+    assert model.config.classifier_concat_layers and model.scalar_mix is None  # the new head: no mix to report
+    assert "| `scalar_mix` |" not in card
     assert model.config.id2label == {0: "neg", 1: "pos"} and model.config.problem_type == "single_label_classification"
     owned = json.loads((output / MARKER).read_text())
     assert owned["complete"] and "README.md" in owned["files"]
