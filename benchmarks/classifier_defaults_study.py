@@ -75,6 +75,20 @@ VARIANTS = [
     {"epochs": 20, "weight_decay": 0.1},
     {"epochs": 40, "weight_decay": 0.1},
     {"lr": 1e-2, "weight_decay": 0.1},
+    {"batch": 64, "epochs": 20},
+    {"batch": 64, "epochs": 40},
+    {"batch": 64, "epochs": 20, "weight_decay": 0.1},
+    {"batch": 64, "epochs": 20, "lr": 1e-2},
+    {"batch": 128, "epochs": 40, "lr": 1e-2},
+    {"batch": 64, "epochs": 20, "weight_decay": 1.0},
+    {"batch": 64, "epochs": 20, "weight_decay": 3.0},
+    {"batch": 64, "epochs": 20, "weight_decay": 10.0},
+    {"weight_decay": 3.0},
+    {"weight_decay": 10.0},
+    {"lr": 1e-2, "batch": 64, "epochs": 40},
+    {"lr": 1e-2, "batch": 64, "epochs": 40, "weight_decay": 0.1},
+    {"lr": 1e-2, "batch": 256, "epochs": 40},
+    {"lr": 1e-2, "batch": 64, "epochs": 80},
     {"pooling": "mean_max"},
     {"dropout": 0.2},
     {"pooling": "max"},
@@ -319,9 +333,13 @@ def grid_step(args, config, datasets: dict[str, Data]) -> None:
         pooled = datasets[task].mean_pooled()
         for change in (change for change in VARIANTS if describe(change) in wanted):
             settings = {**args.final, **change}
-            exact = settings["pooling"] == "mean" and settings["dropout"] == 0
-            data = pooled if exact else datasets[task]
-            run_settings(args, "grid", config, data, settings, change=describe(change), mean_pooled=exact)
+            data = pooled if pools_exactly(settings) else datasets[task]
+            run_settings(args, "grid", config, data, settings, change=describe(change), mean_pooled=data is pooled)
+
+
+def pools_exactly(settings: dict) -> bool:
+    """Whether a head with `settings` gives the same outputs on `Data.mean_pooled` as on the words."""
+    return settings["pooling"] == "mean" and settings["dropout"] == 0
 
 
 def describe(change: dict) -> str:
@@ -334,8 +352,12 @@ def sizes_step(args, config, datasets: dict[str, Data]) -> None:
     for task in args.tasks:
         for count in [int(value) for value in args.sizes.split(",")]:
             subset = datasets[task].subset(count, seed=0)
+            pooled = subset.mean_pooled() if pools_exactly(args.final) else subset
             for epochs in [int(value) for value in args.sizes_epochs.split(",")]:
-                run_settings(args, "sizes", config, subset, {**args.final, "epochs": epochs}, train_size=count)
+                settings = {**args.final, "epochs": epochs}
+                run_settings(
+                    args, "sizes", config, pooled, settings, train_size=count, mean_pooled=pooled is not subset
+                )
 
 
 # logistic regression on pooled layers
@@ -461,10 +483,22 @@ def setting_of(row: dict) -> str:
     if row["stage"] == "finetune":
         return f"fine-tuned, {row['train_size']} sentences, {row['epochs']:g} epochs, lr {row['lr']:g}"
     if row["stage"] == "sizes":
-        return f"{row['train_size']} sentences, {row['epochs']} epochs, lr {row['lr']:g}"
+        return f"{row['train_size']} sentences, {row['epochs']} epochs, lr {row['lr']:g}, batch {row['batch']}"
     if row["stage"] == "separable":
         return row["setting"]
+    if row["stage"] == "final":
+        return recipe_of(row)
     return row.get("change", "")
+
+
+def recipe_of(row: dict) -> str:
+    """The settings of a run, in short."""
+    head = row["pooling"] + (", layers concatenated" if row.get("concat") else "")
+    head += ", batch norm" if row.get("batch_norm") else ""
+    return (
+        f"{head}, dropout {row['dropout']:g}, lr {row['lr']:g}, batch {row['batch']}, {row['epochs']} epochs, "
+        f"weight decay {row.get('weight_decay', 0):g}"
+    )
 
 
 def report_step(args) -> str:
