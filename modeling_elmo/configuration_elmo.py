@@ -332,7 +332,8 @@ class ElmoConfig(PreTrainedConfig):
             model is built. Linear head only (`classifier_head="linear"`). `elmo-train-classifier` turns it on for a
             new head (see docs/train-classifier.md, "Defaults").
         classifier_dropout (`float`, defaults to 0.5):
-            Dropout on the mixed ELMo vectors and on the BiLSTM output.
+            Dropout on the mixed ELMo vectors (on each layer with `classifier_concat_layers`) and on the BiLSTM
+            output.
         use_crf (`bool`, defaults to `False`):
             Top the head with a linear-chain CRF: its negative log-likelihood is the loss and predictions are the
             Viterbi path (IOB2 transitions such as `O -> I-PER` are forbidden when the labels are `B-`/`I-`/`O`).

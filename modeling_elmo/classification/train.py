@@ -214,8 +214,7 @@ def _load_model(model_args: ModelArguments, task: Task, trains: bool, pairs: boo
     """The model to train or evaluate: a new head on a biLM gets `new_head_defaults` for the head flags not given, a
     classifier trained before keeps its own values."""
     overrides = model_args.config_overrides()
-    base = AutoConfig.from_pretrained(model_args.model_name_or_path)
-    if trains and not _is_classifier(base):
+    if trains and not _is_classifier(base := AutoConfig.from_pretrained(model_args.model_name_or_path)):
         overrides = {**new_head_defaults(overrides.get("classifier_head", base.classifier_head)), **overrides}
     if trains:
         names = task.label_names or ["score"]

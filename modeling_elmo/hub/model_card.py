@@ -265,7 +265,7 @@ def render_classifier_model_card(
     """
     mixes = learned_scalar_mixes(model)
     config = model.config
-    if not mixes and not getattr(config, "classifier_concat_layers", False):
+    if not mixes and not config.classifier_concat_layers:
         raise ModelCardError(f"{type(model).__name__} has no scalar mix; is it an ElmoForSequenceClassification?")
     shown = {
         split: {
