@@ -3,23 +3,29 @@ rate, schedule, epochs) on SST-2 and SST-5 with the biLM of `benchmarks/pretrain
 on dev, the chosen settings reported once on test; a logistic-regression baseline on the same pooled layers; the
 small separable set of the tests on the fixture biLM.
 
-    python benchmarks/pretrain_quality.py --work_dir /tmp/clf/bilm --steps prepare,vocab,options,pretrain,random
+    python benchmarks/pretrain_quality.py --work_dir /tmp/clf/bilm --steps prepare,vocab,options,pretrain,random \
+        --data_dir ../shared/data/conll2003
     elmo-train-classifier prepare-sst --data_dir ../shared/data/sst --output_dir /tmp/clf/data/sst2 --binary
     elmo-train-classifier prepare-sst --data_dir ../shared/data/sst --output_dir /tmp/clf/data/sst5
     python benchmarks/classifier_defaults_study.py --bilm /tmp/clf/bilm/pretrained --data_dir /tmp/clf/data \
-        --work_dir /tmp/clf/study --steps features,baseline,grid,final,sizes,separable,report
+        --work_dir /tmp/clf/study --fixture_model /tmp/clf/tiny \
+        --steps features,baseline,grid,final,sizes,separable,report
+
+(/tmp/clf/tiny: the fixture biLM of ../shared/fixtures/elmo converted with `elmo-convert`.)
 
 Frozen runs are cheap: `features` runs the biLM once per distinct sentence (as the activation cache does) and keeps
 its layers; every head is then trained in this process on those layers with the model's own head modules
-(`ElmoForSequenceClassification`'s scalar mix, dropout, pooler and linear layer) and the `Trainer`'s optimisation
-(AdamW, its learning-rate schedules, gradient clipping at 1.0, a freshly shuffled order each epoch). Dev picks;
+(`ElmoForSequenceClassification`'s scalar mix or concatenated layers, dropout, pooler, batch norm and linear layer)
+and the `Trainer`'s optimisation (AdamW with its weight decay groups, learning-rate schedules, gradient clipping at
+1.0, a freshly shuffled order each epoch). Dev picks;
 test is computed only in `final` (the chosen settings) and `baseline` (the chosen L2 strength).
 
 Steps:
   features   biLM layers of every sentence of the SST-2 and SST-5 files -> WORK/features.pt
   baseline   scikit-learn logistic regression (L2, C picked on dev) on the pooled layers (mean, mean+max)
-  grid       the candidate (--final) and one change at a time to it (VARIANTS: head and recipe), every seed, dev only
-  final      the settings given by --final (the defaults) on every seed: dev and test
+  grid       the centre (--centre) and changes to it (VARIANTS: head and recipe), every seed, dev only; settings
+             with mean pooling and no dropout train on the mean-pooled layers (the same outputs, far cheaper)
+  final      the settings given by --final (the defaults) on every seed, on the words: dev and test
   sizes      the final settings and alternatives on SST-2 training subsets (dev only)
   separable  the separable set of the tests on the fixture biLM: the final settings, the old defaults, and
              logistic regression
@@ -107,9 +113,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument(
-        "--final",
+        "--centre",
         default="pooling=mean,dropout=0,lr=3e-3,epochs=10,schedule=linear,warmup=0.1,batch=32,batch_norm=1,concat=1",
-        help="the candidate defaults (the grid varies them one at a time)",
+        help="the settings the grid changes (VARIANTS)",
+    )
+    parser.add_argument(
+        "--final",
+        default=(
+            "pooling=mean,dropout=0,lr=3e-3,epochs=20,schedule=linear,warmup=0.1,batch=64,batch_norm=1,concat=1,"
+            "weight_decay=0.1"
+        ),
+        help="the chosen settings (the defaults) of final, sizes and separable",
     )
     parser.add_argument("--variants", default=None, help="grid: only these changes, e.g. 'candidate;lr 0.003'")
     parser.add_argument("--strengths", default="0.001,0.01,0.1,1", help="logistic regression: C values tried on dev")
@@ -123,7 +137,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.steps = [step.strip() for step in args.steps.split(",") if step.strip()]
     args.tasks = [task for task in args.tasks.split(",") if task]
     args.seeds = [int(seed) for seed in args.seeds.split(",")]
-    args.final = parse_settings(args.final)
+    args.centre, args.final = parse_settings(args.centre), parse_settings(args.final)
     args.strengths = [float(value) for value in args.strengths.split(",")]
     return args
 
@@ -326,13 +340,13 @@ def run_settings(args, stage: str, config, data: Data, settings: dict, splits=("
 
 
 def grid_step(args, config, datasets: dict[str, Data]) -> None:
-    """One change at a time around `--final`, most informative first (results are kept as they come). Settings with
+    """One change at a time around `--centre`, most informative first (results are kept as they come). Settings with
     mean pooling and no dropout train on the mean-pooled layers (`Data.mean_pooled`, the same model outputs)."""
     wanted = args.variants.split(";") if args.variants else [describe(change) for change in VARIANTS]
     for task in args.tasks:
         pooled = datasets[task].mean_pooled()
         for change in (change for change in VARIANTS if describe(change) in wanted):
-            settings = {**args.final, **change}
+            settings = {**args.centre, **change}
             data = pooled if pools_exactly(settings) else datasets[task]
             run_settings(args, "grid", config, data, settings, change=describe(change), mean_pooled=data is pooled)
 
