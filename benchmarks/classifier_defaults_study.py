@@ -3,23 +3,29 @@ rate, schedule, epochs) on SST-2 and SST-5 with the biLM of `benchmarks/pretrain
 on dev, the chosen settings reported once on test; a logistic-regression baseline on the same pooled layers; the
 small separable set of the tests on the fixture biLM.
 
-    python benchmarks/pretrain_quality.py --work_dir /tmp/clf/bilm --steps prepare,vocab,options,pretrain,random
+    python benchmarks/pretrain_quality.py --work_dir /tmp/clf/bilm --steps prepare,vocab,options,pretrain,random \
+        --data_dir ../shared/data/conll2003
     elmo-train-classifier prepare-sst --data_dir ../shared/data/sst --output_dir /tmp/clf/data/sst2 --binary
     elmo-train-classifier prepare-sst --data_dir ../shared/data/sst --output_dir /tmp/clf/data/sst5
     python benchmarks/classifier_defaults_study.py --bilm /tmp/clf/bilm/pretrained --data_dir /tmp/clf/data \
-        --work_dir /tmp/clf/study --steps features,baseline,grid,final,sizes,separable,report
+        --work_dir /tmp/clf/study --fixture_model /tmp/clf/tiny \
+        --steps features,baseline,grid,final,sizes,separable,report
+
+(/tmp/clf/tiny: the fixture biLM of ../shared/fixtures/elmo converted with `elmo-convert`.)
 
 Frozen runs are cheap: `features` runs the biLM once per distinct sentence (as the activation cache does) and keeps
 its layers; every head is then trained in this process on those layers with the model's own head modules
-(`ElmoForSequenceClassification`'s scalar mix, dropout, pooler and linear layer) and the `Trainer`'s optimisation
-(AdamW, its learning-rate schedules, gradient clipping at 1.0, a freshly shuffled order each epoch). Dev picks;
+(`ElmoForSequenceClassification`'s scalar mix or concatenated layers, dropout, pooler, batch norm and linear layer)
+and the `Trainer`'s optimisation (AdamW with its weight decay groups, learning-rate schedules, gradient clipping at
+1.0, a freshly shuffled order each epoch). Dev picks;
 test is computed only in `final` (the chosen settings) and `baseline` (the chosen L2 strength).
 
 Steps:
   features   biLM layers of every sentence of the SST-2 and SST-5 files -> WORK/features.pt
   baseline   scikit-learn logistic regression (L2, C picked on dev) on the pooled layers (mean, mean+max)
-  grid       the candidate (--final) and one change at a time to it (VARIANTS: head and recipe), every seed, dev only
-  final      the settings given by --final (the defaults) on every seed: dev and test
+  grid       the centre (--centre) and changes to it (VARIANTS: head and recipe), every seed, dev only; settings
+             with mean pooling and no dropout train on the mean-pooled layers (the same outputs, far cheaper)
+  final      the settings given by --final (the defaults) on every seed, on the words: dev and test
   sizes      the final settings and alternatives on SST-2 training subsets (dev only)
   separable  the separable set of the tests on the fixture biLM: the final settings, the old defaults, and
              logistic regression
@@ -41,7 +47,7 @@ from itertools import product
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoTokenizer, get_scheduler
+from transformers import AutoConfig, AutoTokenizer, Trainer, get_scheduler
 
 from modeling_elmo import ElmoForSequenceClassification
 
@@ -54,23 +60,45 @@ SPLITS = ("train", "validation", "test")
 # the recipe of the command before this study: the Trainer's defaults and the config's head
 OLD_DEFAULTS = {
     "pooling": "mean_max", "dropout": 0.5, "lr": 5e-5, "epochs": 3, "schedule": "linear", "warmup": 0.0, "batch": 8,
-    "batch_norm": 0.0,
+    "batch_norm": 0.0, "concat": 0.0, "weight_decay": 0.0,
 }  # fmt: skip
 
 
 # the grid: changes to the candidate (--final), one at a time
 VARIANTS = [
     {},
-    {"batch_norm": 0.0},
-    {"pooling": "mean_max"},
-    {"lr": 3e-3},
-    {"lr": 3e-2},
-    {"dropout": 0.2},
-    OLD_DEFAULTS,
-    {"epochs": 5},
+    {"concat": 0.0},
+    {"lr": 1e-3},
+    {"lr": 1e-2},
     {"epochs": 20},
-    {"pooling": "max"},
+    {"epochs": 40},
+    {"weight_decay": 0.01},
+    {"weight_decay": 0.1},
+    {"weight_decay": 1.0},
+    {"batch_norm": 0.0},
+    {"batch": 64},
     {"schedule": "constant"},
+    {"epochs": 20, "weight_decay": 0.1},
+    {"epochs": 40, "weight_decay": 0.1},
+    {"lr": 1e-2, "weight_decay": 0.1},
+    {"batch": 64, "epochs": 20},
+    {"batch": 64, "epochs": 40},
+    {"batch": 64, "epochs": 20, "weight_decay": 0.1},
+    {"batch": 64, "epochs": 20, "lr": 1e-2},
+    {"batch": 128, "epochs": 40, "lr": 1e-2},
+    {"batch": 64, "epochs": 20, "weight_decay": 1.0},
+    {"batch": 64, "epochs": 20, "weight_decay": 3.0},
+    {"batch": 64, "epochs": 20, "weight_decay": 10.0},
+    {"weight_decay": 3.0},
+    {"weight_decay": 10.0},
+    {"lr": 1e-2, "batch": 64, "epochs": 40},
+    {"lr": 1e-2, "batch": 64, "epochs": 40, "weight_decay": 0.1},
+    {"lr": 1e-2, "batch": 256, "epochs": 40},
+    {"lr": 1e-2, "batch": 64, "epochs": 80},
+    {"pooling": "mean_max"},
+    {"dropout": 0.2},
+    {"pooling": "max"},
+    OLD_DEFAULTS,
 ]
 
 
@@ -85,9 +113,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument(
+        "--centre",
+        default="pooling=mean,dropout=0,lr=3e-3,epochs=10,schedule=linear,warmup=0.1,batch=32,batch_norm=1,concat=1",
+        help="the settings the grid changes (VARIANTS)",
+    )
+    parser.add_argument(
         "--final",
-        default="pooling=mean,dropout=0,lr=1e-2,epochs=10,schedule=linear,warmup=0.1,batch=32,batch_norm=1",
-        help="the candidate defaults (the grid varies them one at a time)",
+        default=(
+            "pooling=mean,dropout=0,lr=3e-3,epochs=20,schedule=linear,warmup=0.1,batch=64,batch_norm=1,concat=1,"
+            "weight_decay=0.1"
+        ),
+        help="the chosen settings (the defaults) of final, sizes and separable",
     )
     parser.add_argument("--variants", default=None, help="grid: only these changes, e.g. 'candidate;lr 0.003'")
     parser.add_argument("--strengths", default="0.001,0.01,0.1,1", help="logistic regression: C values tried on dev")
@@ -101,7 +137,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.steps = [step.strip() for step in args.steps.split(",") if step.strip()]
     args.tasks = [task for task in args.tasks.split(",") if task]
     args.seeds = [int(seed) for seed in args.seeds.split(",")]
-    args.final = parse_settings(args.final)
+    args.centre, args.final = parse_settings(args.centre), parse_settings(args.final)
     args.strengths = [float(value) for value in args.strengths.split(",")]
     return args
 
@@ -167,6 +203,18 @@ class Data:
             sentences, labels = splits[(task, split)]
             self.sets[split] = ([layers[words] for words in sentences], torch.tensor(labels))
         self.num_labels = int(self.sets["train"][1].max()) + 1
+
+    def mean_pooled(self) -> "Data":
+        """Every sentence's layers replaced by their mean over its words, as a one-word sentence (num_layers, 1,
+        dim): for a head with mean pooling and no dropout, the model's forward gives the same logits (the scalar mix
+        and the per-layer pooling are linear in the words), at a fraction of the cost."""
+        copy = object.__new__(Data)
+        copy.task, copy.num_labels = self.task, self.num_labels
+        copy.sets = {
+            split: ([item.mean(dim=1, keepdim=True) for item in items], labels)
+            for split, (items, labels) in self.sets.items()
+        }
+        return copy
 
     def subset(self, count: int, seed: int) -> "Data":
         """The first `count` training sentences after a seeded shuffle (as --shuffle_train_dataset)."""
@@ -237,14 +285,21 @@ def train_head(config, data: Data, settings: dict, seed: int, splits=("validatio
             "classifier_pooling": settings["pooling"],
             "classifier_dropout": settings["dropout"],
             "classifier_batch_norm": bool(settings.get("batch_norm", False)),
+            "classifier_concat_layers": bool(settings.get("concat", False)),
             "scalar_mix_layer_norm": bool(settings.get("layer_norm", False)),
         }
     )
     config.num_labels = data.num_labels
     model = ElmoForSequenceClassification(config)
     model.activation_cache = GivenLayers()
-    parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
-    optimizer = torch.optim.AdamW(parameters, lr=settings["lr"], weight_decay=0.0)
+    trained = {name: parameter for name, parameter in model.named_parameters() if parameter.requires_grad}
+    parameters = list(trained.values())
+    decayed = set(Trainer.get_decay_parameter_names(None, model))  # as the Trainer: no decay on biases and norms
+    groups = [
+        {"params": [trained[name] for name in trained if name in decayed]},
+        {"params": [trained[name] for name in trained if name not in decayed], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=settings["lr"], weight_decay=settings.get("weight_decay", 0.0))
     items, labels = data.sets["train"]
     steps_per_epoch = -(-len(items) // settings["batch"])
     total = steps_per_epoch * settings["epochs"]
@@ -285,12 +340,20 @@ def run_settings(args, stage: str, config, data: Data, settings: dict, splits=("
 
 
 def grid_step(args, config, datasets: dict[str, Data]) -> None:
-    """One change at a time around `--final`, most informative first (results are kept as they come)."""
+    """One change at a time around `--centre`, most informative first (results are kept as they come). Settings with
+    mean pooling and no dropout train on the mean-pooled layers (`Data.mean_pooled`, the same model outputs)."""
     wanted = args.variants.split(";") if args.variants else [describe(change) for change in VARIANTS]
     for task in args.tasks:
+        pooled = datasets[task].mean_pooled()
         for change in (change for change in VARIANTS if describe(change) in wanted):
-            settings = {**args.final, **change}
-            run_settings(args, "grid", config, datasets[task], settings, change=describe(change))
+            settings = {**args.centre, **change}
+            data = pooled if pools_exactly(settings) else datasets[task]
+            run_settings(args, "grid", config, data, settings, change=describe(change), mean_pooled=data is pooled)
+
+
+def pools_exactly(settings: dict) -> bool:
+    """Whether a head with `settings` gives the same outputs on `Data.mean_pooled` as on the words."""
+    return settings["pooling"] == "mean" and settings["dropout"] == 0
 
 
 def describe(change: dict) -> str:
@@ -303,8 +366,12 @@ def sizes_step(args, config, datasets: dict[str, Data]) -> None:
     for task in args.tasks:
         for count in [int(value) for value in args.sizes.split(",")]:
             subset = datasets[task].subset(count, seed=0)
+            pooled = subset.mean_pooled() if pools_exactly(args.final) else subset
             for epochs in [int(value) for value in args.sizes_epochs.split(",")]:
-                run_settings(args, "sizes", config, subset, {**args.final, "epochs": epochs}, train_size=count)
+                settings = {**args.final, "epochs": epochs}
+                run_settings(
+                    args, "sizes", config, pooled, settings, train_size=count, mean_pooled=pooled is not subset
+                )
 
 
 # logistic regression on pooled layers
@@ -430,10 +497,22 @@ def setting_of(row: dict) -> str:
     if row["stage"] == "finetune":
         return f"fine-tuned, {row['train_size']} sentences, {row['epochs']:g} epochs, lr {row['lr']:g}"
     if row["stage"] == "sizes":
-        return f"{row['train_size']} sentences, {row['epochs']} epochs, lr {row['lr']:g}"
+        return f"{row['train_size']} sentences, {row['epochs']} epochs, lr {row['lr']:g}, batch {row['batch']}"
     if row["stage"] == "separable":
         return row["setting"]
+    if row["stage"] == "final":
+        return recipe_of(row)
     return row.get("change", "")
+
+
+def recipe_of(row: dict) -> str:
+    """The settings of a run, in short."""
+    head = row["pooling"] + (", layers concatenated" if row.get("concat") else "")
+    head += ", batch norm" if row.get("batch_norm") else ""
+    return (
+        f"{head}, dropout {row['dropout']:g}, lr {row['lr']:g}, batch {row['batch']}, {row['epochs']} epochs, "
+        f"weight decay {row.get('weight_decay', 0):g}"
+    )
 
 
 def report_step(args) -> str:

@@ -164,6 +164,7 @@ FIELD_RULES: dict[str, Rule] = {
     "classifier_pooling": _one_of("mean", "max", "mean_max"),
     "classifier_sentence_pairs": _BOOLEAN,
     "classifier_batch_norm": _BOOLEAN,
+    "classifier_concat_layers": _BOOLEAN,
     "classifier_dropout": Rule("a number from 0 to 1", lambda value: _is_number(value) and 0 <= value <= 1),
     "use_crf": _BOOLEAN,
     "freeze_elmo": _BOOLEAN,
@@ -323,8 +324,16 @@ class ElmoConfig(PreTrainedConfig):
             as linear probes of frozen features do: the classifier then learns at one learning rate whatever the
             scale of the biLM's layers. `elmo-train-classifier` turns it on for a new head (see
             docs/train-classifier.md, "Defaults").
+        classifier_concat_layers (`bool`, defaults to `False`):
+            Make [`ElmoForSequenceClassification`] pool each biLM layer on its own and concatenate the
+            `num_hidden_layers + 1` pooled vectors (dropout on each layer first) instead of pooling their scalar mix:
+            the linear layer then weighs every layer's features apart, as a logistic regression on the pooled layers
+            does, and there is no mix to learn. The classifier's input width depends on it, so it is fixed when the
+            model is built. Linear head only (`classifier_head="linear"`). `elmo-train-classifier` turns it on for a
+            new head (see docs/train-classifier.md, "Defaults").
         classifier_dropout (`float`, defaults to 0.5):
-            Dropout on the mixed ELMo vectors and on the BiLSTM output.
+            Dropout on the mixed ELMo vectors (on each layer with `classifier_concat_layers`) and on the BiLSTM
+            output.
         use_crf (`bool`, defaults to `False`):
             Top the head with a linear-chain CRF: its negative log-likelihood is the loss and predictions are the
             Viterbi path (IOB2 transitions such as `O -> I-PER` are forbidden when the labels are `B-`/`I-`/`O`).
@@ -374,6 +383,7 @@ class ElmoConfig(PreTrainedConfig):
     classifier_pooling: str = "mean_max"
     classifier_sentence_pairs: bool = False
     classifier_batch_norm: bool = False
+    classifier_concat_layers: bool = False
     classifier_dropout: float | int = 0.5
     use_crf: bool = False
     freeze_elmo: bool = True
@@ -428,6 +438,14 @@ class ElmoConfig(PreTrainedConfig):
             raise ElmoConfigError(
                 "max_characters_per_token",
                 f"must be at least {widest} (the widest character filter), got {self.max_characters_per_token}",
+            )
+
+    def validate_head(self) -> None:
+        """Part of `@strict` validation: the pooled layers are concatenated for the linear head only (the BiLSTM
+        reads one vector per word)."""
+        if self.classifier_concat_layers and self.classifier_head != "linear":
+            raise ElmoConfigError(
+                "classifier_concat_layers", f"must be False with classifier_head={self.classifier_head!r}"
             )
 
     def validate_input(self) -> None:

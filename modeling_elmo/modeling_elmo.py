@@ -1050,8 +1050,9 @@ class ElmoHeadModel(ElmoPreTrainedModel):
         return hidden
 
     def scalar_mix_penalty(self) -> torch.Tensor | float:
-        """The L2 penalty on the scalar-mix weights (`config.scalar_mix_l2_coef`) in training mode, else 0."""
-        if not (self.config.scalar_mix_l2_coef and self.training):
+        """The L2 penalty on the scalar-mix weights (`config.scalar_mix_l2_coef`) in training mode, else (or without
+        a mix) 0."""
+        if self.scalar_mix is None or not (self.config.scalar_mix_l2_coef and self.training):
             return 0.0
         return self.config.scalar_mix_l2_coef * self.scalar_mix.scalar_parameters.pow(2).sum()
 
@@ -1197,10 +1198,11 @@ class ElmoForSequenceClassification(ElmoHeadModel):
     r"""
     ELMo with a sentence-classification head (sentiment, topic, intent; entailment and paraphrase for text pairs): the
     word vectors of [`ElmoHeadModel`] (scalar mix of all biLM layers, optional BiLSTM), pooled over each sentence's
-    words (`config.classifier_pooling`), optionally standardised feature by feature (`config.classifier_batch_norm`),
-    then a linear layer. Loss and `config.problem_type` as in `BertForSequenceClassification`: mean squared error for
-    `num_labels == 1` (regression), cross-entropy for integer labels, binary cross-entropy with logits for float
-    labels (multi-label). Freezing and the activation cache: see
+    words (`config.classifier_pooling`; with `config.classifier_concat_layers`, every biLM layer pooled on its own and
+    the pooled vectors concatenated instead), optionally standardised feature by feature
+    (`config.classifier_batch_norm`), then a linear layer. Loss and `config.problem_type` as in
+    `BertForSequenceClassification`: mean squared error for `num_labels == 1` (regression), cross-entropy for integer
+    labels, binary cross-entropy with logits for float labels (multi-label). Freezing and the activation cache: see
     [`ElmoHeadModel`].
 
     Text pairs (`config.classifier_sentence_pairs=True`): a row holds the words of both texts, `token_type_ids` 0 for
@@ -1218,8 +1220,11 @@ class ElmoForSequenceClassification(ElmoHeadModel):
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
+        if config.classifier_concat_layers:
+            self.scalar_mix = None  # every layer is pooled on its own: no mix to learn
         self.pooler = ElmoSentencePooler(config, self.word_vector_size)
-        features = self.pooler.output_size * (4 if config.classifier_sentence_pairs else 1)
+        pooled_vectors = config.num_hidden_layers + 1 if config.classifier_concat_layers else 1
+        features = self.pooler.output_size * pooled_vectors * (4 if config.classifier_sentence_pairs else 1)
         self.feature_norm = ElmoFeatureNorm(features) if config.classifier_batch_norm else None
         self.classifier = nn.Linear(features, config.num_labels)
         self.post_init()
@@ -1295,7 +1300,7 @@ class ElmoForSequenceClassification(ElmoHeadModel):
         masks = self._sentence_masks(attention_mask, token_type_ids)
         layers = self.contextual_layers(torch.cat([input_ids, input_ids]) if pairs else input_ids, masks, states)
         words = masks.bool()
-        pooled = self.pooler(self.encode_words(layers, words), words)
+        pooled = self.pool_sentences(layers, words)
         if pairs:
             first, second = pooled.chunk(2)
             pooled = torch.cat([first, second, (first - second).abs(), first * second], dim=-1)
@@ -1316,6 +1321,15 @@ class ElmoForSequenceClassification(ElmoHeadModel):
         return SequenceClassifierOutput(
             loss=loss, logits=logits, hidden_states=layers if output_hidden_states else None
         )
+
+    def pool_sentences(self, layers: tuple[torch.Tensor, ...], words: torch.Tensor) -> torch.Tensor:
+        """One vector per sentence: `layers` (each (rows, words, 2 * projection_dim)) and `words` (rows, words) ->
+        (rows, `pooler.output_size`), the pooled `encode_words`; with `config.classifier_concat_layers`, each layer
+        with dropout pooled on its own, concatenated: (rows, (num_hidden_layers + 1) * `pooler.output_size`)."""
+        if self.scalar_mix is not None:
+            return self.pooler(self.encode_words(layers, words), words)
+        zero_padding = words.unsqueeze(-1).to(layers[0].dtype)
+        return torch.cat([self.pooler(self.dropout(layer) * zero_padding, words) for layer in layers], dim=-1)
 
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """`BertForSequenceClassification`'s loss, `config.problem_type` set from `num_labels` and the labels' dtype

@@ -36,6 +36,7 @@ BAD_VALUES = {
     "classifier_pooling": ["sum", "MEAN", None, 1],
     "classifier_sentence_pairs": ["true", 1, None],
     "classifier_batch_norm": ["true", 1, None],
+    "classifier_concat_layers": ["false", 0, None],
     "classifier_dropout": [-0.1, 1.5, NAN, None],
     "use_crf": ["yes", 1],
     "freeze_elmo": ["false", None],
@@ -89,6 +90,14 @@ def test_filters_wider_than_a_word_name_max_characters_per_token():
     assert error.value.field == "max_characters_per_token"
 
 
+def test_concatenated_layers_with_the_bilstm_head_name_classifier_concat_layers():
+    with pytest.raises(
+        ElmoConfigError, match=r"^ElmoConfig: classifier_concat_layers must be False with classifier_head='bilstm'"
+    ) as error:
+        ElmoConfig(classifier_head="bilstm", classifier_concat_layers=True)
+    assert error.value.field == "classifier_concat_layers"
+
+
 def test_an_assignment_that_breaks_a_rule_between_fields_is_refused_on_save(tmp_path):
     config = ElmoConfig(char_filters=[[1, 4], [3, 6]], max_characters_per_token=3)
     config.char_filters = [[1, 4], [4, 6]]
@@ -112,6 +121,7 @@ def test_a_config_json_with_a_bad_value_is_refused_on_load(tmp_path):
         {"cell_clip": 3, "proj_clip": 0.25, "num_highway_layers": 0, "char_activation": "tanh"},
         {"char_filters": None, "max_characters_per_token": 7, "pad_token_id": None, "classifier_dropout": 0},
         {"char_filters": [[1, 4], [3, 6]], "max_characters_per_token": 3, "classifier_head": "bilstm"},
+        {"classifier_concat_layers": True, "classifier_pooling": "mean"},
     ],
 )
 def test_valid_values_are_accepted(values):

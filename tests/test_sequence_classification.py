@@ -46,8 +46,9 @@ def tiny_config(**overrides) -> ElmoConfig:
 def tiny_model(seed: int = 0, **overrides) -> ElmoForSequenceClassification:
     torch.manual_seed(seed)
     model = ElmoForSequenceClassification(tiny_config(**overrides)).eval()
-    with torch.no_grad():  # a mix that is not uniform, so that every layer's weight matters
-        model.scalar_mix.scalar_parameters.copy_(torch.linspace(-1.0, 1.0, model.config.num_hidden_layers + 1))
+    if model.scalar_mix is not None:  # a mix that is not uniform, so that every layer's weight matters
+        with torch.no_grad():
+            model.scalar_mix.scalar_parameters.copy_(torch.linspace(-1.0, 1.0, model.config.num_hidden_layers + 1))
     return model
 
 
@@ -394,6 +395,48 @@ def _features_before_the_classifier(model: ElmoForSequenceClassification, inputs
     model(**inputs)
     handle.remove()
     return captured
+
+
+def layers_pooled_alone(model: ElmoForSequenceClassification, words: list[str]) -> torch.Tensor:
+    """Every biLM layer of one sentence run on its own, pooled as `config.classifier_pooling` says, concatenated:
+    ((num_hidden_layers + 1) * pooled_size,)."""
+    inputs = alone(words)
+    layers = model.elmo_layers(inputs["input_ids"], inputs["attention_mask"])
+    statistics = {"mean": lambda layer: layer.mean(dim=0), "max": lambda layer: layer.amax(dim=0)}
+    names = model.config.classifier_pooling.split("_")
+    return torch.cat([statistics[name](layer[0]) for layer in layers for name in names])
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "mean_max"])
+@pytest.mark.parametrize("pairs", [False, True])
+def test_concatenated_layers_are_each_layer_pooled_on_its_own(pooling, pairs):
+    model = tiny_model(classifier_concat_layers=True, classifier_pooling=pooling, classifier_sentence_pairs=pairs)
+    assert model.scalar_mix is None
+    width = (model.config.num_hidden_layers + 1) * model.pooler.output_size * (4 if pairs else 1)
+    assert model.classifier.in_features == width
+    for padding_side in ("right", "left"):
+        inputs = pair_batch(padding_side) if pairs else {k: v for k, v in batch(padding_side).items() if k != "labels"}
+        (features,) = _features_before_the_classifier(model, inputs)
+        for row, texts in enumerate(PAIRS if pairs else SENTENCES):
+            if pairs:
+                u, v = (layers_pooled_alone(model, words) for words in texts)
+                expected = torch.cat([u, v, (u - v).abs(), u * v])
+            else:
+                expected = layers_pooled_alone(model, texts)
+            torch.testing.assert_close(features[row], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_concatenated_layers_train_the_linear_layer_only_and_round_trip(tmp_path):
+    model = tiny_model(classifier_concat_layers=True, classifier_dropout=0.0, scalar_mix_l2_coef=0.5).train()
+    output = model(**batch())
+    torch.testing.assert_close(output.loss, nn.functional.cross_entropy(output.logits, batch()["labels"]))
+    output.loss.backward()
+    trained = [name for name, parameter in model.named_parameters() if parameter.grad is not None]
+    assert trained == ["classifier.weight", "classifier.bias"]
+    model.eval().save_pretrained(tmp_path)
+    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path)
+    assert loaded.config.classifier_concat_layers and loaded.scalar_mix is None
+    torch.testing.assert_close(loaded(**batch()).logits, model(**batch()).logits)
 
 
 @pytest.mark.parametrize("pairs", [False, True])

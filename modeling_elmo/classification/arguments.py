@@ -16,6 +16,13 @@ class ModelArguments(HeadArguments):
     classifier_pooling: str | None = field(
         default=None, metadata={"help": "'mean', 'max' or 'mean_max' (a new head: mean)" + KEEPS_THE_MODEL_VALUE}
     )
+    classifier_concat_layers: bool | None = field(
+        default=None,
+        metadata={
+            "help": "pool each biLM layer on its own and concatenate them, instead of the scalar mix (linear head "
+            "only; a new linear head: True)" + KEEPS_THE_MODEL_VALUE
+        },
+    )
     classifier_batch_norm: bool | None = field(
         default=None,
         metadata={

@@ -16,9 +16,16 @@ NEW_HEAD_DEFAULTS = {
     "classifier_pooling": "mean",
     "classifier_dropout": 0.0,
     "classifier_batch_norm": True,
+    "classifier_concat_layers": True,
 }
 
 _TRANSFORMERS_5 = int(version("transformers").split(".")[0]) >= 5
+
+
+def new_head_defaults(classifier_head: str) -> dict[str, object]:
+    """`NEW_HEAD_DEFAULTS` for a new head of the kind `classifier_head`: the pooled layers are concatenated for the
+    linear head only (the BiLSTM reads one mixed vector per word)."""
+    return {**NEW_HEAD_DEFAULTS, "classifier_concat_layers": classifier_head == "linear"}
 
 
 @dataclass
@@ -27,14 +34,15 @@ class ClassifierRecipe:
     transformer: a learning rate of 5e-5 leaves a frozen-biLM head at chance)."""
 
     learning_rate: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate"})
-    num_train_epochs: float = field(default=10.0, metadata={"help": "training epochs"})
+    num_train_epochs: float = field(default=20.0, metadata={"help": "training epochs"})
+    weight_decay: float = field(default=0.1, metadata={"help": "AdamW's weight decay (not on biases)"})
     if _TRANSFORMERS_5:  # 5.x reads a fraction of all steps from `warmup_steps` and has no `warmup_ratio`
         warmup_steps: float = field(
             default=0.1, metadata={"help": "linear warm-up: steps (an integer), or a fraction of all steps in [0, 1)"}
         )
     else:
         warmup_ratio: float = field(default=0.1, metadata={"help": "linear warm-up: a fraction of all steps"})
-    per_device_train_batch_size: int = field(default=32, metadata={"help": "training batch size per device"})
+    per_device_train_batch_size: int = field(default=64, metadata={"help": "training batch size per device"})
 
 
 def _classifier_training_arguments() -> type:
@@ -58,4 +66,8 @@ def __getattr__(name: str) -> type:
     return globals()[name]
 
 
-__all__ = ["NEW_HEAD_DEFAULTS", "ClassifierRecipe"]  # and ClassifierTrainingArguments (see `__getattr__`)
+__all__ = [
+    "NEW_HEAD_DEFAULTS",
+    "ClassifierRecipe",
+    "new_head_defaults",
+]  # and ClassifierTrainingArguments (`__getattr__`)

@@ -45,7 +45,7 @@ from ..hub.model_card import render_classifier_model_card
 from ..runtime.cpu_threads import configure_cpu_threads
 from . import data as task_data
 from .arguments import COMMAND_LINE, PROG, DataArguments, ModelArguments
-from .defaults import NEW_HEAD_DEFAULTS
+from .defaults import new_head_defaults
 from .metrics import build_compute_metrics
 from .output_folder import (
     ForeignFilesError,
@@ -154,11 +154,11 @@ def read_task(files: dict[str, str], data: DataArguments, model_name_or_path: st
 
 def _load_model(model_args: ModelArguments, task: Task, trains: bool, pairs: bool, device):
     _check_model_folder(model_args.model_name_or_path)
-    """The model to train or evaluate: a new head on a biLM gets `NEW_HEAD_DEFAULTS` for the head flags not given, a
+    """The model to train or evaluate: a new head on a biLM gets `new_head_defaults` for the head flags not given, a
     classifier trained before keeps its own values."""
     overrides = model_args.config_overrides()
-    if trains and not _is_classifier(AutoConfig.from_pretrained(model_args.model_name_or_path)):
-        overrides = {**NEW_HEAD_DEFAULTS, **overrides}
+    if trains and not _is_classifier(base := AutoConfig.from_pretrained(model_args.model_name_or_path)):
+        overrides = {**new_head_defaults(overrides.get("classifier_head", base.classifier_head)), **overrides}
     if trains:
         names = task.label_names or ["score"]
         overrides.update(

@@ -221,12 +221,12 @@ def render_classifier_model_card(
     `scores`: split -> the Trainer's metrics with their split prefix (`{"eval": {"eval_accuracy": ..}}`); only the
     score metrics (accuracy, f1, macro_f1, mse, mae) are shown. `data_files`: split -> the file trained or scored
     on; `text_columns`: one column, or two for a pair; `training`: what the run did (epochs, steps, ...). The learned
-    scalar-mix weights are read from `model`.
+    scalar-mix weights are read from `model` (a head that concatenates the pooled layers has none).
     """
     mixes = learned_scalar_mixes(model)
-    if not mixes:
-        raise ModelCardError(f"{type(model).__name__} has no scalar mix; is it an ElmoForSequenceClassification?")
     config = model.config
+    if not mixes and not config.classifier_concat_layers:
+        raise ModelCardError(f"{type(model).__name__} has no scalar mix; is it an ElmoForSequenceClassification?")
     shown = {
         split: {
             metric: float(values[f"{split}_{metric}"])
@@ -265,6 +265,7 @@ def render_classifier_model_card(
         text_columns=list(text_columns),
         data_files=dict(data_files),
         classifier_head=config.classifier_head,
+        concat_layers=config.classifier_concat_layers,
         pooling={"mean": "mean", "max": "max", "mean_max": "mean and max (concatenated)"}[config.classifier_pooling],
         freeze_elmo=config.freeze_elmo,
         scores={names.get(split, split): values for split, values in shown.items() if values},

@@ -47,6 +47,7 @@ OTHER_FIELDS = {
     "classifier_pooling",
     "classifier_sentence_pairs",
     "classifier_batch_norm",
+    "classifier_concat_layers",
     "use_crf",
     "freeze_elmo",
     "scalar_mix_l2_coef",

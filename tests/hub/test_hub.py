@@ -20,13 +20,18 @@ from original_numpy import original_layers
 from transformers import AutoModel, AutoModelForTokenClassification, AutoTokenizer
 from transformers.dynamic_module_utils import get_relative_import_files
 
-from modeling_elmo import ElmoConfig, ElmoForTokenClassification
+from modeling_elmo import ElmoConfig, ElmoForSequenceClassification, ElmoForTokenClassification
 from modeling_elmo.conversion.convert import convert_checkpoint
 from modeling_elmo.conversion.convert_command import main
 from modeling_elmo.conversion.presets import PRESETS
 from modeling_elmo.conversion.testing_utils import write_random_original_checkpoint
 from modeling_elmo.hub import model_card
-from modeling_elmo.hub.model_card import ModelCardError, learned_scalar_mixes, render_ner_model_card
+from modeling_elmo.hub.model_card import (
+    ModelCardError,
+    learned_scalar_mixes,
+    render_classifier_model_card,
+    render_ner_model_card,
+)
 from modeling_elmo.hub.push import HubError, IncompleteRepoError, model_repo_problems, push_folder
 from modeling_elmo.hub.remote_code import CONFIG_AUTO_MAP, code_folder_problems
 
@@ -497,6 +502,25 @@ def test_ner_card(published_folder):
     assert "Labels: O, B-LOC, I-LOC." in text and "| epochs | 3 |" in text
     with pytest.raises(ModelCardError, match="dev_scores and test_scores"):
         render_ner_model_card(tagger, base_model=REPO_ID, dev_scores=dev, test_scores={})
+
+
+@pytest.mark.parametrize("concat_layers", [False, True])
+def test_classifier_card_shows_the_mix_or_the_concatenated_layers(published_folder, concat_layers):
+    classifier = ElmoForSequenceClassification.from_pretrained(
+        published_folder, num_labels=2, classifier_pooling="mean", classifier_concat_layers=concat_layers
+    )
+    text = render_classifier_model_card(
+        classifier,
+        base_model=REPO_ID,
+        scores={"eval": {"eval_accuracy": 0.75}},
+        data_files={"train": "train.jsonl"},
+        text_columns=("sentence",),
+        training={"epochs": 3},
+    )
+    assert "| validation | 0.7500 |" in text
+    assert ("| `scalar_mix` | 0.3333 | 0.3333 | 0.3333 | 1.0000 |" in text) is not concat_layers
+    assert ("## Learned scalar mix" in text) is not concat_layers
+    assert ("each of its 3 layers mean pooled on its own" in text) is concat_layers
 
 
 def test_the_package_root_is_exactly_the_remote_code():
