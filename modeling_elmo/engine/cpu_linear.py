@@ -4,10 +4,11 @@ the character CNN's (`char_cnn_engine`).
 
 PyTorch sends float32 `mm`/`bmm` on CPUs to MKL, whose kernels are chosen by CPU vendor; oneDNN, part of PyTorch's x86
 builds, picks its kernels from the CPU's instruction sets and splits a product with several rows among threads by
-output columns, so its sums do not depend on the thread count (`onednn_linear` keeps one-row products with few outputs
-off its matrix-vector kernel, which splits the inner dimension). It takes the weight as it is (a transposed view needs
-no copy) or reordered once into its blocked layout. Both are plain float32 arithmetic; only the order of the additions
-differs from MKL's. oneDNN's linear has no backward: these products are for inference only.
+output columns, so its sums do not depend on the thread count. A one-row product with few outputs stays off the
+vendors' matrix-vector kernels (oneDNN's, and MKL's on Intel CPUs, split the inner dimension among threads) and uses
+PyTorch's own column sums. The weight is taken as it is (a transposed view needs no copy) or reordered once into
+oneDNN's blocked layout. All are plain float32 arithmetic; only the order of the additions differs from MKL's.
+oneDNN's linear has no backward: these products are for inference only.
 """
 
 import functools
@@ -68,9 +69,10 @@ def onednn_linear(weight: torch.Tensor, pack_rows: int | None = None) -> LinearF
 
     def linear(inputs: torch.Tensor) -> torch.Tensor:
         if narrow and inputs.shape[:-1].numel() == 1:
-            # one row, few outputs: oneDNN's matrix-vector kernel on an unpacked weight splits the inner dimension
-            # among threads, so its sums would depend on the thread count; PyTorch's product splits the outputs
-            return torch.matmul(inputs, plain)
+            # one row, few outputs: the vendors' matrix-vector kernels (oneDNN's on an unpacked weight, MKL's on
+            # Intel CPUs) split the inner dimension among threads, so their sums would depend on the thread count;
+            # PyTorch's own column sums split only the outputs
+            return (inputs.reshape(-1, 1) * plain).sum(0).reshape(*inputs.shape[:-1], out_features)
         return torch.ops.mkldnn._linear_pointwise(inputs, transposed, None, "none", [], "")
 
     return linear
