@@ -111,8 +111,8 @@ def usage() -> str:
     width = max(len(name) for name in SUBCOMMANDS)
     lines = [f"  {name:<{width}}  {subcommand.summary}" for name, subcommand in SUBCOMMANDS.items()]
     return (
-        f"usage: {PROG} SUBCOMMAND [ARGS ...]\n\nELMo for Hugging Face Transformers: every tool as a subcommand "
-        f"(`{PROG} SUBCOMMAND --help` for its flags; `elmo-SUBCOMMAND` is the same command).\n\nsubcommands:\n"
+        f"usage: {PROG} SUBCOMMAND [ARGS ...]\n\nELMo for Hugging Face Transformers: every tool as a subcommand.\n"
+        f"`{PROG} SUBCOMMAND --help` lists its flags; `elmo-SUBCOMMAND` is the same command.\n\nsubcommands:\n"
         + "\n".join(lines)
         + "\n"
     )
