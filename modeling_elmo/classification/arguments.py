@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from ..commands.arguments import subcommands_epilog
 from ..commands.trainer_command import TrainerCommandLine
-from ..finetuning.arguments import KEEPS_THE_MODEL_VALUE, HeadArguments
+from ..finetuning.arguments import KEEPS_THE_MODEL_VALUE, FineTuningRunArguments, HeadArguments
 from .defaults import ClassifierRecipe
 
 PROG = "elmo-train-classifier"
@@ -33,7 +33,7 @@ class ModelArguments(HeadArguments):
 
 
 @dataclass
-class DataArguments:
+class DataArguments(FineTuningRunArguments):
     train_file: str | None = field(default=None, metadata={"help": ".csv, .json or .jsonl (needed by --do_train)"})
     validation_file: str | None = field(default=None, metadata={"help": "needed by --do_eval"})
     test_file: str | None = field(default=None, metadata={"help": "needed by --do_predict; labels optional"})
@@ -58,11 +58,6 @@ class DataArguments:
     )
     max_predict_samples: int | None = field(
         default=None, metadata={"help": "predict the first N test records only (default: all)"}
-    )
-    elmo_cache: bool = field(default=False, metadata={"help": "cache frozen-biLM activations per sentence"})
-    elmo_cache_dir: str | None = field(default=None, metadata={"help": "persist the activation cache here"})
-    time_budget_minutes: float | None = field(
-        default=None, metadata={"help": "stop training (then evaluate) once this much training time has passed"}
     )
 
 

@@ -42,3 +42,16 @@ class HeadArguments:
             for name in (item.name for item in fields(self) if item.name != "model_name_or_path")
             if (value := getattr(self, name)) is not None
         }
+
+
+@dataclass
+class FineTuningRunArguments:
+    """The data flags both fine-tuning commands share: the frozen-biLM activation cache and the training-time
+    budget. Each command's data arguments add its own files and limits."""
+
+    elmo_cache: bool = field(default=False, metadata={"help": "cache frozen-biLM activations per sentence"})
+    elmo_cache_dir: str | None = field(default=None, metadata={"help": "persist the activation cache here"})
+    time_budget_minutes: float | None = field(
+        default=None,
+        metadata={"help": "stop training (then evaluate) once this much training time has passed (default: no limit)"},
+    )

@@ -4,7 +4,7 @@ importing nothing heavy (see `modeling_elmo.commands.trainer_command`)."""
 from dataclasses import dataclass, field
 
 from ..commands.trainer_command import TrainerCommandLine
-from ..finetuning.arguments import KEEPS_THE_MODEL_VALUE, HeadArguments
+from ..finetuning.arguments import KEEPS_THE_MODEL_VALUE, FineTuningRunArguments, HeadArguments
 
 PROG = "elmo-train-ner"
 
@@ -15,7 +15,7 @@ class ModelArguments(HeadArguments):
 
 
 @dataclass
-class DataArguments:
+class DataArguments(FineTuningRunArguments):
     data_dir: str | None = field(
         default=None, metadata={"help": "folder with train.txt, dev.txt, test.txt (each used when present)"}
     )
@@ -30,12 +30,6 @@ class DataArguments:
     )
     max_eval_samples: int | None = field(
         default=None, metadata={"help": "evaluate on the first N dev sentences only (default: all)"}
-    )
-    elmo_cache: bool = field(default=False, metadata={"help": "cache frozen-biLM activations per sentence"})
-    elmo_cache_dir: str | None = field(default=None, metadata={"help": "persist the activation cache here"})
-    time_budget_minutes: float | None = field(
-        default=None,
-        metadata={"help": "stop training (then evaluate) once this much training time has passed (default: no limit)"},
     )
 
 
