@@ -90,12 +90,15 @@ def resolve_implementation(
     The one switch: the implementation that computes `module`'s call on `inputs`, from the model's choice `name`
     (`None`: the registered defaults), whether a gradient is needed (autograd on, and `inputs` or a parameter of
     `module` requiring one), and whether the call is being exported; each candidate says for itself whether it
-    supports the call (device, dtype), and `default`, the reference, supports every call.
+    supports the call (device, dtype), and `default`, the reference, supports every call. Under `torch.compile`
+    (not an export) the reference computes: dynamo traces it, and no guard depends on the registry's contents.
     """
+    exporting = is_exporting()
+    if torch.compiler.is_compiling() and not exporting:
+        return default
     needs_grad = torch.is_grad_enabled() and (
         inputs.requires_grad or any(parameter.requires_grad for parameter in module.parameters())
     )
-    exporting = is_exporting()
     for implementation in ALL_ELMO_IMPLEMENTATIONS.get_interface(name, default):
         if implementation is default or implementation.supports(module, inputs, needs_grad, exporting):
             return implementation
