@@ -120,10 +120,14 @@ def _versus_model(folder: Path, model_dir: Path):
     over this version's: as a light-start command does) loaded from `model_dir`, in eval mode."""
     import importlib
 
+    if folder.name == "modeling_elmo":  # that name is this version's package, already imported
+        raise SystemExit(f"--versus {folder}: copy that package to a folder of another name (such as elmo_base)")
     sys.path.insert(0, str(folder.parent))
     argv0, sys.argv[0] = sys.argv[0], "elmo-embed"
     try:
         package = importlib.import_module(f"{folder.name}.modeling_elmo")
+        if (folder / "engine").is_dir():  # its implementations, registered in its own registry
+            importlib.import_module(f"{folder.name}.engine")
     finally:
         sys.argv[0] = argv0
     return package.ElmoModel.from_pretrained(model_dir).eval()

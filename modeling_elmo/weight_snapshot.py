@@ -1,6 +1,7 @@
 """
-Copies of weights that caches derived from them are checked against, bit by bit, on every use: for the engine's
-opt-in packed and compressed weights (`lstm_engine`) and the model's word cache (`modeling_elmo`).
+Copies of weights that caches derived from them are checked against, bit by bit, on every use: for the model's word
+cache (`word_embedding_store`; the engine's packed and compressed weights keep a fingerprint instead,
+`engine.weight_fingerprint`).
 
 Fused optimizers (the Trainer's default `adamw_torch_fused`), writes through `.data` and reloads can change a
 parameter without a trace in its version counter or address, so a cache of something computed from weights is only

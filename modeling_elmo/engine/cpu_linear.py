@@ -51,24 +51,23 @@ def onednn_linear_applies(weight: torch.Tensor, inputs: torch.Tensor) -> bool:
     )
 
 
-def onednn_linear(weight: torch.Tensor, pack_rows: int | None = None) -> LinearFn:
+def onednn_linear(weight: torch.Tensor, pack_rows: int | None = None, one_row_sums: bool = True) -> LinearFn:
     """
     `inputs (*, in_features) -> inputs @ weight (*, out_features)` through oneDNN, for a fixed `weight` (in_features,
     out_features). Without `pack_rows` it reads `weight` as it is, through its transposed view; with `pack_rows` (a
     hint for the usual number of rows; any number works) the weight is copied once into oneDNN's packed layout,
-    which costs its memory again and no longer follows changes to `weight`.
+    which costs its memory again and no longer follows changes to `weight`. With `one_row_sums` (always, unpacked),
+    a single row with fewer outputs than inputs takes PyTorch's column sums on `weight` as it is instead.
     """
     transposed = weight.detach().t()  # (out_features, in_features), as oneDNN's linear expects
     if pack_rows is not None:
         transposed = torch.ops.mkldnn._reorder_linear_weight(transposed.contiguous(), pack_rows)
-        return lambda inputs: torch.ops.mkldnn._linear_pointwise(inputs, transposed, None, "none", [], "")
-
     in_features, out_features = weight.shape
-    narrow = out_features < in_features
+    column_sums = (one_row_sums or pack_rows is None) and out_features < in_features
     plain = weight.detach()
 
     def linear(inputs: torch.Tensor) -> torch.Tensor:
-        if narrow and inputs.shape[:-1].numel() == 1:
+        if column_sums and inputs.shape[:-1].numel() == 1:
             # one row, few outputs: the vendors' matrix-vector kernels (oneDNN's on an unpacked weight, MKL's on
             # Intel CPUs) split the inner dimension among threads, so their sums would depend on the thread count;
             # PyTorch's own column sums split only the outputs

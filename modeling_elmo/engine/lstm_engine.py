@@ -10,13 +10,14 @@ Public interface:
 - `tuned_call(model, compute, attention_mask)`: one whole inference call (`compute()`) under the thread count chosen
   for it, for callers that own their process (`elmo-embed`).
 
-The default is predictable: the step products are fixed by facts of the call (device, dtype, oneDNN available), not
-by timings, and read the weights as they are (oneDNN on their transposed views where it applies, `bmm` elsewhere),
-so nothing derived from the weights is kept or can go stale, and no call changes the thread count. The same inputs
-give the same bits in every process, under any load and from any number of Python threads at once. Opt-in:
-`products="packed"` (weights packed into oneDNN's layout, kept with a `weight_snapshot` to check them against),
-`products="auto"` and `threads="auto"` (choices from timings, `recurrence_tuning`) and compressed weights
-(`compressed_linear`).
+The default is predictable: the step products are fixed by facts of the call (device, dtype, oneDNN available, one
+sequence or several), not by timings: oneDNN with the recurrent and projection weights packed into its layout where
+it applies (a one-row projection to fewer outputs on the weight as it is), `bmm` for a single sequence and where
+oneDNN does not apply. The packed weights are kept with a fingerprint of the weights' bits (`weight_fingerprint`),
+checked on every call, so a weight change renews them on the next call; no call changes the thread count. The same
+inputs give the same bits in every process, under any load, at any thread count and from any number of Python
+threads at once. Opt-in: `products="views"` (nothing derived or kept), `products="packed"`, `products="auto"` and
+`threads="auto"` (choices from timings, `recurrence_tuning`) and compressed weights (`compressed_linear`).
 """
 
 import contextlib
@@ -27,7 +28,6 @@ from typing import TypeVar
 import torch
 
 from ..elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
-from ..weight_snapshot import WeightSnapshot
 from .compressed_linear import WEIGHT_COMPRESSIONS, compressed_linear, compressed_linear_applies
 from .cpu_linear import LinearFn, onednn_linear, onednn_linear_applies
 from .recurrence_tuning import (
@@ -38,9 +38,10 @@ from .recurrence_tuning import (
     same_results_at,
     thread_counts,
 )
+from .weight_fingerprint import WeightFingerprint
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
-STEP_PRODUCTS = ("onednn", "bmm", "packed", "auto")
+STEP_PRODUCTS = ("onednn", "views", "bmm", "packed", "auto")
 # the directions a set of inference products computes, and its (input-to-gate, recurrent, projection) products
 LinearSet = tuple[slice, tuple[LinearFn, LinearFn, LinearFn]]
 # `run_steps(rows, steps)`: the context a block of time steps of the inference recurrence runs in
@@ -65,8 +66,8 @@ class LstmEngine:
         self.products = products
         self.threads = threads
         self.compression = compression
-        # (snapshot of the recurrent and projection weights, (compression, oneDNN), the products derived from them)
-        self._derived: tuple[WeightSnapshot, tuple[str | None, bool], list[LinearSet]] | None = None
+        # (fingerprint of the recurrent and projection weights, (compression, oneDNN), the products derived from them)
+        self._derived: tuple[WeightFingerprint, tuple[str | None, bool], list[LinearSet]] | None = None
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_derived": None}  # packed oneDNN weights cannot be pickled
@@ -139,12 +140,13 @@ class LstmEngine:
         directions each set computes. With `compression` set (eval mode, CPU, float32; not in training mode, where
         the first pass of reentrant gradient checkpointing also runs without gradients): "int8"/"bf16"
         (`compressed_linear`). Otherwise, where oneDNN applies (`onednn_linear_applies`), `products` decides:
-        "onednn", one direction at a time on the weights' own transposed views (nothing derived, nothing kept),
-        except for a single sequence, whose products only stream the weights: "bmm" reads them faster there;
-        "packed", one direction at a time with the recurrent and projection weights packed into oneDNN's layout
-        (`_derived_linears`), "bmm", or "auto": "packed" or "bmm", whichever ran a few steps faster at this many rows,
-        measured once (`choose_step_products`; `bmm` unless packed is clearly faster). Where oneDNN does not apply:
-        "bmm", both directions in one product on the weights as they are.
+        "onednn", one direction at a time with the recurrent and projection weights packed into oneDNN's layout
+        (`_derived_linears`), a one-row projection to fewer outputs on the weight as it is (`onednn_linear`), except
+        for a single sequence, whose products only stream the weights: "bmm" reads them faster there; "views", the
+        same on the weights' own transposed views (nothing derived, nothing kept); "packed", every product on packed
+        weights, a single sequence's included; "bmm"; or "auto": "packed" or "bmm", whichever ran a few steps faster
+        at this many rows, measured once (`choose_step_products`; `bmm` unless packed is clearly faster). Where oneDNN
+        does not apply: "bmm", both directions in one product on the weights as they are.
 
         The input-to-gate products read `weight_ih` at call time, so they never hold on to a replaced tensor.
         """
@@ -154,10 +156,12 @@ class LstmEngine:
         if compression is not None:
             return compression, self._derived_linears(layer, compression, onednn)
         bmm_sets = [(slice(0, 2), self._bmm_linears(layer))]
-        if not onednn or self.products == "bmm" or (self.products == "onednn" and rows == 1):
+        if not onednn or self.products == "bmm" or (self.products in ("onednn", "views") and rows == 1):
             return "bmm", bmm_sets
+        if self.products == "views":
+            return "views", self._direction_sets(layer, onednn_linear, onednn=True)
         if self.products == "onednn":
-            return "onednn", self._direction_sets(layer, onednn_linear, onednn=True)
+            return "onednn", self._derived_linears(layer, None, True)
         if self.products == "auto":
             bucket = rows_bucket(rows)
 
@@ -206,15 +210,15 @@ class LstmEngine:
         ]
 
     def _derived_linears(self, layer: torch.nn.Module, compression: str | None, onednn: bool) -> list[LinearSet]:
-        """The per-direction sets of `_linear_sets` with packed ("packed") or compressed step weights, kept while the
-        weights hold the bits they were derived from."""
+        """The per-direction sets of `_linear_sets` with packed ("onednn", "packed") or compressed step weights, kept
+        while the weights keep the fingerprint (`WeightFingerprint`) of the bits they were derived from."""
         derived_from, kind = [layer.weight_hh, layer.weight_proj], (compression, onednn)
         cached = self._derived  # one read: another thread may replace it
         if cached is not None and cached[1] == kind and cached[0].matches(derived_from):
             return cached[2]
         self._derived = cached = None  # free the old derived weights before deriving new ones
         linears = self._build_linears(layer, compression, onednn)
-        self._derived = (WeightSnapshot(derived_from), kind, linears)
+        self._derived = (WeightFingerprint(derived_from), kind, linears)
         return linears
 
     def _build_linears(self, layer: torch.nn.Module, compression: str | None, onednn: bool = True) -> list[LinearSet]:
@@ -223,7 +227,7 @@ class LstmEngine:
         def step_linear(weight: torch.Tensor) -> LinearFn:
             if compression is not None:
                 return compressed_linear(weight, compression, self.PACKED_WEIGHT_ROWS)
-            return onednn_linear(weight, self.PACKED_WEIGHT_ROWS)
+            return onednn_linear(weight, self.PACKED_WEIGHT_ROWS, one_row_sums=self.products == "onednn")
 
         return self._direction_sets(layer, step_linear, onednn)
 
@@ -355,14 +359,16 @@ def check_settings(products: str, threads: int | str | None, compression: str | 
 
     Args:
         products: `"onednn"` (the default): where oneDNN applies (float32 on x86 CPUs, no CPU autocast, not inside
-            `torch.compile`), each direction's products through oneDNN on the weights' own transposed views, with
-            nothing derived from them or kept between calls; elsewhere `"bmm"`. `"bmm"`: both directions in one
-            `torch.bmm` on the weights as they are. `"packed"` (needs oneDNN): the recurrent and projection weights
-            packed once into oneDNN's layout and kept, with a copy of the weights they were packed from to check
-            on every call, which costs twice those weights in memory. `"auto"`: `"packed"` or `"bmm"`, whichever ran
-            a few time steps faster on this machine at the batch's row count, measured once per process (`bmm`
-            unless packed is clearly faster), so the choice and the bits can differ between processes. A
-            `compression` takes precedence.
+            `torch.compile`), each direction's recurrent and projection products through oneDNN with the weights
+            packed into its layout (a one-row projection to fewer outputs through PyTorch's column sums, which do
+            not depend on the thread count), packed on first use and kept with a fingerprint of the weights' bits
+            that every call checks (`WeightFingerprint`: a weight change renews them); a single sequence, and calls
+            where oneDNN does not apply, take `"bmm"`. `"views"`: the same on the weights' own transposed views,
+            nothing derived or kept. `"bmm"`: both directions in one `torch.bmm` on the weights as they are.
+            `"packed"` (needs oneDNN): every product on packed weights, a single sequence's and one-row products
+            included. `"auto"`: `"packed"` or `"bmm"`, whichever ran a few time steps faster on this machine at the
+            batch's row count, measured once per process (`bmm` unless packed is clearly faster), so the choice and
+            the bits can differ between processes. A `compression` takes precedence.
         threads: None (the default: the calls run under `torch.get_num_threads()` and never change it), a thread
             count for the time steps (set process-wide while they run), or `"auto"`: each block of time steps runs
             under the count, out of `torch.get_num_threads()`, half of it (from 4) and 1, with the lowest measured
@@ -374,7 +380,7 @@ def check_settings(products: str, threads: int | str | None, compression: str | 
             and projection weights (the ones every time step reads) for the products in eval mode, with float32
             accumulation (`compressed_linear`); `None`: float32. Faster where streaming those weights bounds the
             speed (small batches, batch 1 above all), slower at large batches, and no longer exact. The parameters
-            stay float32 and untouched; the copies are derived on first use and checked against a copy of the
+            stay float32 and untouched; the copies are derived on first use and checked against a fingerprint of the
             weights they came from on every call, so weight updates never leave them stale.
     """
     if products not in STEP_PRODUCTS:

@@ -17,6 +17,7 @@ from modeling_elmo import ElmoModel
 from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS, resolve_implementation
 from modeling_elmo.engine.cpu_linear import onednn_linear, onednn_linear_applies
 from modeling_elmo.engine.lstm_engine import LstmEngine
+from modeling_elmo.engine.weight_fingerprint import WeightFingerprint
 from modeling_elmo.modeling_elmo import ELMO_EAGER
 
 TOLERANCE = 1e-6
@@ -129,16 +130,31 @@ def test_same_bits_beside_a_busy_process(random_checkpoint, two_threads):
         assert all(torch.equal(a, b) for a, b in zip(layers, idle, strict=True))
 
 
-def test_default_keeps_no_derived_copy_of_the_weights(random_checkpoint):
-    """The default products read the parameters as they are: nothing derived from them is kept, so nothing can go
-    stale and no copy costs memory (`products="packed"` keeps packed weights and the copy they are checked against)."""
+def test_views_keep_no_derived_copy_of_the_weights(random_checkpoint):
+    """`products="views"` reads the parameters as they are: nothing derived from them is kept, so nothing can go
+    stale and no copy costs memory (the default and `products="packed"` keep packed weights and a fingerprint)."""
     model = _model(random_checkpoint, seed=38)
+    set_lstm_inference(model, "views")
     ids = _char_ids(_sentences(seed=39, count=3, max_words=10))
     _hidden_states(model, ids)
     assert all(engine_of(layer)._derived is None for layer in model.bilm.layers)
     compress_lstm_weights(model, "int8")
     _hidden_states(model, ids)
     assert all(engine_of(layer)._derived is not None for layer in model.bilm.layers)
+
+
+def test_default_keeps_packed_weights_with_a_fingerprint_not_a_copy(random_checkpoint):
+    """Where oneDNN applies, the default packs the recurrent and projection weights once and keeps them with a
+    fingerprint of the weights' bits (no copy of the weights): the next call of the same weights packs nothing."""
+    if not _onednn_applies():
+        pytest.skip("packed oneDNN weights need oneDNN on an x86 CPU")
+    model = _model(random_checkpoint, seed=38)
+    ids = _char_ids(_sentences(seed=39, count=3, max_words=10))
+    _hidden_states(model, ids)
+    kept = [engine_of(layer)._derived for layer in model.bilm.layers]
+    assert all(isinstance(derived[0], WeightFingerprint) for derived in kept)
+    _hidden_states(model, ids)
+    assert all(engine_of(layer)._derived is derived for layer, derived in zip(model.bilm.layers, kept, strict=True))
 
 
 def _onednn_applies() -> bool:
@@ -158,10 +174,12 @@ def test_every_product_setting_agrees_with_the_reference_recurrence(random_check
 
 
 @pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN:UserWarning")
-def test_default_runs_onednn_on_the_weights_own_views(random_checkpoint, monkeypatch):
-    """Where oneDNN applies, the default step products go through it one direction at a time, on the parameters
-    themselves: nothing is packed; where it does not, `bmm` runs (no error, same results within the tolerance)."""
+def test_views_run_onednn_on_the_weights_own_views(random_checkpoint, monkeypatch):
+    """Where oneDNN applies, `products="views"` runs the step products through it one direction at a time, on the
+    parameters themselves: nothing is packed; where it does not, `bmm` runs (no error, same results within the
+    tolerance)."""
     model = _model(random_checkpoint, seed=42)
+    set_lstm_inference(model, "views")
     ids = _char_ids(_sentences(seed=43, count=4, max_words=10))
     onednn = _onednn_applies()  # before counting: its first call checks oneDNN once with a packed weight
     calls = record_onednn_calls(monkeypatch, lstm_only=True)
@@ -230,20 +248,23 @@ def test_default_sees_every_weight_change_on_the_next_call(random_checkpoint):
         assert _max_difference(_hidden_states(model, ids), expected) <= TOLERANCE
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["views", "packed"])
+@pytest.mark.parametrize("shape", [(4096, 512), (512, 16384)], ids=["projection", "recurrent"])
 @pytest.mark.parametrize("rows", [1, 2, 64])
-def test_onednn_products_on_views_give_the_same_bits_at_every_thread_count(two_threads, rows):
-    """The default's products read the weight unpacked; at one row oneDNN's matrix-vector kernel would split the
-    inner dimension among threads (seen on 'original''s projection, 4096 -> 512): they must not depend on the count."""
+def test_default_and_views_products_give_the_same_bits_at_every_thread_count(two_threads, rows, shape, packed):
+    """The default's products (packed weights) and the views' (the weight unpacked) on 'original''s shapes; at one
+    row oneDNN's matrix-vector kernel would split the inner dimension of a projection to fewer outputs among threads
+    (seen on 'original''s projection, 4096 -> 512): they must not depend on the count."""
     if not _onednn_applies():
         pytest.skip("oneDNN's products apply on x86 CPUs only")
     generator = torch.Generator().manual_seed(46)
-    weight = torch.randn(4096, 512, generator=generator)  # (in_features, out_features): 'original''s projection
-    inputs = torch.randn(1, rows, 4096, generator=generator)
+    weight = torch.randn(*shape, generator=generator)  # (in_features, out_features)
+    inputs = torch.randn(1, rows, shape[0], generator=generator)
     results = []
     with torch.inference_mode():
         for count in (2, 1):
             torch.set_num_threads(count)
-            results.append(onednn_linear(weight)(inputs))
+            results.append(onednn_linear(weight, LstmEngine.PACKED_WEIGHT_ROWS if packed else None)(inputs))
     assert torch.equal(results[0], results[1])
     exact = inputs.double() @ weight.double()
     assert results[0].shape == exact.shape

@@ -465,7 +465,7 @@ def _max_difference(left, right) -> float:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"products": "mkl"}, r"products must be one of 'onednn', 'bmm', 'packed', 'auto', got 'mkl'"),
+        ({"products": "mkl"}, r"products must be one of 'onednn', 'views', 'bmm', 'packed', 'auto', got 'mkl'"),
         ({"products": "BMM"}, r"products must be one of"),
         ({"threads": 0}, r"threads must be 'auto' or a positive int, got 0"),
         ({"threads": -2}, r"threads must be 'auto' or a positive int, got -2"),
