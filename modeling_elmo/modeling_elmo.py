@@ -62,24 +62,25 @@ def _arg_entries(text: str) -> dict[str, str]:
     return entries
 
 
-def document_args(forward: Callable) -> Callable:
-    """Write the `Args` section of `forward`'s docstring: every parameter in order (`**kwargs` as `return_dict`),
-    described by the `Args` the docstring has or else by `ELMO_ARGS_DOCSTRING`, as Transformers' `auto_docstring`."""
-    docstring = inspect.cleandoc(forward.__doc__ or "")
+def document_args(method: Callable) -> Callable:
+    """Write the `Args` section of the docstring of `method` (a `forward`): every parameter in order (`**kwargs` as
+    `return_dict`), described by the `Args` the docstring has or else by `ELMO_ARGS_DOCSTRING`, as Transformers'
+    `auto_docstring` does."""
+    docstring = inspect.cleandoc(method.__doc__ or "")
     body, returns_heading, returns = docstring.partition("\nReturns:")
     intro, _, own_args = body.partition("Args:\n")
     own_entries = _arg_entries(own_args)
     entries = {**_arg_entries(ELMO_ARGS_DOCSTRING), **own_entries}
     names = [
         "return_dict" if parameter.kind is parameter.VAR_KEYWORD else name
-        for name, parameter in inspect.signature(forward).parameters.items()
+        for name, parameter in inspect.signature(method).parameters.items()
         if name != "self"
     ]
     if wrong := [name for name in names if name not in entries] + [name for name in own_entries if name not in names]:
-        raise TypeError(f"{forward.__qualname__}: undocumented or unknown arguments {', '.join(wrong)}")
+        raise TypeError(f"{method.__qualname__}: undocumented or unknown arguments {', '.join(wrong)}")
     args = "\n".join(textwrap.indent(entries[name], "    ") for name in names)
-    forward.__doc__ = f"{intro.rstrip()}\n\nArgs:\n{args}\n{returns_heading}{returns}".lstrip()
-    return forward
+    method.__doc__ = f"{intro.rstrip()}\n\nArgs:\n{args}\n{returns_heading}{returns}".lstrip()
+    return method
 
 
 @dataclass
@@ -1510,6 +1511,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
             hidden_states=output.hidden_states,
         )
 
+    @document_args
     def sentence_negative_log_likelihoods(
         self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, labels: torch.LongTensor, bos: int, eos: int
     ) -> torch.Tensor:
@@ -1519,10 +1521,14 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         at `</S> wn .. w1` predicts `wn .. w1 <S>`.
 
         Args:
-            input_ids: (batch, words, max_characters_per_token) character ids from [`ElmoTokenizer`].
-            attention_mask: (batch, words) 1 for words.
-            labels: (batch, words) vocabulary id of every word (out-of-vocabulary words: `<UNK>`'s id).
-            bos, eos: vocabulary ids of `<S>` and `</S>`.
+            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`):
+                1 for words, 0 for padding.
+            labels (`torch.LongTensor` of shape `(batch_size, num_words)`):
+                Vocabulary id of every word (out-of-vocabulary words: `<UNK>`'s id).
+            bos (`int`):
+                Vocabulary id of `<S>`.
+            eos (`int`):
+                Vocabulary id of `</S>`.
 
         Returns:
             (2, num_predictions) cross-entropies of the forward and the backward LM, `num_predictions` = words +
