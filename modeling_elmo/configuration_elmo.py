@@ -5,6 +5,7 @@ Saved as `config.json`, with the `auto_map` and `custom_pipelines` that let a fo
 import copy
 import dataclasses
 import math
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -33,10 +34,8 @@ CUSTOM_PIPELINES = {
 
 
 def pipeline_class(name: str) -> type:
-    """The pipeline class `name` of those that `CUSTOM_PIPELINES` names, imported on first use: loading a config
-    (alone, as remote code) then does not import Transformers' pipelines. This relative import is also what makes
-    `save_pretrained` copy `pipeline_elmo.py` beside this file (Transformers reads a saved module's relative imports
-    from its source), so that every saved folder ships the pipelines its config declares."""
+    """The pipeline class `name` of those that `CUSTOM_PIPELINES` names, imported on first use (so that a config loads
+    without Transformers' pipelines). The relative import also makes `save_pretrained` ship `pipeline_elmo.py`."""
     from .pipeline_elmo import ElmoFeatureExtractionPipeline, ElmoTokenClassificationPipeline
 
     classes = {cls.__name__: cls for cls in (ElmoFeatureExtractionPipeline, ElmoTokenClassificationPipeline)}
@@ -68,10 +67,7 @@ BILM_ARCHITECTURE_FIELDS = (
     "use_skip_connections",
 )
 # The config fields that, with the weights, decide what the biLM computes: every cache or fingerprint of biLM outputs
-# keys on exactly these (the heads' and the language model's fields do not change the biLM's layers).
-# `lstm_forget_bias` is not architecture (a folder saved with the forget bias folded into the LSTM bias computes the
-# same function with 0.0) but changes the outputs of the same weights. `stateful` is not here: it says where a call's
-# LSTM states come from (`ElmoLstmStates`), not what the biLM computes from them.
+# keys on exactly these (docs/design-notes.md, "What the biLM fields are").
 BILM_FIELDS = (*BILM_ARCHITECTURE_FIELDS, "lstm_forget_bias")
 # Upper bound of `max_characters_per_token` (every word is padded to that many character ids; the originals use 50).
 MAX_CHARACTERS_PER_TOKEN = 1024
@@ -95,17 +91,20 @@ def _is_number(value: Any) -> bool:
     return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
-def _is_id_list(value: Any) -> bool:
-    return isinstance(value, list) and all(_is_int(n) and n >= 1 for n in value)
+def _is_list(value: Any) -> bool:
+    """A non-empty list."""
+    return isinstance(value, list) and len(value) > 0
 
 
-def _is_filter_spec(value: Any) -> bool:
-    return isinstance(value, list) and len(value) == 2 and all(_is_int(n) and n >= 1 for n in value)
+def _is_positive_int_list(value: Any) -> bool:
+    """A non-empty list of positive integers."""
+    return _is_list(value) and all(_is_int(n) and n >= 1 for n in value)
 
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """What a field accepts: `description` completes "must be ...", `accepts` tests any value but `None`."""
+    """What a field accepts: `description` completes "must be ...", `accepts` tests any value but `None`, `nullable`
+    accepts `None` too (for a config field: where its type does)."""
 
     description: str
     accepts: Callable[[Any], bool]
@@ -118,89 +117,54 @@ class Rule:
         alternative = f" or {null}" if nullable else ""
         return f"must be {self.description}{alternative}, got {repr(value) if shown is None else shown}"
 
+    def __call__(self, default: Any = None, *, lexicon: "Rule | None" = None) -> Any:
+        """A config field checked by this rule, as huggingface_hub's `as_validated_field` declares one
+        (`size: int = POSITIVE_INT(default=4)`); `lexicon`, the rule instead with `char_input="lexicon"`."""
+        return dataclasses.field(default=default, metadata={"rule": self, "lexicon_rule": lexicon or self})
+
 
 def _one_of(*choices: str) -> Rule:
     return Rule("one of " + ", ".join(map(repr, choices)), lambda value: isinstance(value, str) and value in choices)
 
 
+def _integer_at_least(minimum: int, note: str = "") -> Rule:
+    return Rule(f"an integer >= {minimum}{note}", lambda value: _is_int(value) and value >= minimum)
+
+
 _POSITIVE_INT = Rule("a positive integer", lambda value: _is_int(value) and value >= 1)
 _NON_NEGATIVE_INT = Rule("a non-negative integer", lambda value: _is_int(value) and value >= 0)
+_POSITIVE_NUMBER = Rule("a positive number", lambda value: _is_number(value) and value > 0)
 _NON_NEGATIVE_NUMBER = Rule("a non-negative number", lambda value: _is_number(value) and value >= 0)
-_CLIP = Rule("a positive number", lambda value: _is_number(value) and value > 0, nullable=True)
 _BOOLEAN = Rule("a boolean", lambda value: isinstance(value, bool))
+_CHAR_IDS = Rule("a non-empty list of positive integers", _is_positive_int_list)
+_CHAR_FILTERS = Rule(
+    "a non-empty list of [width, num_filters] pairs of positive integers",
+    lambda value: _is_list(value) and all(_is_positive_int_list(spec) and len(spec) == 2 for spec in value),
+)
 
-# The type and range of every ElmoConfig field, checked on construction and on assignment (`ElmoConfigError`). The
-# options reader of the original format checks its keys against the same rules.
-FIELD_RULES: dict[str, Rule] = {
-    "char_input": _one_of("bytes", "lexicon"),
-    "char_vocab_size": Rule("an integer >= 262", lambda value: _is_int(value) and value >= 262),
-    "max_characters_per_token": Rule(
-        f"an integer from 3 to {MAX_CHARACTERS_PER_TOKEN}",
-        lambda value: _is_int(value) and 3 <= value <= MAX_CHARACTERS_PER_TOKEN,
-    ),
-    "char_embedding_dim": _POSITIVE_INT,
-    "char_filters": Rule(
-        "a non-empty list of [width, num_filters] pairs of positive integers",
-        lambda value: isinstance(value, list) and len(value) > 0 and all(map(_is_filter_spec, value)),
-        nullable=True,
-    ),
-    "num_highway_layers": _NON_NEGATIVE_INT,
-    "char_activation": _one_of("relu", "tanh"),
-    "lstm_cell_size": _POSITIVE_INT,
-    "projection_dim": _POSITIVE_INT,
-    "num_hidden_layers": _POSITIVE_INT,
-    "cell_clip": _CLIP,
-    "proj_clip": _CLIP,
-    "use_skip_connections": _BOOLEAN,
-    "num_output_representations": _NON_NEGATIVE_INT,
-    "scalar_mix_layer_norm": _BOOLEAN,
-    "scalar_mix_layer_norm_scope": _one_of("sentence", "batch"),
-    "stateful": _BOOLEAN,
-    "initializer_range": _NON_NEGATIVE_NUMBER,
-    "pad_token_id": dataclasses.replace(_NON_NEGATIVE_INT, nullable=True),
-    "classifier_head": _one_of("linear", "bilstm"),
-    "tagger_hidden_size": _POSITIVE_INT,
-    "tagger_num_layers": _POSITIVE_INT,
-    "classifier_pooling": _one_of("mean", "max", "mean_max"),
-    "classifier_sentence_pairs": _BOOLEAN,
-    "classifier_batch_norm": _BOOLEAN,
-    "classifier_concat_layers": _BOOLEAN,
-    "classifier_dropout": Rule("a number from 0 to 1", lambda value: _is_number(value) and 0 <= value <= 1),
-    "use_crf": _BOOLEAN,
-    "freeze_elmo": _BOOLEAN,
-    "scalar_mix_l2_coef": _NON_NEGATIVE_NUMBER,
-    "lstm_forget_bias": Rule("a finite number", _is_number),
-    "lm_vocab_size": Rule(
-        "an integer >= 3 (<S>, </S> and <UNK> at least)", lambda value: _is_int(value) and value >= 3, nullable=True
-    ),
-    "lm_dropout": Rule("a number from 0 to 1 (excluded)", lambda value: _is_number(value) and 0 <= value < 1),
-    "lm_num_negative_samples": dataclasses.replace(_POSITIVE_INT, nullable=True),
-    "char_padding_id": dataclasses.replace(_POSITIVE_INT, nullable=True),
-    "bos_char_ids": Rule(
-        "a non-empty list of positive integers", lambda value: _is_id_list(value) and len(value) > 0, nullable=True
-    ),
-    "eos_char_ids": Rule(
-        "a non-empty list of positive integers", lambda value: _is_id_list(value) and len(value) > 0, nullable=True
-    ),
-    "word_vocab_size": Rule("an integer >= 2", lambda value: _is_int(value) and value >= 2, nullable=True),
-    "word_embedding_dim": dataclasses.replace(_POSITIVE_INT, nullable=True),
-    "bos_word_id": dataclasses.replace(_POSITIVE_INT, nullable=True),
-    "eos_word_id": dataclasses.replace(_POSITIVE_INT, nullable=True),
-}
-# A character-lexicon model (`char_input="lexicon"`) has as many character ids as its lexicon, plus padding.
-LEXICON_CHAR_VOCAB_RULE = Rule("an integer >= 2", lambda value: _is_int(value) and value >= 2)
+
+def field_rules(config_class: type, char_input: str = "bytes") -> dict[str, Rule]:
+    """The rule declared with each field of `config_class` (see `Rule.__call__`) for a config of `char_input`, which
+    accepts `None` where the field's type does."""
+    return {
+        field.name: dataclasses.replace(
+            field.metadata["lexicon_rule" if char_input == "lexicon" else "rule"],
+            nullable=type(None) in typing.get_args(field.type),
+        )
+        for field in dataclasses.fields(config_class)
+        if "rule" in field.metadata
+    }
 
 
 def _with_field_rules(cls: type[PreTrainedConfig]) -> type[PreTrainedConfig]:
-    """Check every assignment against `FIELD_RULES` before `@strict`'s type check, and raise the errors of the class
-    validators (`validate_*`) as they are: `@strict` wraps them in `StrictDataclassClassValidationError`, which is
-    not a `ValueError`."""
+    """Check every assignment against the rule declared with the field before `@strict`'s type check, and raise the
+    errors of the class validators (`validate_*`) as they are: `@strict` wraps them in
+    `StrictDataclassClassValidationError`, which is not a `ValueError`."""
     strict_setattr, strict_validate = cls.__setattr__, cls.validate
+    rules = {char_input: field_rules(cls, char_input) for char_input in ("bytes", "lexicon")}
 
     def __setattr__(self, name: str, value: Any) -> None:
-        rule = FIELD_RULES.get(name)
-        if name == "char_vocab_size" and getattr(self, "char_input", None) == "lexicon":
-            rule = LEXICON_CHAR_VOCAB_RULE
+        rule = rules[getattr(self, "char_input", "bytes")].get(name)
         problem = rule.problem(value, nullable=rule.nullable) if rule else None
         if problem:
             raise ElmoConfigError(name, problem)
@@ -229,7 +193,7 @@ class ElmoConfig(PreTrainedConfig):
 
     Every field is checked on construction (`from_pretrained` included) and on assignment: a value of the wrong type
     (booleans must be `bool`, integers `int`, never `bool` or `float`; numbers finite) or out of range raises
-    [`ElmoConfigError`], a `ValueError` naming the field. The ranges are listed in `FIELD_RULES`.
+    [`ElmoConfigError`], a `ValueError` naming the field. Each field's rule is declared with its default below.
 
     Input (`char_input` to `eos_word_id` below): `input_ids` hold `max_characters_per_token` character ids per word,
     then, when the model has a word embedding, the word's id (`input_ids_width` columns in all). Id 0 is padding in
@@ -285,17 +249,16 @@ class ElmoConfig(PreTrainedConfig):
             Add each LSTM layer's input to its output for every layer after the first.
         lstm_forget_bias (`float`, defaults to 1.0):
             Added to the forget gate's pre-activation at run time, as TensorFlow's `LSTMCell(forget_bias=1.0)` does;
-            the stored LSTM `bias` is the original's `B`. A saved config without this field predates it: its bias
-            already holds the 1.0, so it loads with `0.0`.
+            the stored LSTM `bias` is the original's `B`. A saved config without this field loads with `0.0` (its
+            bias holds the 1.0).
         num_output_representations (`int`, defaults to 0):
             Number of learned scalar mixes of all layers returned as `elmo_representations`.
         scalar_mix_layer_norm (`bool`, defaults to `False`):
             Layer-normalise each layer (over unpadded positions) before a scalar mix, as in the paper.
         scalar_mix_layer_norm_scope (`str`, defaults to `"sentence"`):
-            What that normalisation averages over: `"sentence"` (each sentence's own words, so its result does not
-            depend on the rest of its batch) or `"batch"` (all words of the batch, as AllenNLP's `ScalarMix`; for
-            reproducing AllenNLP's results). A saved config that has `scalar_mix_layer_norm` on but no
-            `scalar_mix_layer_norm_scope` predates this field and normalised over the batch: it loads as `"batch"`.
+            What that normalisation averages over: `"sentence"` (each sentence's own words) or `"batch"` (all words
+            of the batch, as AllenNLP's `ScalarMix`). A saved config with `scalar_mix_layer_norm` on but without this
+            field loads as `"batch"`.
         stateful (`bool`, defaults to `False`):
             Carry the LSTM states of each batch row over to the same row of the next call, like the original
             TensorFlow biLM: the model keeps its own `ElmoLstmStates` and passes it as `states=` itself. The default
@@ -311,26 +274,20 @@ class ElmoConfig(PreTrainedConfig):
         classifier_pooling (`str`, defaults to `"mean_max"`):
             How [`ElmoForSequenceClassification`] turns the word vectors of a sentence into one vector: `"mean"`,
             `"max"` (per feature, over the sentence's words) or `"mean_max"` (both, concatenated). A sentence without
-            words pools to zeros. The default keeps both statistics for the classifier to weigh (see
-            benchmarks/RESULTS.md, "Pooling default").
+            words pools to zeros.
         classifier_sentence_pairs (`bool`, defaults to `False`):
             Make [`ElmoForSequenceClassification`] classify pairs of texts (entailment, paraphrase): each row holds
             both texts, told apart by `token_type_ids` (as `tokenizer(texts, text_pairs)` gives them); each text runs
             through the biLM as a sentence of its own, and the head reads `[u; v; |u - v|; u * v]` of their pooled
-            vectors `u`, `v`. The classifier's input width depends on it, so it is fixed when the model is built.
+            vectors `u`, `v`. Fixed when the model is built (the classifier's input width depends on it).
         classifier_batch_norm (`bool`, defaults to `False`):
             Standardise each feature of [`ElmoForSequenceClassification`]'s pooled vector with batch statistics
-            (`BatchNorm1d` without a learned scale and shift; running averages at evaluation) before the linear layer,
-            as linear probes of frozen features do: the classifier then learns at one learning rate whatever the
-            scale of the biLM's layers. `elmo-train-classifier` turns it on for a new head (see
-            docs/train-classifier.md, "Defaults").
+            (`BatchNorm1d` without a learned scale and shift; running averages at evaluation) before the linear layer.
         classifier_concat_layers (`bool`, defaults to `False`):
             Make [`ElmoForSequenceClassification`] pool each biLM layer on its own and concatenate the
-            `num_hidden_layers + 1` pooled vectors (dropout on each layer first) instead of pooling their scalar mix:
-            the linear layer then weighs every layer's features apart, as a logistic regression on the pooled layers
-            does, and there is no mix to learn. The classifier's input width depends on it, so it is fixed when the
-            model is built. Linear head only (`classifier_head="linear"`). `elmo-train-classifier` turns it on for a
-            new head (see docs/train-classifier.md, "Defaults").
+            `num_hidden_layers + 1` pooled vectors (dropout on each layer first) instead of pooling their scalar mix
+            (there is then no mix). Fixed when the model is built (the classifier's input width depends on it).
+            Linear head only (`classifier_head="linear"`).
         classifier_dropout (`float`, defaults to 0.5):
             Dropout on the mixed ELMo vectors (on each layer with `classifier_concat_layers`) and on the BiLSTM
             output.
@@ -357,47 +314,55 @@ class ElmoConfig(PreTrainedConfig):
     # `vocab_size`, as tools read it (rows of the input embedding), is the character vocabulary
     attribute_map = {"vocab_size": "char_vocab_size"}
 
-    char_input: str = "bytes"  # before `char_vocab_size`: its range depends on it
-    char_vocab_size: int = 262
-    max_characters_per_token: int = 50
-    char_embedding_dim: int = 16
-    char_filters: list[list[int]] | None = None
-    num_highway_layers: int = 2
-    char_activation: str = "relu"
-    lstm_cell_size: int = 4096
-    projection_dim: int = 512
-    num_hidden_layers: int = 2
-    cell_clip: float | int | None = 3.0
-    proj_clip: float | int | None = 3.0
-    use_skip_connections: bool = True
-    lstm_forget_bias: float | int = 1.0
-    num_output_representations: int = 0
-    scalar_mix_layer_norm: bool = False
-    scalar_mix_layer_norm_scope: str = "sentence"
-    stateful: bool = False
-    initializer_range: float = 0.02
-    pad_token_id: int | None = 0
-    classifier_head: str = "linear"
-    tagger_hidden_size: int = 200
-    tagger_num_layers: int = 1
-    classifier_pooling: str = "mean_max"
-    classifier_sentence_pairs: bool = False
-    classifier_batch_norm: bool = False
-    classifier_concat_layers: bool = False
-    classifier_dropout: float | int = 0.5
-    use_crf: bool = False
-    freeze_elmo: bool = True
-    scalar_mix_l2_coef: float | int = 0.0
-    lm_vocab_size: int | None = None
-    lm_dropout: float | int = 0.1
-    lm_num_negative_samples: int | None = 8192
-    char_padding_id: int | None = None
-    bos_char_ids: list[int] | None = None
-    eos_char_ids: list[int] | None = None
-    word_vocab_size: int | None = None
-    word_embedding_dim: int | None = None
-    bos_word_id: int | None = None
-    eos_word_id: int | None = None
+    # each field's rule (`Rule.__call__`); `None` is accepted where the type allows it
+    char_input: str = _one_of("bytes", "lexicon")(default="bytes")  # before `char_vocab_size`: its range depends on it
+    char_vocab_size: int = _integer_at_least(262)(default=262, lexicon=_integer_at_least(2))
+    max_characters_per_token: int = Rule(
+        f"an integer from 3 to {MAX_CHARACTERS_PER_TOKEN}",
+        lambda value: _is_int(value) and 3 <= value <= MAX_CHARACTERS_PER_TOKEN,
+    )(default=50)
+    char_embedding_dim: int = _POSITIVE_INT(default=16)
+    char_filters: list[list[int]] | None = _CHAR_FILTERS(default=None)
+    num_highway_layers: int = _NON_NEGATIVE_INT(default=2)
+    char_activation: str = _one_of("relu", "tanh")(default="relu")
+    lstm_cell_size: int = _POSITIVE_INT(default=4096)
+    projection_dim: int = _POSITIVE_INT(default=512)
+    num_hidden_layers: int = _POSITIVE_INT(default=2)
+    cell_clip: float | int | None = _POSITIVE_NUMBER(default=3.0)
+    proj_clip: float | int | None = _POSITIVE_NUMBER(default=3.0)
+    use_skip_connections: bool = _BOOLEAN(default=True)
+    lstm_forget_bias: float | int = Rule("a finite number", _is_number)(default=1.0)
+    num_output_representations: int = _NON_NEGATIVE_INT(default=0)
+    scalar_mix_layer_norm: bool = _BOOLEAN(default=False)
+    scalar_mix_layer_norm_scope: str = _one_of("sentence", "batch")(default="sentence")
+    stateful: bool = _BOOLEAN(default=False)
+    initializer_range: float = _NON_NEGATIVE_NUMBER(default=0.02)
+    pad_token_id: int | None = _NON_NEGATIVE_INT(default=0)
+    classifier_head: str = _one_of("linear", "bilstm")(default="linear")
+    tagger_hidden_size: int = _POSITIVE_INT(default=200)
+    tagger_num_layers: int = _POSITIVE_INT(default=1)
+    classifier_pooling: str = _one_of("mean", "max", "mean_max")(default="mean_max")
+    classifier_sentence_pairs: bool = _BOOLEAN(default=False)
+    classifier_batch_norm: bool = _BOOLEAN(default=False)
+    classifier_concat_layers: bool = _BOOLEAN(default=False)
+    classifier_dropout: float | int = Rule(
+        "a number from 0 to 1", lambda value: _is_number(value) and 0 <= value <= 1
+    )(default=0.5)
+    use_crf: bool = _BOOLEAN(default=False)
+    freeze_elmo: bool = _BOOLEAN(default=True)
+    scalar_mix_l2_coef: float | int = _NON_NEGATIVE_NUMBER(default=0.0)
+    lm_vocab_size: int | None = _integer_at_least(3, " (<S>, </S> and <UNK> at least)")(default=None)
+    lm_dropout: float | int = Rule(
+        "a number from 0 to 1 (excluded)", lambda value: _is_number(value) and 0 <= value < 1
+    )(default=0.1)
+    lm_num_negative_samples: int | None = _POSITIVE_INT(default=8192)
+    char_padding_id: int | None = _POSITIVE_INT(default=None)
+    bos_char_ids: list[int] | None = _CHAR_IDS(default=None)
+    eos_char_ids: list[int] | None = _CHAR_IDS(default=None)
+    word_vocab_size: int | None = _integer_at_least(2)(default=None)
+    word_embedding_dim: int | None = _POSITIVE_INT(default=None)
+    bos_word_id: int | None = _POSITIVE_INT(default=None)
+    eos_word_id: int | None = _POSITIVE_INT(default=None)
 
     def __post_init__(self, **kwargs):
         # every saved folder answers to all its Auto classes and declares its pipeline (see pipeline_elmo.py)
@@ -421,10 +386,9 @@ class ElmoConfig(PreTrainedConfig):
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs) -> "ElmoConfig":
-        """As [`PreTrainedConfig.from_dict`], which `from_pretrained` and `AutoConfig` load through. A saved config
-        that layer-normalises its scalar mixes but has no `scalar_mix_layer_norm_scope` predates that field: it keeps
-        normalising over the batch, as it was trained; one without `lstm_forget_bias` stored the LSTM bias with
-        TensorFlow's forget bias folded in, so it loads with `lstm_forget_bias=0.0`."""
+        """As [`PreTrainedConfig.from_dict`] (`from_pretrained` and `AutoConfig` load through it), with the defaults of
+        configs saved before two fields: `scalar_mix_layer_norm_scope="batch"` (with layer norm on) and
+        `lstm_forget_bias=0.0`."""
         if config_dict.get("scalar_mix_layer_norm") and "scalar_mix_layer_norm_scope" not in config_dict:
             config_dict = {**config_dict, "scalar_mix_layer_norm_scope": "batch"}
         if "lstm_forget_bias" not in config_dict:  # saved with the forget bias folded into the LSTM bias
@@ -511,6 +475,9 @@ class ElmoConfig(PreTrainedConfig):
         """Input width of the token projection: the word embedding (if any), then the character features."""
         return (self.word_embedding_dim or 0) + self.num_char_filters
 
+
+# The rule of every field, read from the fields (the options reader of the original format checks its keys with them).
+FIELD_RULES = field_rules(ElmoConfig)
 
 __all__ = [
     "BILM_ARCHITECTURE_FIELDS",

@@ -1,14 +1,13 @@
 """
 PyTorch ELMo (Peters et al., 2018, "Deep contextualized word representations"): the character CNN, the bidirectional
 LSTM language model with projection (biLM) and the scalar mixes of its layers (`ElmoModel`), with heads for token and
-sequence classification and for (continued) pretraining, for users of Transformers (the Auto classes, `Trainer`,
-pipelines, remote code). Each block names its counterpart in bilm-tf (variable scopes) and AllenNLP (classes). The
-math that an implementation may replace is the reference implementation here (`ElmoEagerImplementation`: the
-character CNN's products and a biLM layer's recurrence); others are registered by name in `elmo_implementations`
-(the CPU inference engine, `modeling_elmo.engine`) and chosen in one place (`resolve_implementation`). The export
-path (`padded_recurrence`) scans the same cell over padded batches.
+sequence classification and for (continued) pretraining. Each block names its counterpart in bilm-tf (variable
+scopes) and AllenNLP (classes). `ElmoEagerImplementation` is the reference for the math that other implementations,
+registered in `elmo_implementations`, may replace (docs/design-notes.md, "Implementations").
 """
 
+import inspect
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,6 +33,55 @@ from .transformers_compat import PreTrainedModel, init
 from .weight_snapshot import WeightSnapshot  # noqa: F401  (4.x remote code)
 from .word_embedding_store import WordEmbeddingCache, WordEmbeddingStore, stored_or_computed, word_keys
 
+# The arguments that the forwards share, described once; `document_args` writes them into each forward's `Args`.
+ELMO_ARGS_DOCSTRING = r"""
+    input_ids (`torch.LongTensor` of shape `(batch_size, num_words, config.input_ids_width)`):
+        Character ids of every word from [`ElmoTokenizer`] (then its word id, for a model with a word embedding); a
+        padded word is a row of zeros.
+    attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*):
+        1 for words, 0 for padding. Derived from `input_ids` when absent.
+    output_hidden_states (`bool`, *optional*, defaults to `config.output_hidden_states`):
+        Return all `num_hidden_layers + 1` biLM layers as `hidden_states`.
+    states (`ElmoLstmStates`, *optional*):
+        The biLM's LSTM states to start each batch row from, updated in place with the rows' final states (see
+        [`ElmoLstmStates`]). Default: the biLM's own with `config.stateful=True`, else zero states.
+    return_dict (`bool`, *optional*, defaults to `config.return_dict`):
+        Return the output class, or with `False` a tuple of its fields that are not `None`.
+"""
+
+
+def _arg_entries(text: str) -> dict[str, str]:
+    """The entries of an `Args` section (a line `name (type):`, then the description indented), by name."""
+    entries = {}
+    for line in textwrap.dedent(text).splitlines():
+        if line and not line[0].isspace():
+            name = line.split(" ", 1)[0]
+            entries[name] = line
+        elif line:
+            entries[name] += "\n" + line
+    return entries
+
+
+def document_args(method: Callable) -> Callable:
+    """Write the `Args` section of the docstring of `method` (a `forward`): every parameter in order (`**kwargs` as
+    `return_dict`), described by the `Args` the docstring has or else by `ELMO_ARGS_DOCSTRING`, as Transformers'
+    `auto_docstring` does."""
+    docstring = inspect.cleandoc(method.__doc__ or "")
+    body, returns_heading, returns = docstring.partition("\nReturns:")
+    intro, _, own_args = body.partition("Args:\n")
+    own_entries = _arg_entries(own_args)
+    entries = {**_arg_entries(ELMO_ARGS_DOCSTRING), **own_entries}
+    names = [
+        "return_dict" if parameter.kind is parameter.VAR_KEYWORD else name
+        for name, parameter in inspect.signature(method).parameters.items()
+        if name != "self"
+    ]
+    if wrong := [name for name in names if name not in entries] + [name for name in own_entries if name not in names]:
+        raise TypeError(f"{method.__qualname__}: undocumented or unknown arguments {', '.join(wrong)}")
+    args = "\n".join(textwrap.indent(entries[name], "    ") for name in names)
+    method.__doc__ = f"{intro.rstrip()}\n\nArgs:\n{args}\n{returns_heading}{returns}".lstrip()
+    return method
+
 
 @dataclass
 class ElmoModelOutput(ModelOutput):
@@ -45,8 +93,8 @@ class ElmoModelOutput(ModelOutput):
             Top biLM layer, `[forward; backward]`, zero at padded positions.
         hidden_states (`tuple(torch.FloatTensor)`, *optional*, returned when `output_hidden_states=True`):
             `num_hidden_layers + 1` tensors of shape `(batch_size, num_words, 2 * projection_dim)`: the character-CNN
-            token embedding duplicated (`[x; x]`), then `[forward; backward]` of every LSTM layer. With autograd, each
-            one is on the graph: the next layer reads it, so `retain_grad()` on any of them gets its gradient.
+            token embedding duplicated (`[x; x]`), then `[forward; backward]` of every LSTM layer; each one on the
+            autograd graph (`retain_grad()` gets its gradient).
         elmo_representations (`tuple(torch.FloatTensor)`, *optional*, returned when `num_output_representations > 0`):
             `num_output_representations` learned scalar mixes of all layers, each `(batch_size, num_words,
             2 * projection_dim)`.
@@ -97,9 +145,8 @@ class ElmoHighwayGate(nn.Linear):
 class ElmoHighway(nn.Module):
     """
     One highway layer of the character CNN, bilm-tf's `CNN_high_{i}`: `g * relu(x W_t + b_t) + (1 - g) * x` with the
-    transform gate `g = sigmoid(x W_g + b_g)`. bilm-tf stores `W_g`, `b_g` as `W_carry`, `b_carry` and `W_t`, `b_t` as
-    `W_transform`, `b_transform`; checkpoints saved before the rename name the gate `carry` too (see
-    `ElmoPreTrainedModel.from_pretrained`).
+    transform gate `g = sigmoid(x W_g + b_g)`, bilm-tf's `W_carry`, `b_carry` (`W_t`, `b_t`: `W_transform`,
+    `b_transform`).
     """
 
     def __init__(self, size: int):
@@ -145,11 +192,7 @@ class ElmoCharacterEncoder(nn.Module):
     (bilm-tf's `char_embed`), one convolution per filter width max-pooled over the word's characters
     (`CNN/W_cnn_{i}`, `b_cnn_{i}`) and the activation, the highway layers (`CNN_high_{i}`), then the projection to
     `projection_dim` (`CNN_proj`). ELMoForManyLangs models add a word embedding, whose vector comes before the
-    character features in the projection.
-
-    `forward` takes its products from the implementation `resolve_implementation` picks for the call (`implementation`:
-    the model's choice, see `ElmoPreTrainedModel.set_implementation`). `embed_words` runs it once per distinct word,
-    through the optional token-embedding table and word cache.
+    character features in the projection. `embed_words` runs it once per distinct word.
     """
 
     WORDS_PER_CHUNK = 256  # words per char-CNN call in `embed_words`: bounds the convolution buffers
@@ -252,15 +295,7 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
 
     The layer works on *packed* sequences (time-major, rows sorted by decreasing length, as in
     `torch.nn.utils.rnn.PackedSequence`): step `t` owns rows `offsets[t] : offsets[t] + batch_sizes[t]`, so padding
-    is never computed.
-
-    `forward` runs the `lstm_layer` of the implementation `resolve_implementation` picks for the call
-    (`implementation`: the model's choice): the reference recurrence (`recurrence`) or another one, each stepping
-    with `cell`.
-
-    Gradient checkpointing (`model.activation_checkpointing_enable()`) recomputes a layer's forward in the backward
-    pass. With `use_reentrant=True` the first pass runs without autograd, so it may take an inference implementation:
-    its outputs and the gradients then differ from an unchecked run by float32 rounding.
+    is never computed. Every implementation steps with `cell`.
     """
 
     def __init__(self, config: ElmoConfig):
@@ -481,10 +516,7 @@ class ElmoScalarMix(nn.Module):
     The task-specific combination of the biLM's layers (AllenNLP's `ScalarMix`, bilm-tf's `weight_layers` with its
     `ELMo_W` and `ELMo_gamma`): `gamma * sum_k softmax(s)_k * h_k` over all `num_hidden_layers + 1` layers `h_k`. With
     `config.scalar_mix_layer_norm`, each `h_k` is first normalised with the mean and variance of its unpadded
-    elements (words x features), taken as `config.scalar_mix_layer_norm_scope` says:
-
-    - `"sentence"`: per sentence, so a sentence's mix does not depend on the other sentences of its batch;
-    - `"batch"`: over the whole batch, as AllenNLP's `ScalarMix(do_layer_norm=True)`, to reproduce its results.
+    elements (words x features) per sentence or over the batch (`config.scalar_mix_layer_norm_scope`).
     """
 
     NORM_DIMS = {"sentence": (1, 2), "batch": (0, 1, 2)}  # per scope, the dimensions of (batch, words, dim) reduced
@@ -556,16 +588,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def set_implementation(self, name: str | None = None) -> None:
         """
         Choose the implementation of the character CNN's products and the biLM's recurrence for every call of this
-        model (its biLM, heads and pretraining alike), by a name registered in `elmo_implementations`
-        (`ALL_ELMO_IMPLEMENTATIONS.names()`): "eager" (the reference, PyTorch's products), "reference" (the
-        straightforward paths, for checks: TensorFlow's per-step formulation, the character CNN on every word), and
-        those of `modeling_elmo.engine` (docs/speed.md). `None`, the default, tries the registered defaults. A call
-        that the chosen implementation does not support (gradients, another device, export) runs the registered
-        defaults' or the reference.
-
-            model.set_implementation("reference")
-            expected = model(**batch, output_hidden_states=True).hidden_states
-            model.set_implementation(None)
+        model, by a name of `ALL_ELMO_IMPLEMENTATIONS.names()`: "eager" (the reference), "reference" (the
+        straightforward paths, for checks), those of `modeling_elmo.engine`; `None` (the default) tries the registered
+        defaults. A call that the chosen one does not support runs the defaults' or the reference (docs/model.md).
         """
         if name is not None and name not in ALL_ELMO_IMPLEMENTATIONS:
             known = ", ".join(map(repr, ALL_ELMO_IMPLEMENTATIONS.names()))
@@ -583,10 +608,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
         self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
     ) -> nn.Embedding:
         """
-        The character embedding, unchanged: its vocabulary (`config.char_vocab_size` rows: bytes, word and sentence
-        markers, padding) is fixed. Every word, new or added to the tokenizer, is spelled with these characters, so a
-        request to grow for added tokens (as flair's `TransformerWordEmbeddings` makes for its context marker) needs
-        no new rows; a smaller size or `pad_to_multiple_of` is refused.
+        The character embedding, unchanged: its vocabulary (`config.char_vocab_size` rows) is fixed, and every word is
+        spelled with these characters. A request to grow is a no-op; a smaller size or `pad_to_multiple_of` is
+        refused (docs/design-notes.md, "A fixed character vocabulary").
         """
         embeddings = self.get_input_embeddings()
         if (
@@ -602,8 +626,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
-        # Close to bilm-tf's initialisers: fan-in scaled normals and U(-1, 1) characters. (With the generic std of
-        # 0.02 a randomly initialised ELMo starts with tiny token embeddings and trains very slowly.)
+        # close to bilm-tf's initialisers (docs/design-notes.md, "Initialisation")
         if isinstance(module, ElmoCharacterProjection) and module.is_identity:
             init.copy_(module.weight, torch.eye(module.in_features))
             init.zeros_(module.bias)
@@ -633,21 +656,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
 
 class ElmoModel(ElmoPreTrainedModel):
     r"""
-    The ELMo biLM. Takes character ids `(batch_size, num_words, max_characters_per_token)` from [`ElmoTokenizer`]
-    and returns every layer's contextual word vectors, without the sentence boundary tokens that it adds inside.
+    The ELMo biLM: character ids `(batch_size, num_words, config.input_ids_width)` from [`ElmoTokenizer`] to every
+    layer's contextual word vectors, without the sentence boundary tokens that it adds inside. Stateless by default
+    (every call starts from zero LSTM states) unless given `states=` or built with `config.stateful=True`.
 
-    Stateless by default: every call starts from zero LSTM states, so a sentence's vectors do not depend on the rest
-    of the batch. A call given `states=` (an [`ElmoLstmStates`]) starts each batch row from its stored state and
-    stores the row's final state back, like the original TensorFlow biLM (the row rules are `ElmoLstmStates`'). With
-    `config.stateful=True` the model passes its own states object on every call; `reset_states()` clears it.
-
-    Two other inputs: `keep_sentence_boundaries=True` returns the layers at `<S>` and `</S>` too (AllenNLP's
-    `_ElmoBiLm`), and `backward_input_ids` turns `input_ids` into the forward streams' windows of bilm-tf's training,
-    read with those of the backward streams (see `forward`).
-
-    `add_scalar_mixes=False` leaves out the `config.num_output_representations` scalar mixes (a head that mixes the
-    layers itself has no use for them); `lstm_dropout` is the dropout on every LSTM layer's input in training mode
-    (the language model's, see [`ElmoForPreTraining`]).
+    `add_scalar_mixes=False` leaves out the `config.num_output_representations` scalar mixes; `lstm_dropout` is the
+    dropout on every LSTM layer's input in training mode (the language model's, see [`ElmoForPreTraining`]).
     """
 
     _keys_to_ignore_on_load_unexpected = [r"^softmax\."]  # the LM softmax of a saved ElmoForPreTraining
@@ -674,9 +688,7 @@ class ElmoModel(ElmoPreTrainedModel):
     def set_word_cache(self, max_words: int | None = 100_000) -> None:
         """
         Opt-in for inference: keep the character-CNN embeddings of up to `max_words` recently seen distinct words
-        between calls (LRU), so repeated words skip the CNN; `None` drops the cache. Results are unchanged: every
-        call compares the character encoder's weights with a copy of those the cache was filled with and empties it
-        if they differ. Costs `max_words * projection_dim` floats and one copy of the character encoder's weights.
+        between calls (LRU), emptied when the character encoder's weights change (docs/speed.md); `None` drops it.
         """
         self.char_encoder.word_cache = WordEmbeddingCache(capacity=max_words) if max_words is not None else None
 
@@ -750,6 +762,7 @@ class ElmoModel(ElmoPreTrainedModel):
             elmo_representations=tuple(mix(layers, attention_mask) for mix in self.scalar_mixes) or None,
         )
 
+    @document_args
     @can_return_tuple
     def forward(
         self,
@@ -762,28 +775,18 @@ class ElmoModel(ElmoPreTrainedModel):
         **kwargs,
     ) -> ElmoModelOutput:
         r"""
+        Every layer of the biLM over the words of each row, `(batch_size, num_words, 2 * projection_dim)`.
+
         Args:
-            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, config.input_ids_width)`):
-                Character ids of every word from [`ElmoTokenizer`] (then its word id, for a model with a word
-                embedding); a padded word is a row of zeros.
-            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*):
-                1 for words, 0 for padding. Derived from `input_ids` when absent.
-            output_hidden_states (`bool`, *optional*):
-                Return all `num_hidden_layers + 1` layers as `hidden_states`.
-            states (`ElmoLstmStates`, *optional*):
-                LSTM states to start each batch row from, updated with the rows' final states and returned as
-                `states` (see [`ElmoLstmStates`]). Default: the model's own with `config.stateful=True`, else zero
-                states.
             keep_sentence_boundaries (`bool`, *optional*, defaults to `False`):
                 Return the layers at every token of each row's `<S> words </S>`, from position 0 (AllenNLP's
                 `_ElmoBiLm`): `(batch_size, num_words + 2, 2 * projection_dim)`, zero after each row's `</S>`; the
                 scalar mixes then run over these tokens.
-            backward_input_ids (`torch.LongTensor` of shape `(batch_size, unroll_steps, config.input_ids_width)`,
-            *optional*):
-                Read the inputs as bilm-tf's training windows: `input_ids` the forward streams' tokens and these the
-                backward streams' (each direction its own tokens, in its own order; no padding, no boundary tokens
-                added). The layers are then `(batch_size, unroll_steps, 2 * projection_dim)`, `[forward; backward]`
-                at position `t` of the two windows.
+            backward_input_ids (`torch.LongTensor` of the shape of `input_ids`, *optional*):
+                Read the inputs as bilm-tf's training windows, `(batch_size, unroll_steps, config.input_ids_width)`:
+                `input_ids` the forward streams' tokens and these the backward streams' (each direction in its own
+                order; no padding, no boundary tokens added). The layers are then `(batch_size, unroll_steps,
+                2 * projection_dim)`, `[forward; backward]` at position `t` of the two windows.
         """
         if is_exporting():  # torch.export / ONNX: the padded path, with no Python values read from tensors
             if states is not None or backward_input_ids is not None or keep_sentence_boundaries:
@@ -879,10 +882,9 @@ class ElmoModel(ElmoPreTrainedModel):
         keep_sentence_boundaries: bool,
     ) -> tuple[torch.Tensor, ...]:
         """
-        The padded layers of `forward` on sentences (all of them, or the top one only), with the boundary tokens
-        (from position 0) or without (at the words' positions). When a graph is built for all layers without the
-        boundaries, each layer is padded as soon as it is computed and the next layer reads its word rows back from
-        the padded tensor (`PackedBatch.repack`), so every returned layer is on the path to the outputs.
+        The padded layers of `forward` on sentences (all of them, or the top one only), each (batch, words [+ 2],
+        2 * projection_dim), with the boundary tokens (from position 0) or without (at the words' positions). With
+        autograd, every returned layer is on the path to the outputs (docs/design-notes.md, "Layers on the graph").
         """
         packing = pack_sentences(attention_mask)
         words = input_ids.flatten(0, 1)[packing.word_positions]  # (num_words, max_chars): every word of the batch
@@ -1104,6 +1106,7 @@ class ElmoForTokenClassification(ElmoHeadModel):
         share = labels.ne(-100).sum() / num_items_in_batch if num_items_in_batch is not None else 1.0
         return loss + share * self.scalar_mix_penalty()
 
+    @document_args
     @can_return_tuple
     def forward(
         self,
@@ -1115,18 +1118,12 @@ class ElmoForTokenClassification(ElmoHeadModel):
         **kwargs,
     ) -> TokenClassifierOutput:
         r"""
+        The label scores of every word, and the loss with `labels`.
+
         Args:
-            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
-                Character ids of every word from [`ElmoTokenizer`].
-            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*):
-                1 for words, 0 for padding. Derived from `input_ids` when absent.
             labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
                 Label index of every word in `[0, num_labels)`; -100 is ignored (with a CRF, such words inside a
                 sentence are marginalised).
-            output_hidden_states (`bool`, *optional*):
-                Return the biLM layers as `hidden_states`.
-            states (`ElmoLstmStates`, *optional*):
-                The biLM's LSTM states to start each row from, updated in place (see [`ElmoLstmStates`]).
 
         Returns:
             [`TokenClassifierOutput`] with `logits` of shape `(batch_size, num_words, num_labels)`.
@@ -1197,23 +1194,17 @@ class ElmoFeatureNorm(nn.BatchNorm1d):
 class ElmoForSequenceClassification(ElmoHeadModel):
     r"""
     ELMo with a sentence-classification head (sentiment, topic, intent; entailment and paraphrase for text pairs): the
-    word vectors of [`ElmoHeadModel`] (scalar mix of all biLM layers, optional BiLSTM), pooled over each sentence's
-    words (`config.classifier_pooling`; with `config.classifier_concat_layers`, every biLM layer pooled on its own and
-    the pooled vectors concatenated instead), optionally standardised feature by feature
+    word vectors of [`ElmoHeadModel`] pooled over each sentence's words (`config.classifier_pooling`; or every biLM
+    layer pooled on its own, `config.classifier_concat_layers`), optionally standardised feature by feature
     (`config.classifier_batch_norm`), then a linear layer. Loss and `config.problem_type` as in
-    `BertForSequenceClassification`: mean squared error for `num_labels == 1` (regression), cross-entropy for integer
-    labels, binary cross-entropy with logits for float labels (multi-label). Freezing and the activation cache: see
-    [`ElmoHeadModel`].
+    `BertForSequenceClassification` (regression for `num_labels == 1`, single-label for integer labels, multi-label
+    for float labels).
 
     Text pairs (`config.classifier_sentence_pairs=True`): a row holds the words of both texts, `token_type_ids` 0 for
-    the first text's words and 1 for the second's (`tokenizer(texts, text_pairs)`). The model runs the two texts of
-    every row through the biLM as two separate sentences (a batch of `2 * batch_size` rows: each text gets its own
-    `<S>`/`</S>` and zero initial states, so no LSTM state flows from one into the other; with an activation cache
-    each text is an entry of its own), pools each into `u` and `v`, and classifies `[u; v; |u - v|; u * v]`. This is
-    how the sentence-pair encoders of InferSent and ESIM compare two sentences: the difference and the product give a
-    linear layer the agreement of the two texts feature by feature, which the concatenation alone leaves to it to
-    learn; and encoding the texts apart, as ELMo's biLM was trained (one sentence at a time), keeps each text's
-    vectors those it would have alone.
+    the first text's words and 1 for the second's (`tokenizer(texts, text_pairs)`). The biLM runs the two texts as
+    separate sentences, `2 * batch_size` rows (the first texts, then the second ones: so are the rows of `states`),
+    every word's `hidden_states` those of its own text; the head classifies `[u; v; |u - v|; u * v]` of the pooled
+    texts `u`, `v` (docs/sequence-classification.md, "Sentence pairs").
     """
 
     accepts_loss_kwargs = False  # the loss is a mean per batch, as BERT's: the Trainer scales it for accumulation
@@ -1257,6 +1248,7 @@ class ElmoForSequenceClassification(ElmoHeadModel):
         is_second = token_type_ids.to(mask.device).bool()
         return torch.cat([mask * ~is_second, mask * is_second])
 
+    @document_args
     @can_return_tuple
     def forward(
         self,
@@ -1269,23 +1261,15 @@ class ElmoForSequenceClassification(ElmoHeadModel):
         **kwargs,
     ) -> SequenceClassifierOutput:
         r"""
+        The class scores of every row (a text, or a text pair: the words of both texts), and the loss with `labels`.
+
         Args:
-            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
-                Character ids of every word from [`ElmoTokenizer`]; for text pairs, the words of both texts.
-            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*):
-                1 for words, 0 for padding. Derived from `input_ids` when absent.
             token_type_ids (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
                 For text pairs: 0 for the first text's words, 1 for the second's (padding: any). Single texts need
                 none (or all zeros).
             labels (`torch.Tensor`, *optional*):
                 `(batch_size,)` class indices in `[0, num_labels)` (single-label), `(batch_size, num_labels)` floats
                 (multi-label), or `(batch_size,)` floats for regression (`num_labels == 1`).
-            output_hidden_states (`bool`, *optional*):
-                Return the biLM layers as `hidden_states`, each `(batch_size, num_words, 2 * projection_dim)`; for
-                text pairs every word's vectors are those of its own text.
-            states (`ElmoLstmStates`, *optional*):
-                The biLM's LSTM states to start each row from, updated in place (see [`ElmoLstmStates`]); for text
-                pairs the biLM's rows are the first texts, then the second texts (`2 * batch_size` rows).
 
         Returns:
             [`SequenceClassifierOutput`] with `logits` of shape `(batch_size, num_labels)`.
@@ -1384,20 +1368,12 @@ class ElmoLmSoftmax(nn.Module):
 
 class ElmoForPreTraining(ElmoPreTrainedModel):
     r"""
-    The ELMo biLM with its language-model softmax, for (continued) pretraining with bilm-tf's recipe: truncated
-    backpropagation through time over streams of sentences, the forward LM predicting the next token and the
-    backward LM the previous one through one shared softmax of `config.lm_vocab_size` words, trained with a sampled
-    softmax (`config.lm_num_negative_samples` log-uniform negatives per batch and direction, as TensorFlow's
-    `sampled_softmax_loss`) and evaluated with the full one. Dropout (`config.lm_dropout`) on every LSTM layer's
-    input and on the top layer's output in training mode, as bilm-tf. When the character filters already give
-    `projection_dim` features, the character projection is the identity and is not trained (bilm-tf has none).
-
-    Windows come from `modeling_elmo.pretraining.streams`: in training mode row `i` of a call continues row `i` of
-    the previous call, and the LSTM states are carried (detached) from one call to the next in `stream_states` (an
-    [`ElmoLstmStates`]; `reset_stream_states()` starts over; a batch of another size starts new streams). In eval
-    mode every call starts from zero states and leaves them alone. A call given `states=` starts from those and
-    updates them instead, in either mode. The biLM is an [`ElmoModel`] (`self.elmo`): `AutoModel.from_pretrained` on
-    a saved `ElmoForPreTraining` returns it.
+    The ELMo biLM (`self.elmo`, an [`ElmoModel`]) with its language-model softmax of `config.lm_vocab_size` words,
+    shared by the forward LM (next token) and the backward LM (previous token), for (continued) pretraining with
+    bilm-tf's recipe (docs/pretraining.md): windows of sentence streams from `modeling_elmo.pretraining.streams`, a
+    sampled softmax in training (`config.lm_num_negative_samples`), the full one in evaluation, dropout
+    `config.lm_dropout`. In training mode row `i` of a call continues row `i` of the previous call from
+    `stream_states`; in eval mode every call starts from zero states; a call given `states=` uses those.
     """
 
     _keys_to_ignore_on_load_unexpected = [r"^(elmo\.)?scalar_mixes\."]  # mixes of a converted ElmoModel
@@ -1467,6 +1443,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         )
         return losses.mean()
 
+    @document_args
     @can_return_tuple
     def forward(
         self,
@@ -1479,8 +1456,10 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         **kwargs,
     ) -> ElmoForPreTrainingOutput:
         r"""
+        The language models' losses and top layers on one window of every stream.
+
         Args:
-            input_ids (`torch.LongTensor` of shape `(batch_size, unroll_steps, max_characters_per_token)`):
+            input_ids (`torch.LongTensor` of shape `(batch_size, unroll_steps, config.input_ids_width)`):
                 Character ids of the forward streams' window: consecutive sentences `<S> w1 .. wn` (the `</S>` of a
                 sentence is only a target).
             backward_input_ids (`torch.LongTensor` of the same shape):
@@ -1532,6 +1511,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
             hidden_states=output.hidden_states,
         )
 
+    @document_args
     def sentence_negative_log_likelihoods(
         self, input_ids: torch.LongTensor, attention_mask: torch.Tensor, labels: torch.LongTensor, bos: int, eos: int
     ) -> torch.Tensor:
@@ -1541,10 +1521,14 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         at `</S> wn .. w1` predicts `wn .. w1 <S>`.
 
         Args:
-            input_ids: (batch, words, max_characters_per_token) character ids from [`ElmoTokenizer`].
-            attention_mask: (batch, words) 1 for words.
-            labels: (batch, words) vocabulary id of every word (out-of-vocabulary words: `<UNK>`'s id).
-            bos, eos: vocabulary ids of `<S>` and `</S>`.
+            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`):
+                1 for words, 0 for padding.
+            labels (`torch.LongTensor` of shape `(batch_size, num_words)`):
+                Vocabulary id of every word (out-of-vocabulary words: `<UNK>`'s id).
+            bos (`int`):
+                Vocabulary id of `<S>`.
+            eos (`int`):
+                Vocabulary id of `</S>`.
 
         Returns:
             (2, num_predictions) cross-entropies of the forward and the backward LM, `num_predictions` = words +
