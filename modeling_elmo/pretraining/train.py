@@ -42,6 +42,7 @@ from ..commands.arguments import (
     training_arguments_problem,
 )
 from ..commands.errors import ToolError, ToolInputError, report
+from ..commands.output_folder import check_run_folder
 from ..commands.output_lock import run_output_dir_lock
 from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
 from ..formats.corpus import count_positions, resolve_corpus_files
@@ -57,7 +58,6 @@ from .checkpoints import TRAINER_STATE_NAME, check_checkpoint_files, resolve_che
 from .evaluation import evaluate_perplexity
 from .memory import check_training_memory
 from .options import PretrainingOptions, read_pretraining_options
-from .output_folder import check_output_dir
 from .streams import LmStreamDataset
 
 logger = logging.getLogger("elmo-pretrain")
@@ -352,6 +352,20 @@ def _check_finite(model: ElmoForPreTraining, step: int) -> None:
         )
 
 
+def _check_output_dir(output_dir: str, resumed_checkpoint: Path | None) -> None:
+    """A new or empty `--output_dir` that can be written, or the folder of the run being resumed: a second run never
+    writes over a first one's files (Transformers 5 has no `--overwrite_output_dir`)."""
+    resuming_here = (
+        resumed_checkpoint is not None and resumed_checkpoint.absolute().parent == Path(output_dir).absolute()
+    )
+    check_run_folder(
+        output_dir,
+        None if resuming_here else (),
+        "is not empty (it holds {shown}); choose a new folder, or continue the run saved there with "
+        "--resume_from_checkpoint last.",
+    )
+
+
 def run(args: PretrainingArguments, training_args: TrainingArguments, options: PretrainingOptions) -> dict:
     """Train (unless `--do_train False`) and evaluate; returns the final metrics."""
     training = training_args.do_train
@@ -361,7 +375,7 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
     check_training_arguments(training_args)
     check_run_mode(args, training_args)
     checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
-    check_output_dir(training_args.output_dir, checkpoint)
+    _check_output_dir(training_args.output_dir, checkpoint)
     vocab = LmVocabulary.from_file(args.vocab_file)
     vocab.check_size(options.n_tokens_vocab, args.options)
     train_files = resolve_corpus_files(args.train_files, "--train_files") if training else None
@@ -419,7 +433,7 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
     if warmup is None:
         warmup = min(1000, training_args.max_steps // 10) if fresh_softmax else 0
     with run_output_dir_lock(training_args, PROG):
-        check_output_dir(training_args.output_dir, checkpoint)  # again, locked: a run may have written there since
+        _check_output_dir(training_args.output_dir, checkpoint)  # again, locked: a run may have written there since
         trainer = ElmoPretrainingTrainer(
             model=model,
             args=training_args,
