@@ -21,7 +21,6 @@ import os
 import sys
 from pathlib import Path
 
-import h5py
 import torch
 from safetensors import SafetensorError
 from torch.utils.data import DataLoader
@@ -46,6 +45,7 @@ from ..commands.output_folder import check_run_folder
 from ..commands.output_lock import run_output_dir_lock
 from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
 from ..formats.corpus import count_positions, resolve_corpus_files
+from ..formats.original_checkpoint import read_softmax
 from ..formats.vocab import LmVocabulary
 from ..hub.model_card import render_pretrained_model_card
 from ..lstm_states import ElmoLstmStates
@@ -115,22 +115,17 @@ def _check_architecture(options: PretrainingOptions, config: ElmoConfig, source:
 
 def _load_softmax(model: ElmoForPreTraining, path: str) -> None:
     """Copy bilm-tf's `softmax.hdf5` (`W` (vocab, dim), `b` (vocab,)) into the model's softmax."""
-    try:
-        with h5py.File(path, "r") as handle:
-            for name, parameter in (("W", model.softmax.weight), ("b", model.softmax.bias)):
-                if name not in handle:
-                    raise PretrainingError(f"{path}: no dataset {name!r} (a bilm-tf softmax.hdf5 has W and b).")
-                values = torch.from_numpy(handle[name][...]).float()
-                if values.shape != parameter.shape:
-                    raise PretrainingError(
-                        f"{path}: {name} has shape {tuple(values.shape)}, the model needs {tuple(parameter.shape)}."
-                    )
-                if not torch.isfinite(values).all():
-                    raise PretrainingError(f"{path}: {name} holds NaN or infinite values.")
-                with torch.no_grad():
-                    parameter.copy_(values)
-    except OSError as error:
-        raise PretrainingError(f"{path}: not a readable HDF5 file ({error}).") from None
+    softmax = read_softmax(path, PretrainingError)
+    for name, parameter in (("W", model.softmax.weight), ("b", model.softmax.bias)):
+        values = softmax[name]
+        if values.shape != parameter.shape:
+            raise PretrainingError(
+                f"{path}: {name} has shape {tuple(values.shape)}, the model needs {tuple(parameter.shape)}."
+            )
+        if not torch.isfinite(values).all():
+            raise PretrainingError(f"{path}: {name} holds NaN or infinite values.")
+        with torch.no_grad():
+            parameter.copy_(values)
 
 
 def load_elmo_config(source: str | Path, what: str) -> ElmoConfig:
