@@ -15,6 +15,7 @@ exit 2, nothing written.
 """
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,6 +181,7 @@ class ClassifierCommand(FineTuningCommand):
     command_line = COMMAND_LINE
     hub_task = "text-classification"
     eval_prefix = "eval"
+    data_collator = DataCollatorWithPadding
     claims_output_dir = True
 
     def prepare(self, run: FineTuningRun) -> tuple[Task, Any]:
@@ -195,11 +197,8 @@ class ClassifierCommand(FineTuningCommand):
             for split, table in task.tables.items()
         }
 
-    def trainer_parts(self, run: FineTuningRun) -> dict[str, Any]:
-        return {
-            "data_collator": DataCollatorWithPadding(run.tokenizer),
-            "compute_metrics": build_compute_metrics(run.model.config.num_labels),
-        }
+    def compute_metrics(self, run: FineTuningRun) -> Callable:
+        return build_compute_metrics(run.model.config.num_labels)
 
     def train(self, run: FineTuningRun) -> dict[str, float]:
         metrics = super().train(run)

@@ -15,6 +15,7 @@ A command supplies its parts by subclassing `FineTuningCommand`; `FineTuningRun`
 import json
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
@@ -75,6 +76,7 @@ class FineTuningCommand:
     command_line: ClassVar[TrainerCommandLine]
     hub_task: ClassVar[str]  # the `tasks` of `Trainer.push_to_hub`
     eval_prefix: ClassVar[str]  # the metric prefix and results file name of the validation split
+    data_collator: ClassVar[type]  # the `Trainer`'s collator class, built on the tokenizer
     claims_output_dir: ClassVar[bool] = False
 
     @property
@@ -89,8 +91,8 @@ class FineTuningCommand:
         """The tokenized splits (`train`, `validation`, `test`) of `run.data`."""
         raise NotImplementedError
 
-    def trainer_parts(self, run: FineTuningRun) -> dict[str, Any]:
-        """The `Trainer` arguments of the command's task: `data_collator` and `compute_metrics`."""
+    def compute_metrics(self, run: FineTuningRun) -> Callable:
+        """The `Trainer`'s `compute_metrics` for the command's task."""
         raise NotImplementedError
 
     def train(self, run: FineTuningRun) -> dict[str, float]:
@@ -116,6 +118,7 @@ class FineTuningCommand:
         raise CommandStop(line, status)
 
     def check_output_dir(self, output_dir: Path) -> None:
+        """Refuse, for a command that claims its `--output_dir`, a folder holding files it did not write."""
         if self.claims_output_dir:
             refusal = f"holds files that {self.prog} did not write ({{shown}}); choose an empty or new folder."
             check_run_folder(output_dir, written_by(output_dir, self.prog), refusal)
@@ -160,8 +163,9 @@ class FineTuningCommand:
             train_dataset=run.encoded.get("train"),
             eval_dataset=run.encoded.get("validation"),
             processing_class=run.tokenizer,
+            data_collator=self.data_collator(run.tokenizer),
+            compute_metrics=self.compute_metrics(run),
             callbacks=[TimeBudgetCallback(data_args.time_budget_minutes)] if data_args.time_budget_minutes else None,
-            **self.trainer_parts(run),
         )
         main_process = run.trainer.is_world_process_zero()
         if "train" in run.encoded:

@@ -12,6 +12,7 @@ Every `TrainingArguments` flag is accepted (`--push_to_hub`, `--hub_model_id`, .
 
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ class NerCommand(FineTuningCommand):
     command_line = COMMAND_LINE
     hub_task = "token-classification"
     eval_prefix = "dev"
+    data_collator = DataCollatorForTokenClassification
 
     def prepare(self, run: FineTuningRun) -> tuple[dict, Any]:
         model_name_or_path = run.model_args.model_name_or_path
@@ -80,11 +82,8 @@ class NerCommand(FineTuningCommand):
             encoded[split] = encode_for_elmo(dataset, run.tokenizer, max_length=run.data_args.max_length)
         return encoded
 
-    def trainer_parts(self, run: FineTuningRun) -> dict[str, Any]:
-        return {
-            "data_collator": DataCollatorForTokenClassification(run.tokenizer),
-            "compute_metrics": build_compute_metrics(run.model.config.id2label),
-        }
+    def compute_metrics(self, run: FineTuningRun) -> Callable:
+        return build_compute_metrics(run.model.config.id2label)
 
     def train(self, run: FineTuningRun) -> dict[str, float]:
         metrics = super().train(run)
