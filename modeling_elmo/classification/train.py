@@ -14,49 +14,24 @@ model and tokenizer, `eval_results.json`, `test_results.json` (when the test fil
 exit 2, nothing written.
 """
 
-import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 from datasets import Dataset
-from safetensors import SafetensorError
-from transformers import (
-    AutoConfig,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    DataCollatorWithPadding,
-    TrainingArguments,
-    set_seed,
-)
+from transformers import AutoConfig, AutoModelForSequenceClassification, DataCollatorWithPadding, TrainingArguments
 
-from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
 from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder
-from ..commands.output_lock import OutputFolderInUseError, run_output_dir_lock
-from ..finetuning.activation_cache import ElmoActivationCache
-from ..finetuning.trainer import (
-    ElmoCardTrainer,
-    TimeBudgetCallback,
-    attach_activation_cache,
-    check_model_memory,
-)
+from ..finetuning.command import FineTuningCommand, FineTuningRun
+from ..finetuning.trainer import check_model_memory
 from ..hub.model_card import render_classifier_model_card
 from ..runtime.cpu_threads import configure_cpu_threads
 from . import data as task_data
-from .arguments import COMMAND_LINE, PROG, DataArguments, ModelArguments
+from .arguments import COMMAND_LINE, DataArguments, ModelArguments
 from .defaults import new_head_defaults
 from .metrics import build_compute_metrics
-from .output_folder import (
-    ForeignFilesError,
-    check_output_folder,
-    claim_output_folder,
-    seal_output_folder,
-    write_json,
-    write_text,
-)
-
-logger = logging.getLogger(PROG)
 
 
 @dataclass
@@ -68,6 +43,11 @@ class Task:
     label_names: list[str] | None  # None for a regression
     problem_type: str
     words_given: bool  # the text columns hold lists of words
+    files: dict[str, str]  # the file of each split used
+
+
+def _text_columns(data: DataArguments) -> tuple[str, ...]:
+    return task_data.Columns.parse(data.text_column_names, data.label_column_name).texts
 
 
 def _files(data: DataArguments, training: TrainingArguments) -> dict[str, str]:
@@ -149,7 +129,7 @@ def read_task(files: dict[str, str], data: DataArguments, model_name_or_path: st
             f"{files['train']}: only one label ({names[0]!r}){hint if data.max_train_samples else ''}; "
             "a classifier needs two or more."
         )
-    return Task(tables, labels, names, problem, kinds.pop())
+    return Task(tables, labels, names, problem, kinds.pop(), files)
 
 
 def _load_model(model_args: ModelArguments, task: Task, trains: bool, pairs: bool, device):
@@ -181,7 +161,7 @@ def _load_model(model_args: ModelArguments, task: Task, trains: bool, pairs: boo
 
 def encode(table: Dataset, labels: list | None, tokenizer, task: Task, data: DataArguments) -> Dataset:
     """Tokenize the text column(s) (a pair: two texts per record) and attach `labels`."""
-    text_columns = task_data.Columns.parse(data.text_column_names, data.label_column_name).texts
+    text_columns = _text_columns(data)
     truncation = {"truncation": True, "max_length": data.max_seq_length} if data.max_seq_length else {}
 
     def encode_batch(batch: dict, indices: list[int]) -> dict:
@@ -195,105 +175,67 @@ def encode(table: Dataset, labels: list | None, tokenizer, task: Task, data: Dat
     return table.map(encode_batch, batched=True, with_indices=True, remove_columns=table.column_names)
 
 
-def _fail(message: str) -> None:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+class ClassifierCommand(FineTuningCommand):
+    """`elmo-train-classifier`'s parts of the fine-tuning sequence (`modeling_elmo.finetuning.command`)."""
+
+    command_line = COMMAND_LINE
+    hub_task = "text-classification"
+    eval_prefix = "eval"
+    data_collator = DataCollatorWithPadding
+    claims_output_dir = True
+
+    def prepare(self, run: FineTuningRun) -> tuple[Task, Any]:
+        files = _files(run.data_args, run.training_args)
+        task = read_task(files, run.data_args, run.model_args.model_name_or_path, run.training_args.seed)
+        pairs = len(_text_columns(run.data_args)) == 2
+        return task, _load_model(run.model_args, task, "train" in files, pairs, run.training_args.device)
+
+    def encode(self, run: FineTuningRun) -> dict[str, Dataset]:
+        task = run.data
+        return {
+            split: encode(table, task.labels.get(split), run.tokenizer, task, run.data_args)
+            for split, table in task.tables.items()
+        }
+
+    def compute_metrics(self, run: FineTuningRun) -> Callable:
+        return build_compute_metrics(run.model.config.num_labels)
+
+    def train(self, run: FineTuningRun) -> dict[str, float]:
+        metrics = super().train(run)
+        if run.cache is not None:  # sentences the biLM ran on (misses) and skipped (hits) while training
+            metrics.update(train_cache_hits=run.cache.hits, train_cache_misses=run.cache.misses)
+        return metrics
+
+    def predicted(self, run: FineTuningRun, prediction) -> tuple[dict[str, float] | None, dict[str, str]]:
+        metrics = prediction.metrics if "test" in run.data.labels else None
+        return metrics, {"predict_results.txt": format_predictions(prediction.predictions, run.model.config)}
+
+    def model_card(self, run: FineTuningRun) -> str | None:
+        if "train" not in run.results:
+            return None
+        state, training_args = run.trainer.state, run.training_args
+        return render_classifier_model_card(
+            run.trainer.model,
+            base_model=run.model_args.model_name_or_path,
+            scores={split: run.results[split] for split in ("eval", "test") if split in run.results},
+            data_files=run.data.files,
+            text_columns=_text_columns(run.data_args),
+            repo_id=training_args.hub_model_id,
+            training={
+                "epochs": round(state.epoch or 0.0, 2),
+                "steps": state.global_step,
+                "learning rate": training_args.learning_rate,
+                "batch size": training_args.per_device_train_batch_size,
+            },
+        )
+
+
+COMMAND = ClassifierCommand()
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
-    model_args, data_args, training_args = COMMAND_LINE.parse(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    output_dir = Path(training_args.output_dir)
-
-    set_seed(training_args.seed)  # the head is initialised before the Trainer exists
-    try:
-        files = _files(data_args, training_args)
-        check_output_folder(output_dir)
-        task = read_task(files, data_args, model_args.model_name_or_path, training_args.seed)
-        pairs = len(task_data.Columns.parse(data_args.text_column_names, data_args.label_column_name).texts) == 2
-        model = _load_model(model_args, task, "train" in files, pairs, training_args.device)
-        tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
-        cache = attach_activation_cache(model, data_args.elmo_cache, data_args.elmo_cache_dir)
-    except (OSError, ValueError, SafetensorError) as error:  # DataError, ForeignFilesError, a bad model or option
-        _fail(str(error).splitlines()[0] if str(error) else repr(error))
-    try:
-        with run_output_dir_lock(training_args, PROG):
-            check_output_folder(output_dir)  # again, locked: another run may have written there since the check
-            claim_output_folder(output_dir)
-            return _train_and_evaluate(model_args, data_args, training_args, files, task, model, tokenizer, cache)
-    except (OutputFolderInUseError, ForeignFilesError) as error:
-        _fail(str(error))
-
-
-def _train_and_evaluate(
-    model_args: ModelArguments,
-    data_args: DataArguments,
-    training_args: TrainingArguments,
-    files: dict[str, str],
-    task: Task,
-    model,
-    tokenizer,
-    cache: ElmoActivationCache | None,
-) -> dict[str, dict[str, float]]:
-    """Train, evaluate and predict as the command line asks, writing the results, predictions and card."""
-    output_dir = Path(training_args.output_dir)
-    encoded = {
-        split: encode(table, task.labels.get(split), tokenizer, task, data_args)
-        for split, table in task.tables.items()
-    }
-    trainer = ElmoCardTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=encoded.get("train"),
-        eval_dataset=encoded.get("validation"),
-        processing_class=tokenizer,
-        data_collator=DataCollatorWithPadding(tokenizer),
-        compute_metrics=build_compute_metrics(model.config.num_labels),
-        callbacks=[TimeBudgetCallback(data_args.time_budget_minutes)] if data_args.time_budget_minutes else None,
-    )
-    results: dict[str, dict[str, float]] = {}
-    if "train" in encoded:
-        results["train"] = dict(trainer.train().metrics)
-        if cache is not None:  # sentences the biLM ran on (misses) and skipped (hits) while training
-            results["train"].update(train_cache_hits=cache.hits, train_cache_misses=cache.misses)
-        trainer.save_model()
-        trainer.save_state()
-    if "validation" in encoded:
-        results["eval"] = trainer.evaluate(encoded["validation"], metric_key_prefix="eval")
-    if "test" in encoded:
-        prediction = trainer.predict(encoded["test"], metric_key_prefix="test")
-        if "test" in task.labels:
-            results["test"] = prediction.metrics
-        if trainer.is_world_process_zero():
-            write_text(output_dir / "predict_results.txt", format_predictions(prediction.predictions, model.config))
-    if trainer.is_world_process_zero():
-        for name, metrics in results.items():
-            write_json(output_dir / f"{name}_results.json", metrics)
-        if "train" in results:
-            card = render_classifier_model_card(
-                trainer.model,
-                base_model=model_args.model_name_or_path,
-                scores={split: results[split] for split in ("eval", "test") if split in results},
-                data_files=files,
-                text_columns=task_data.Columns.parse(data_args.text_column_names, data_args.label_column_name).texts,
-                repo_id=training_args.hub_model_id,
-                training={
-                    "epochs": round(trainer.state.epoch or 0.0, 2),
-                    "steps": trainer.state.global_step,
-                    "learning rate": training_args.learning_rate,
-                    "batch size": training_args.per_device_train_batch_size,
-                },
-            )
-            write_text(output_dir / "README.md", card)
-    if cache is not None:  # after the results: they are written even if the cache cannot be
-        logger.info("activation cache: %d hits, %d misses", cache.hits, cache.misses)
-        if cache.directory is not None:
-            cache.save()
-    if trainer.is_world_process_zero():
-        seal_output_folder(output_dir)
-    if training_args.push_to_hub:
-        trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="text-classification")
-    return results
+    """Run `elmo-train-classifier` on `argv` (default: `sys.argv[1:]`); the metrics per split."""
+    return COMMAND.main(argv)
 
 
 def format_predictions(logits: np.ndarray | tuple, config) -> str:
@@ -317,8 +259,7 @@ def cli(argv: list[str] | None = None) -> int:
         from .sst import main as prepare_sst
 
         return prepare_sst(arguments[1:])
-    main(arguments)
-    return 0
+    return COMMAND.exit_status(arguments)
 
 
 __all__ = ["DataArguments", "ModelArguments", "encode", "format_predictions", "main", "read_task"]

@@ -1,10 +1,19 @@
-"""The output-folder policy of the tools that write a folder as a whole (`elmo-convert`, its ELMoForManyLangs and
-NLPL paths, `elmo-export`): refuse an output they must not replace before any work (`prepare_output`: not the
-current directory, not a symbolic link, `--overwrite` only over a folder of the same kind, never over its own
-inputs), build the new folder in a hidden work folder beside it marked with the process that owns it
-(`work_folder`), and rename it into place at the end (`move_into_place`: the previous folder is moved aside and
-removed only once the new one is in place). A work folder whose process is gone is cleaned up by the next run.
-`elmo-export-onnx` (one file) uses the same failure rules (`parent_folders`, `reason_of`, `current_umask`).
+"""The output policy of every command: what it refuses before any work, how it claims what it writes, and how the
+new output takes the place of the old one, so that a failed or killed run never leaves a half-written output.
+
+- A folder written as a whole (`elmo-convert`, its ELMoForManyLangs and NLPL paths, `elmo-export`): `prepare_output`
+  refuses an output it must not replace (not the current directory, not a symbolic link, `--overwrite` only over a
+  folder of the same kind, never over its own inputs); the new folder is built in a hidden work folder beside it marked
+  with the process that owns it (`work_folder`) and renamed into place at the end (`move_into_place`: the previous
+  folder is moved aside and removed only once the new one is in place). A work folder whose process is gone is cleaned
+  up by the next run.
+- One file (`elmo-embed`, `elmo-pretrain build-vocab`, `elmo-export-onnx`, the fine-tuning commands' result files):
+  `check_output_file` refuses a folder, a missing parent folder, or an existing file without `--overwrite`;
+  `replaced_atomically` writes it under a temporary name beside it and renames it into place.
+- A Trainer command's `--output_dir`, which the `Trainer` writes into as it goes (checkpoints, then the model):
+  `check_run_folder` refuses a file, a folder that cannot be written, or one holding entries the run may not write
+  over; a command that may reuse its own folders records what it wrote in a marker file (`claim_run_folder`,
+  `seal_run_folder`, `written_by`). `output_lock` keeps a second live run out of it.
 """
 
 import json
@@ -13,20 +22,28 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
+
+from .errors import ToolInputError
 
 logger = logging.getLogger(__name__)
 OWNER_FILE = "owner.json"  # in a work folder: {"host": ..., "pid": ...} of the process writing it
 
 
-def reason_of(error: Exception) -> str:
-    """The cause of a failed write, on one line."""
+def reason_of(error: BaseException, with_file: bool = True) -> str:
+    """The cause of a failed write, on one line (with the file the OS names, unless `with_file` is False)."""
     if isinstance(error, OSError) and error.strerror:
-        return f"{error.strerror} ({error.filename})" if error.filename else error.strerror
+        return f"{error.strerror} ({error.filename})" if error.filename and with_file else error.strerror
     return " ".join(str(error).split())
+
+
+def listed(names: list[str], most: int) -> str:
+    """The first `most` of `names`, joined by commas, and how many more there are."""
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 @dataclass(frozen=True)
@@ -53,8 +70,7 @@ def check_replaceable(output_dir: Path, kind: OutputKind) -> None:
         if path.name not in kind.files or path.is_symlink() or not path.is_file()
     ]
     if unexpected:
-        more = f" and {len(unexpected) - 5} more" if len(unexpected) > 5 else ""
-        problems = [f"it holds {', '.join(unexpected[:5])}{more}"]
+        problems = [f"it holds {listed(unexpected, 5)}"]
     else:
         problems = kind.problems(output_dir) if entries else []
     if problems:
@@ -201,3 +217,103 @@ def prepare_output(output_dir: Path, overwrite: bool, inputs: tuple[str, ...], k
     replace (every tool that writes a folder with this policy calls it first)."""
     remove_stalework_folders(output_dir)  # first: it may put back an output that a killed run had moved aside
     check_output(output_dir, overwrite, inputs, kind)
+
+
+def check_output_file(output: Path, overwrite: bool, label: str, error: type[Exception]) -> None:
+    """Refuse, before any work, an output file that is a folder, lies in a folder that does not exist, or exists
+    without `overwrite`; `label` names it in the message (`--output`), `error` is the exception raised."""
+    if output.is_dir():
+        raise error(f"{label} {output} is a directory; give a file name.")
+    if not output.parent.is_dir():
+        raise error(f"{label} {output}: the folder {output.parent} does not exist.")
+    if output.exists() and not overwrite:
+        raise error(f"{label} {output} exists; pass --overwrite to replace it.")
+
+
+@contextmanager
+def replaced_atomically(target: Path, error: type[Exception], folder: Path | None = None) -> Iterator[BinaryIO]:
+    """A binary stream to a temporary file in `folder` (default: beside `target`) that becomes `target` when the block
+    ends (synced, with the umask's permissions) and is deleted if anything fails; an OS or HDF5 failure becomes
+    `error("Cannot write TARGET: CAUSE")`."""
+    try:
+        descriptor, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder or target.parent)
+    except OSError as failure:
+        raise error(f"Cannot write {target}: {reason_of(failure, with_file=False)}") from failure
+    temporary = Path(name)
+    try:
+        with os.fdopen(descriptor, "w+b") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temporary, 0o666 & ~current_umask())  # as any new file (mkstemp creates it 0600)
+        os.replace(temporary, target)
+    except error:
+        raise
+    except (OSError, RuntimeError) as failure:
+        raise error(f"Cannot write {target}: {reason_of(failure, with_file=False)}") from failure
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_text_atomically(path: Path, text: str, error: type[Exception]) -> None:
+    """Write `text` (UTF-8) to `path` through `replaced_atomically`: complete or not at all."""
+    with replaced_atomically(path, error) as stream:
+        stream.write(text.encode("utf-8"))
+
+
+class RunFolderError(ToolInputError, ValueError):
+    """An `--output_dir` that a Trainer command must not or cannot write to."""
+
+
+def run_marker(prog: str) -> str:
+    """The marker file in which a command that may reuse its own `--output_dir` records what it wrote there:
+    `{"complete": bool, "files": [...]}`."""
+    return f".{prog}.json"
+
+
+def written_by(folder: Path, prog: str) -> set[str] | None:
+    """The entries of `folder` that the last run of `prog` recorded as its own, its marker included (None: every
+    entry, that run did not complete); only the marker's name where there is none."""
+    marker = run_marker(prog)
+    try:
+        record = json.loads((folder / marker).read_text(encoding="utf-8"))
+        return None if not record["complete"] else {marker, *record["files"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {marker}
+
+
+def check_run_folder(output_dir: str | os.PathLike, kept: Collection[str] | None, refusal: str) -> None:
+    """Refuse, before any work and again under the run's lock (`output_lock`), an `--output_dir` that is a file, that
+    cannot be created or written, or that holds entries other than `kept` (None: any); `refusal` ends that message,
+    with `{shown}` for the entries' names."""
+    path = Path(output_dir)
+    if path.is_dir() and kept is not None:
+        foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in kept)
+        if foreign:
+            raise RunFolderError(f"--output_dir {output_dir} " + refusal.format(shown=listed(foreign, 3)))
+    existing = path.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise RunFolderError(f"--output_dir {output_dir}: {existing} is a file, not a folder.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RunFolderError(f"--output_dir {output_dir}: {existing} is not writable.")
+
+
+def _write_marker(folder: Path, prog: str, record: dict) -> None:
+    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+    write_text_atomically(folder / run_marker(prog), text, RunFolderError)
+
+
+def claim_run_folder(folder: str | os.PathLike, prog: str) -> None:
+    """Create `folder` and mark a run of `prog` as started in it (after every input was checked)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_marker(folder, prog, {"complete": False, "files": []})
+
+
+def seal_run_folder(folder: str | os.PathLike, prog: str) -> None:
+    """Record every top-level entry of `folder` as written by the run of `prog` that claimed it."""
+    folder = Path(folder)
+    files = sorted(entry.name for entry in folder.iterdir() if entry.name != run_marker(prog))
+    _write_marker(folder, prog, {"complete": True, "files": files})

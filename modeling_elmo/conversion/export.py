@@ -29,12 +29,10 @@ replaces only an empty folder or one holding nothing but the files an export wri
 import contextlib
 import json
 import os
-import re
 import shutil
 import sys
 from pathlib import Path
 
-import h5py
 import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
@@ -42,7 +40,15 @@ from safetensors import SafetensorError, safe_open
 from ..commands.errors import ToolError, report
 from ..commands.output_folder import OutputKind, current_umask, move_into_place, prepare_output, reason_of, work_folder
 from ..configuration_elmo import ElmoConfig
-from ..formats.original_checkpoint import LSTM_CELL_PATH, OriginalCheckpointError, read_options
+from ..formats.original_checkpoint import (
+    LSTM_CELL_PATH,
+    N_CHARACTERS,
+    OriginalCheckpointError,
+    options_from_config,
+    options_json_text,
+    read_options,
+    write_weights_hdf5,
+)
 from ..formats.vocab import LmVocabulary, VocabularyError
 from ..hub.push import config_problems
 from .arguments import export_parser
@@ -50,7 +56,6 @@ from .convert import ConversionError
 
 OPTIONS_FILE, WEIGHTS_FILE, SOFTMAX_FILE, VOCAB_FILE = "options.json", "lm_weights.hdf5", "softmax.hdf5", "vocab.txt"
 SAFETENSORS_FILE, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
-N_CHARACTERS = 262  # `char_cnn.n_characters` of the released options files (261 rows in the HDF5 plus padding)
 TF_FORGET_BIAS = 1.0  # what TensorFlow's `LSTMCell` adds to the forget gate at run time
 BODY_PREFIXES = ("", "elmo.")  # `ElmoModel` at the root, or under `elmo.` in the models that hold one
 
@@ -179,41 +184,6 @@ def _read_config(folder: Path) -> ElmoConfig:
     return config
 
 
-def original_options(config: ElmoConfig, with_softmax: bool) -> dict:
-    """bilm-tf's options JSON of `config`: the `lstm` and `char_cnn` sections of the released options files, and the
-    training keys of the LM softmax when `with_softmax` (the config has `lm_vocab_size`)."""
-    options = {
-        "lstm": {
-            "dim": config.lstm_cell_size,
-            "projection_dim": config.projection_dim,
-            "n_layers": config.num_hidden_layers,
-            "cell_clip": config.cell_clip,
-            "proj_clip": config.proj_clip,
-            "use_skip_connections": config.use_skip_connections,
-        },
-        "char_cnn": {
-            "embedding": {"dim": config.char_embedding_dim},
-            "filters": [list(pair) for pair in config.char_filters],
-            "n_highway": config.num_highway_layers,
-            "n_characters": N_CHARACTERS,
-            "max_characters_per_token": config.max_characters_per_token,
-            "activation": config.char_activation,
-        },
-    }
-    if with_softmax:
-        options.update(bidirectional=True, n_tokens_vocab=config.lm_vocab_size, dropout=config.lm_dropout)
-        if config.lm_num_negative_samples is None:  # full softmax: bilm-tf's `sample_softmax: false`
-            options["sample_softmax"] = False
-        else:
-            options["n_negative_samples_batch"] = config.lm_num_negative_samples
-    return options
-
-
-def _options_json(options: dict) -> str:
-    """`options` as indented JSON, each `[width, num_filters]` pair on one line as in the released files."""
-    return re.sub(r"\[\s+(\d+),\s+(\d+)\s+\]", r"[\1, \2]", json.dumps(options, indent=2)) + "\n"
-
-
 def _body_prefix(weights: _SavedWeights) -> str:
     """Where the `ElmoModel` weights are: at the root or under `elmo.`."""
     probe = "char_encoder.char_embeddings.weight"
@@ -323,13 +293,6 @@ def _check_vocabulary(folder: Path, size: int) -> Path:
     return path
 
 
-def _write_hdf5(path: Path, datasets: dict[str, np.ndarray]) -> None:
-    """float32 datasets, contiguous, as bilm-tf's `dump_weights` writes them."""
-    with h5py.File(path, "w") as handle:
-        for name, array in datasets.items():
-            handle.create_dataset(name, data=array, dtype="float32")
-
-
 def export_model(
     model_dir: str | os.PathLike, output_dir: str | os.PathLike, *, overwrite: bool = False
 ) -> dict[str, list[str]]:
@@ -350,11 +313,11 @@ def export_model(
     written = {OPTIONS_FILE: [], WEIGHTS_FILE: sorted(datasets)}
     try:
         with work_folder(output_dir) as folder:
-            options = original_options(config, with_softmax=config.lm_vocab_size is not None)
-            (folder / OPTIONS_FILE).write_text(_options_json(options), encoding="utf-8")
-            _write_hdf5(folder / WEIGHTS_FILE, datasets)
+            options = options_from_config(config, with_softmax=config.lm_vocab_size is not None)
+            (folder / OPTIONS_FILE).write_text(options_json_text(options), encoding="utf-8")
+            write_weights_hdf5(folder / WEIGHTS_FILE, datasets)
             if softmax is not None:
-                _write_hdf5(folder / SOFTMAX_FILE, softmax)
+                write_weights_hdf5(folder / SOFTMAX_FILE, softmax)
                 shutil.copyfile(vocabulary, folder / VOCAB_FILE)
                 written.update({SOFTMAX_FILE: sorted(softmax), VOCAB_FILE: []})
             mode = 0o666 & ~current_umask()  # what a new file gets

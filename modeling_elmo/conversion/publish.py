@@ -27,13 +27,14 @@ from pathlib import Path
 
 from ..commands.errors import ToolError, report
 from ..formats.efml import EfmlFormatError
+from ..formats.nlpl import EFML_MARKERS, NlplModelError, efml_archive_folder, extract_efml_archive
 from ..formats.original_checkpoint import OriginalCheckpointError
 from ..hub.model_card import ModelCardError
 from ..hub.push import check_push_target, push_folder
 from .arguments import publish_batch_parser, publish_parser
 from .convert import ConversionError, ConversionResult, convert_checkpoint, prepare_converted_output
 from .efml_convert import convert_efml
-from .nlpl import EFML_MARKERS, convert_nlpl_model, efml_archive_folder, extract_efml_archive
+from .nlpl import convert_nlpl_model
 from .presets import ALLENNLP_ELMO_URL, PRESETS, efml_language, efml_source_facts
 
 
@@ -138,7 +139,7 @@ def convert_downloads(input_dir: Path, output_dir: Path, *, verify: bool = False
             continue
         try:
             result = convert_download(path, output_dir / name, verify=verify, overwrite=overwrite)
-        except (ConversionError, OriginalCheckpointError, EfmlFormatError, ModelCardError) as error:
+        except (ConversionError, OriginalCheckpointError, EfmlFormatError, NlplModelError, ModelCardError) as error:
             outcomes[name] = str(error)
             print(f"{path.name}: error: {error}", file=sys.stderr)
             continue

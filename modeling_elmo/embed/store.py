@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ import h5py
 import numpy as np
 
 from ..commands.errors import ToolError
+from ..commands.output_folder import check_output_file, replaced_atomically
 
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_RECORD = "elmo_embed_run"
@@ -60,53 +60,10 @@ def shard_output(output: Path, rank: int, world: int) -> Path:
     return output.with_name(f"{output.stem}.shard-{rank:05d}-of-{world:05d}{output.suffix}")
 
 
-def check_output(output: Path, may_replace: bool) -> None:
-    """Refuse an output that is a folder, lies in a missing folder, or exists when it may not be replaced."""
-    if output.is_dir():
-        raise EmbedOutputError(f"Output {output} is a directory.")
-    if not output.parent.is_dir():
-        raise EmbedOutputError(f"Output folder {output.parent} does not exist.")
-    if output.exists() and not may_replace:
-        raise EmbedOutputError(f"Output file {output} already exists; pass --overwrite to replace it.")
-
-
-def _file_mode() -> int:
-    """The permissions the umask gives a new regular file."""
-    umask = os.umask(0o077)  # briefly the strictest mask, so that a file another thread creates is never too open
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-@contextlib.contextmanager
-def _replaced_atomically(target: Path, folder: Path) -> Iterator[BinaryIO]:
-    """
-    A binary stream to a temporary file in `folder` that becomes `target` when the block ends (synced, with the
-    umask's permissions) and is deleted if anything fails; an OS or HDF5 error names `target` and its cause.
-    """
-    try:
-        descriptor, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    except OSError as error:
-        raise EmbedOutputError(f"Cannot write {target}: {_cause(error)}") from error
-    temporary = Path(name)
-    try:
-        with os.fdopen(descriptor, "w+b") as stream:
-            yield stream
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, _file_mode())
-        os.replace(temporary, target)
-    except EmbedOutputError:
-        raise
-    except (OSError, RuntimeError) as error:
-        raise EmbedOutputError(f"Cannot write {target}: {_cause(error)}") from error
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
 @contextlib.contextmanager
 def _hdf5_replaced_atomically(target: Path, folder: Path) -> Iterator[h5py.File]:
-    """`_replaced_atomically` for an HDF5 file (written through Python, so that a failed write raises cleanly)."""
-    with _replaced_atomically(target, folder) as stream, h5py.File(stream, "w") as handle:
+    """`replaced_atomically` for an HDF5 file (written through Python, so that a failed write raises cleanly)."""
+    with replaced_atomically(target, EmbedOutputError, folder) as stream, h5py.File(stream, "w") as handle:
         yield handle
 
 
@@ -188,7 +145,7 @@ class PartStore:
             raise EmbedOutputError(
                 f"{self.folder} is not an elmo-embed work folder: move it away or choose another output."
             )
-        check_output(output, may_replace=overwrite or self.folder.exists())
+        check_output_file(output, overwrite or self.folder.exists(), "Output", EmbedOutputError)
         if not overwrite:
             self._check_manifest()
         self._lock: BinaryIO | None = None
@@ -204,7 +161,7 @@ class PartStore:
             self._clean()
             self._check_manifest()  # again, now that no other run can change it
             if not (self.folder / MANIFEST).exists():
-                with _replaced_atomically(self.folder / MANIFEST, self.folder) as stream:
+                with replaced_atomically(self.folder / MANIFEST, EmbedOutputError) as stream:
                     stream.write(json.dumps(self.manifest, indent=1, sort_keys=True).encode("utf-8"))
         except BlockingIOError as error:
             self._lock.close()
@@ -377,7 +334,7 @@ def merge_files(output: Path, shards: list[Path], overwrite: bool = False) -> in
     Merge the shard files of a multi-process run into `output`, in line order, after checking that they are every
     shard of one run, each given once, and hold every input line once; returns the number of lines.
     """
-    check_output(output, may_replace=overwrite)
+    check_output_file(output, overwrite, "Output", EmbedOutputError)
     keys: dict[tuple[int, int], Path] = {}
     for shard in shards:
         if not shard.exists():

@@ -1,5 +1,6 @@
 """Read an original ELMo checkpoint (bilm-tf / AllenNLP options JSON + HDF5 weights) into an `ElmoConfig` and a
-state dict of `ElmoModel` parameter names. Every problem is reported as `OriginalCheckpointError` naming the file,
+state dict of `ElmoModel` parameter names, and bilm-tf's LM softmax (`softmax.hdf5`); and write the options and
+weight files of that format (`elmo-export`). Every problem is reported as `OriginalCheckpointError` naming the file,
 the JSON key or the HDF5 dataset."""
 
 import contextlib
@@ -16,6 +17,7 @@ import torch
 from ..commands.errors import ToolError
 from ..configuration_elmo import FIELD_RULES, ElmoConfig, ElmoConfigError, Rule
 
+N_CHARACTERS = 262  # `char_cnn.n_characters` of the released options files (261 rows in the HDF5 plus padding)
 LSTM_CELL_PATH = "RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 # Datasets in the model's own groups. One that the options leave unread means the options and the weights disagree
 # (more layers, highway layers or filters than the options say); anything else in the file is ignored.
@@ -265,3 +267,60 @@ def load_original_checkpoint(
     """Read an original checkpoint: `(config, state_dict)` ready for `ElmoModel(config).load_state_dict`."""
     config = read_options(options_path)
     return config, read_weights(weights_path, config)
+
+
+def read_softmax(
+    path: str | os.PathLike, error_type: type[Exception] = OriginalCheckpointError
+) -> dict[str, torch.Tensor]:
+    """bilm-tf's `softmax.hdf5` as float32 tensors: `W` (n_tokens_vocab, projection_dim) and `b` (n_tokens_vocab,);
+    a missing dataset or a file that is not HDF5 raises `error_type` naming the file."""
+    try:
+        with h5py.File(path, "r") as handle:
+            for name in ("W", "b"):
+                if name not in handle:
+                    raise error_type(f"{path}: no dataset {name!r} (a bilm-tf softmax.hdf5 has W and b).")
+            return {name: torch.from_numpy(handle[name][...]).float() for name in ("W", "b")}
+    except OSError as error:
+        raise error_type(f"{path}: not a readable HDF5 file ({error}).") from None
+
+
+def options_from_config(config: ElmoConfig, with_softmax: bool) -> dict:
+    """bilm-tf's options JSON of `config`: the `lstm` and `char_cnn` sections of the released options files, and the
+    training keys of the LM softmax when `with_softmax` (the config has `lm_vocab_size`)."""
+    options = {
+        "lstm": {
+            "dim": config.lstm_cell_size,
+            "projection_dim": config.projection_dim,
+            "n_layers": config.num_hidden_layers,
+            "cell_clip": config.cell_clip,
+            "proj_clip": config.proj_clip,
+            "use_skip_connections": config.use_skip_connections,
+        },
+        "char_cnn": {
+            "embedding": {"dim": config.char_embedding_dim},
+            "filters": [list(pair) for pair in config.char_filters],
+            "n_highway": config.num_highway_layers,
+            "n_characters": N_CHARACTERS,
+            "max_characters_per_token": config.max_characters_per_token,
+            "activation": config.char_activation,
+        },
+    }
+    if with_softmax:
+        options.update(bidirectional=True, n_tokens_vocab=config.lm_vocab_size, dropout=config.lm_dropout)
+        if config.lm_num_negative_samples is None:  # full softmax: bilm-tf's `sample_softmax: false`
+            options["sample_softmax"] = False
+        else:
+            options["n_negative_samples_batch"] = config.lm_num_negative_samples
+    return options
+
+
+def options_json_text(options: dict) -> str:
+    """`options` as indented JSON, each `[width, num_filters]` pair on one line as in the released files."""
+    return re.sub(r"\[\s+(\d+),\s+(\d+)\s+\]", r"[\1, \2]", json.dumps(options, indent=2)) + "\n"
+
+
+def write_weights_hdf5(path: str | os.PathLike, datasets: dict[str, np.ndarray]) -> None:
+    """float32 datasets, contiguous, as bilm-tf's `dump_weights` writes them."""
+    with h5py.File(path, "w") as handle:
+        for name, array in datasets.items():
+            handle.create_dataset(name, data=array, dtype="float32")

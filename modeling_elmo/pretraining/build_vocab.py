@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ..commands.errors import ToolError, ToolInputError, report
+from ..commands.output_folder import check_output_file
 from ..formats.corpus import resolve_corpus_files
 from ..formats.vocab import SPECIAL_TOKENS, LmVocabulary, count_words, vocabulary_from_counts
 
@@ -69,26 +70,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check_output(output: Path, overwrite: bool) -> None:
-    if output.is_dir():
-        raise BuildVocabError(f"--output {output} is a directory; give a file name, e.g. {output / 'vocab.txt'}.")
-    if output.exists() and not overwrite:
-        raise BuildVocabError(f"--output {output} exists; pass --overwrite to replace it.")
-    if not output.parent.is_dir():
-        raise BuildVocabError(f"--output {output}: the folder {output.parent} does not exist.")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     output = Path(args.output)
     try:
-        _check_output(output, args.overwrite)
+        check_output_file(output, args.overwrite, "--output", BuildVocabError)
         files = resolve_corpus_files(args.train_files)
         if output.exists() and any(output.samefile(file) for file in files):
             raise BuildVocabError(f"--output {output} is one of the --train_files; write the vocabulary elsewhere.")
         counts = count_words(files, progress=not args.no_progress)
         tokens = vocabulary_from_counts(counts, min_count=args.min_count, max_size=args.max_size)
-        _check_output(output, args.overwrite)  # again: the count may have taken hours
+        check_output_file(output, args.overwrite, "--output", BuildVocabError)  # again: the count may have taken hours
         LmVocabulary(tokens, source=os.fspath(output)).save(output)
     except ToolError as error:
         return report(PROG, error)

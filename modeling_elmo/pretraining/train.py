@@ -21,7 +21,6 @@ import os
 import sys
 from pathlib import Path
 
-import h5py
 import torch
 from safetensors import SafetensorError
 from torch.utils.data import DataLoader
@@ -42,9 +41,11 @@ from ..commands.arguments import (
     training_arguments_problem,
 )
 from ..commands.errors import ToolError, ToolInputError, report
+from ..commands.output_folder import check_run_folder
 from ..commands.output_lock import run_output_dir_lock
 from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
 from ..formats.corpus import count_positions, resolve_corpus_files
+from ..formats.original_checkpoint import read_softmax
 from ..formats.vocab import LmVocabulary
 from ..hub.model_card import render_pretrained_model_card
 from ..lstm_states import ElmoLstmStates
@@ -57,7 +58,6 @@ from .checkpoints import TRAINER_STATE_NAME, check_checkpoint_files, resolve_che
 from .evaluation import evaluate_perplexity
 from .memory import check_training_memory
 from .options import PretrainingOptions, read_pretraining_options
-from .output_folder import check_output_dir
 from .streams import LmStreamDataset
 
 logger = logging.getLogger("elmo-pretrain")
@@ -115,22 +115,17 @@ def _check_architecture(options: PretrainingOptions, config: ElmoConfig, source:
 
 def _load_softmax(model: ElmoForPreTraining, path: str) -> None:
     """Copy bilm-tf's `softmax.hdf5` (`W` (vocab, dim), `b` (vocab,)) into the model's softmax."""
-    try:
-        with h5py.File(path, "r") as handle:
-            for name, parameter in (("W", model.softmax.weight), ("b", model.softmax.bias)):
-                if name not in handle:
-                    raise PretrainingError(f"{path}: no dataset {name!r} (a bilm-tf softmax.hdf5 has W and b).")
-                values = torch.from_numpy(handle[name][...]).float()
-                if values.shape != parameter.shape:
-                    raise PretrainingError(
-                        f"{path}: {name} has shape {tuple(values.shape)}, the model needs {tuple(parameter.shape)}."
-                    )
-                if not torch.isfinite(values).all():
-                    raise PretrainingError(f"{path}: {name} holds NaN or infinite values.")
-                with torch.no_grad():
-                    parameter.copy_(values)
-    except OSError as error:
-        raise PretrainingError(f"{path}: not a readable HDF5 file ({error}).") from None
+    softmax = read_softmax(path, PretrainingError)
+    for name, parameter in (("W", model.softmax.weight), ("b", model.softmax.bias)):
+        values = softmax[name]
+        if values.shape != parameter.shape:
+            raise PretrainingError(
+                f"{path}: {name} has shape {tuple(values.shape)}, the model needs {tuple(parameter.shape)}."
+            )
+        if not torch.isfinite(values).all():
+            raise PretrainingError(f"{path}: {name} holds NaN or infinite values.")
+        with torch.no_grad():
+            parameter.copy_(values)
 
 
 def load_elmo_config(source: str | Path, what: str) -> ElmoConfig:
@@ -352,6 +347,20 @@ def _check_finite(model: ElmoForPreTraining, step: int) -> None:
         )
 
 
+def _check_output_dir(output_dir: str, resumed_checkpoint: Path | None) -> None:
+    """A new or empty `--output_dir` that can be written, or the folder of the run being resumed: a second run never
+    writes over a first one's files (Transformers 5 has no `--overwrite_output_dir`)."""
+    resuming_here = (
+        resumed_checkpoint is not None and resumed_checkpoint.absolute().parent == Path(output_dir).absolute()
+    )
+    check_run_folder(
+        output_dir,
+        None if resuming_here else (),
+        "is not empty (it holds {shown}); choose a new folder, or continue the run saved there with "
+        "--resume_from_checkpoint last.",
+    )
+
+
 def run(args: PretrainingArguments, training_args: TrainingArguments, options: PretrainingOptions) -> dict:
     """Train (unless `--do_train False`) and evaluate; returns the final metrics."""
     training = training_args.do_train
@@ -361,7 +370,7 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
     check_training_arguments(training_args)
     check_run_mode(args, training_args)
     checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
-    check_output_dir(training_args.output_dir, checkpoint)
+    _check_output_dir(training_args.output_dir, checkpoint)
     vocab = LmVocabulary.from_file(args.vocab_file)
     vocab.check_size(options.n_tokens_vocab, args.options)
     train_files = resolve_corpus_files(args.train_files, "--train_files") if training else None
@@ -419,7 +428,7 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
     if warmup is None:
         warmup = min(1000, training_args.max_steps // 10) if fresh_softmax else 0
     with run_output_dir_lock(training_args, PROG):
-        check_output_dir(training_args.output_dir, checkpoint)  # again, locked: a run may have written there since
+        _check_output_dir(training_args.output_dir, checkpoint)  # again, locked: a run may have written there since
         trainer = ElmoPretrainingTrainer(
             model=model,
             args=training_args,

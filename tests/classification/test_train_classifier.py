@@ -11,7 +11,7 @@ from transformers import AutoModelForSequenceClassification, pipeline
 
 from modeling_elmo.classification import train as run_classifier
 from modeling_elmo.classification.defaults import NEW_HEAD_DEFAULTS
-from modeling_elmo.classification.output_folder import MARKER
+from modeling_elmo.commands.output_folder import run_marker
 
 POSITIVE = ["good", "great", "fine", "superb", "lovely", "wonderful"]
 NEGATIVE = ["bad", "awful", "poor", "dreadful", "boring", "terrible"]
@@ -97,7 +97,7 @@ def test_predictions_card_and_reload(single_text_run):
     assert model.config.classifier_concat_layers and model.scalar_mix is None  # the new head: no mix to report
     assert "| `scalar_mix` |" not in card
     assert model.config.id2label == {0: "neg", 1: "pos"} and model.config.problem_type == "single_label_classification"
-    owned = json.loads((output / MARKER).read_text())
+    owned = json.loads((output / run_marker("elmo-train-classifier")).read_text())
     assert owned["complete"] and "README.md" in owned["files"]
 
 

@@ -378,14 +378,14 @@ def test_a_write_failure_keeps_the_old_folder(random_checkpoint, tmp_path, monke
     output = tmp_path / "out"
     export_model(tmp_path / "pretrained", output)
     before = {path.name: path.read_bytes() for path in output.iterdir()}
-    write = export._write_hdf5
+    write = export.write_weights_hdf5
 
     def disk_full_on_the_softmax(path, arrays):
         if path.name == "softmax.hdf5":
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         write(path, arrays)
 
-    monkeypatch.setattr(export, "_write_hdf5", disk_full_on_the_softmax)
+    monkeypatch.setattr(export, "write_weights_hdf5", disk_full_on_the_softmax)
     assert main([str(tmp_path / "pretrained"), "--output", str(output), "--overwrite"]) == 1
     err = cli_error(capsys)
     assert "No space left on device" in err and "the existing folder is unchanged" in err
@@ -400,7 +400,7 @@ def test_a_write_failure_removes_the_parent_folders_it_created(random_checkpoint
     def disk_full(path, arrays):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
-    monkeypatch.setattr(export, "_write_hdf5", disk_full)
+    monkeypatch.setattr(export, "write_weights_hdf5", disk_full)
     output = tmp_path / "existing" / "new" / "deeper" / "out"
     assert main([str(tmp_path / "pretrained"), "--output", str(output)]) == 1
     assert "No space left on device" in cli_error(capsys)
