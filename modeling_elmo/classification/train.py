@@ -46,6 +46,7 @@ from ..runtime.cpu_threads import configure_cpu_threads
 from . import data as task_data
 from .arguments import COMMAND_LINE, PROG, DataArguments, ModelArguments
 from .defaults import new_head_defaults
+from .head_fit import choose_head_fit, fit_linear_head
 from .metrics import build_compute_metrics
 from .output_folder import (
     ForeignFilesError,
@@ -212,6 +213,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         task = read_task(files, data_args, model_args.model_name_or_path, training_args.seed)
         pairs = len(task_data.Columns.parse(data_args.text_column_names, data_args.label_column_name).texts) == 2
         model = _load_model(model_args, task, "train" in files, pairs, training_args.device)
+        if "train" in files:
+            data_args.head_fit = choose_head_fit(data_args.head_fit, model.config, task.problem_type)
         tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
         cache = attach_activation_cache(model, data_args.elmo_cache, data_args.elmo_cache_dir)
     except (OSError, ValueError, SafetensorError) as error:  # DataError, ForeignFilesError, a bad model or option
@@ -253,7 +256,10 @@ def _train_and_evaluate(
     )
     results: dict[str, dict[str, float]] = {}
     if "train" in encoded:
-        results["train"] = dict(trainer.train().metrics)
+        if data_args.head_fit == "lbfgs":
+            results["train"], fit = fit_linear_head(trainer, encoded["train"], encoded.get("validation"))
+        else:
+            results["train"], fit = dict(trainer.train().metrics), None
         if cache is not None:  # sentences the biLM ran on (misses) and skipped (hits) while training
             results["train"].update(train_cache_hits=cache.hits, train_cache_misses=cache.misses)
         trainer.save_model()
@@ -277,7 +283,8 @@ def _train_and_evaluate(
                 data_files=files,
                 text_columns=task_data.Columns.parse(data_args.text_column_names, data_args.label_column_name).texts,
                 repo_id=training_args.hub_model_id,
-                training={
+                training=fit
+                or {
                     "epochs": round(trainer.state.epoch or 0.0, 2),
                     "steps": trainer.state.global_step,
                     "learning rate": training_args.learning_rate,
