@@ -33,9 +33,10 @@ GRADIENT_TOLERANCE = 1e-7
 MAX_ITERATIONS = 1000
 
 
-def lbfgs_unsupported(config, problem_type: str) -> str | None:
+def lbfgs_unsupported(config, problem_type: str, processes: int = 1) -> str | None:
     """Why the head of `config` cannot be fitted as a logistic regression (None: it can): the biLM must be frozen and
-    the head linear on the concatenated pooled layers, batch-normalised, without dropout, classifying."""
+    the head linear on the concatenated pooled layers, batch-normalised, without dropout, classifying, in one
+    process (the fit sees all the training texts at once)."""
     reasons = {
         "a regression": problem_type != SINGLE_LABEL,
         "a biLM that is fine-tuned (--freeze_elmo False)": not config.freeze_elmo,
@@ -43,18 +44,19 @@ def lbfgs_unsupported(config, problem_type: str) -> str | None:
         "a scalar mix of the layers (--classifier_concat_layers False)": not config.classifier_concat_layers,
         "no batch norm (--classifier_batch_norm False)": not config.classifier_batch_norm,
         f"dropout {config.classifier_dropout:g} (--classifier_dropout)": config.classifier_dropout != 0,
+        f"{processes} processes": processes > 1,
     }
     return next((reason for reason, applies in reasons.items() if applies), None)
 
 
-def choose_head_fit(requested: HeadFit | None, config, problem_type: str) -> HeadFit:
+def choose_head_fit(requested: HeadFit | None, config, problem_type: str, processes: int = 1) -> HeadFit:
     """`--head_fit` as given, or when not given: "lbfgs" where it applies, else "trainer". A "lbfgs" that cannot
     apply is a `DataError` naming why."""
-    reason = lbfgs_unsupported(config, problem_type)
+    reason = lbfgs_unsupported(config, problem_type, processes)
     if requested == "lbfgs" and reason is not None:
         raise DataError(
             "--head_fit lbfgs fits a frozen biLM's linear head on the concatenated layers, with batch norm and no "
-            f"dropout, for classification; this run has {reason}. Use --head_fit trainer."
+            f"dropout, for classification, in one process; this run has {reason}. Use --head_fit trainer."
         )
     chosen = requested or ("trainer" if reason else "lbfgs")
     if requested is None:

@@ -214,7 +214,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         pairs = len(task_data.Columns.parse(data_args.text_column_names, data_args.label_column_name).texts) == 2
         model = _load_model(model_args, task, "train" in files, pairs, training_args.device)
         if "train" in files:
-            data_args.head_fit = choose_head_fit(data_args.head_fit, model.config, task.problem_type)
+            data_args.head_fit = choose_head_fit(
+                data_args.head_fit, model.config, task.problem_type, training_args.world_size
+            )
         tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
         cache = attach_activation_cache(model, data_args.elmo_cache, data_args.elmo_cache_dir)
     except (OSError, ValueError, SafetensorError) as error:  # DataError, ForeignFilesError, a bad model or option

@@ -149,7 +149,7 @@ def test_head_fit_lbfgs_on_a_head_it_cannot_fit(converted_fixture, tmp_path, cap
     ]
     assert errors == [
         "elmo-train-classifier: error: --head_fit lbfgs fits a frozen biLM's linear head on the concatenated layers, "
-        "with batch norm and no dropout, for classification; this run has a biLM that is fine-tuned "
+        "with batch norm and no dropout, for classification, in one process; this run has a biLM that is fine-tuned "
         "(--freeze_elmo False). Use --head_fit trainer."
     ]
     assert not output.exists()
