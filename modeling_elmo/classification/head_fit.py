@@ -235,7 +235,7 @@ def fit_linear_head(trainer, train_dataset, validation_dataset=None) -> tuple[di
         pick = pooled_features(model, trainer.get_eval_dataloader(validation_dataset))
     result = fit_head(features, labels, model.config.num_labels, model.feature_norm.eps, pick, seed=trainer.args.seed)
     write_head(model, result.head)
-    tried = ", ".join(f"C={strength:g}: {accuracy:.4f}" for strength, accuracy in result.accuracies.items())
+    tried = ", ".join(f"C={strength:g}: {score:.4f}" for strength, score in result.accuracies.items())
     logger.info(
         "head fit: L-BFGS logistic regression on %d pooled features of %d training texts; accuracy on %s for each "
         "L2 strength: %s; chosen C=%g. The Trainer's optimisation flags (learning rate, epochs, batch size, "
@@ -250,7 +250,7 @@ def fit_linear_head(trainer, train_dataset, validation_dataset=None) -> tuple[di
         "head_fit": "lbfgs",
         "l2_strength_C": result.strength,
         "C_picked_on": result.picked_on,
-        **{f"pick_accuracy_C={strength:g}": accuracy for strength, accuracy in result.accuracies.items()},
+        **{f"pick_accuracy_C={strength:g}": score for strength, score in result.accuracies.items()},
         "train_accuracy": accuracy(result.head, features, labels),
         "train_samples": len(labels),
         "train_runtime": round(time.monotonic() - start, 4),
