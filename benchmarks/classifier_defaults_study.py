@@ -386,7 +386,8 @@ def sizes_step(args, config, datasets: dict[str, Data]) -> None:
 
 def default_head_model(config, num_labels: int) -> ElmoForSequenceClassification:
     """A new head as the command builds it (`NEW_HEAD_DEFAULTS`), reading the layers given to it."""
-    config = type(config).from_dict({**config.to_dict(), **NEW_HEAD_DEFAULTS, "num_labels": num_labels})
+    config = type(config).from_dict({**config.to_dict(), **NEW_HEAD_DEFAULTS})
+    config.num_labels = num_labels
     model = ElmoForSequenceClassification(config).eval()
     model.activation_cache = GivenLayers()
     return model
