@@ -28,6 +28,8 @@ Steps:
              as without a validation file, on 10% of train held out: every seed, dev and test
   lbfgs_sizes  SST training subsets of --sizes and all (one draw per seed): the lbfgs fit and the AdamW recipe
              (--final), dev and test
+  converged  the baseline's chosen C (`baseline` rows) run to scikit-learn's tolerance 1e-4 and 1e-8 and by
+             `fit_head`, on the same float64 standardised features: penalised objective, dev and test
   grid       the centre (--centre) and changes to it (VARIANTS: head and recipe), every seed, dev only; settings
              with mean pooling and no dropout train on the mean-pooled layers (the same outputs, far cheaper)
   final      the settings given by --final (the defaults) on every seed, on the words: dev and test
@@ -56,7 +58,13 @@ from transformers import AutoConfig, AutoTokenizer, Trainer, get_scheduler
 
 from modeling_elmo import ElmoForSequenceClassification
 from modeling_elmo.classification.defaults import NEW_HEAD_DEFAULTS
-from modeling_elmo.classification.head_fit import fit_head, write_head
+from modeling_elmo.classification.head_fit import (
+    class_logits,
+    fit_head,
+    fit_logistic_regression,
+    penalised_loss,
+    write_head,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "classification"))
@@ -469,6 +477,49 @@ def logistic_regression(data: Data, strengths: list[float]) -> list[dict]:
     return rows
 
 
+def converged_step(args, datasets: dict[str, Data]) -> None:
+    """Whether the bar and the lbfgs fit differ by their optimum or by scikit-learn's stopping: the objective
+    (mean cross-entropy + |W|^2 / (2 C n)) each reaches at the C the baseline chose on dev."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    rows = [json.loads(line) for line in (args.work_dir / "results.jsonl").read_text().splitlines()]
+    for task in args.tasks:
+        data = datasets[task]
+        strength = next(
+            row["C"]
+            for row in reversed(rows)
+            if row["stage"] == "baseline" and row["task"] == task and row["features"] == "mean" and row["chosen"]
+        )
+        features = {split: pooled(data.sets[split][0], "mean").astype("float64") for split in SPLITS}
+        labels = {split: data.sets[split][1].numpy() for split in SPLITS}
+        scaler = StandardScaler().fit(features["train"])
+        standardised = {split: torch.from_numpy(scaler.transform(features[split])) for split in SPLITS}
+        fits = {}
+        for tolerance in (1e-4, 1e-8):
+            model = LogisticRegression(C=strength, tol=tolerance, max_iter=100_000)
+            model.fit(standardised["train"].numpy(), labels["train"])
+            weight = torch.from_numpy(model.coef_)
+            fits[f"scikit-learn tol {tolerance:g}"] = torch.cat(
+                [weight, torch.from_numpy(model.intercept_)[:, None]], 1
+            )
+        fits["fit_head"] = fit_logistic_regression(
+            standardised["train"], data.sets["train"][1], data.num_labels, strength
+        )
+        for name, parameters in fits.items():
+            scores = {
+                split: float(
+                    (class_logits(parameters, standardised[split]).argmax(-1).numpy() == labels[split]).mean()
+                )
+                for split in ("validation", "test")
+            }
+            objective = float(penalised_loss(parameters, standardised["train"], data.sets["train"][1], strength))
+            record(
+                args,
+                {"stage": "converged", "task": task, "fit": name, "C": strength, "objective": objective, **scores},
+            )
+
+
 def baseline_step(args, datasets: dict[str, Data]) -> None:
     for task in args.tasks:
         for row in logistic_regression(datasets[task], args.strengths):
@@ -608,11 +659,13 @@ def main(argv: list[str] | None = None) -> None:
     args.work_dir.mkdir(parents=True, exist_ok=True)
     if "features" in args.steps:
         features_step(args)
-    needs_data = {"baseline", "grid", "final", "sizes", "lbfgs", "lbfgs_sizes"} & set(args.steps)
+    needs_data = {"baseline", "grid", "final", "sizes", "lbfgs", "lbfgs_sizes", "converged"} & set(args.steps)
     datasets = load_data(args) if needs_data else {}
     config = AutoConfig.from_pretrained(args.bilm) if needs_data else None
     if "baseline" in args.steps:
         baseline_step(args, datasets)
+    if "converged" in args.steps:
+        converged_step(args, datasets)
     if "grid" in args.steps:
         grid_step(args, config, datasets)
     if "final" in args.steps:

@@ -268,6 +268,7 @@ __all__ = [
     "HeadFitResult",
     "LinearHead",
     "accuracy",
+    "class_logits",
     "choose_head_fit",
     "fit_head",
     "fit_linear_head",
