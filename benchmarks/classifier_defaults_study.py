@@ -616,6 +616,8 @@ def setting_of(row: dict) -> str:
         return f"lbfgs, C on {row['picked_on']}"
     if row["stage"] == "lbfgs_sizes":
         return f"{row['train_size']} sentences, {row['fit']}"
+    if row["stage"] == "converged":
+        return f"{row['fit']}, C {row['C']:g}, objective {row['objective']:.7f}"
     if row["stage"] == "final":
         return recipe_of(row)
     return row.get("change", "")
@@ -646,8 +648,9 @@ def report_step(args) -> str:
         members = list(by_seed.values())
         dev = summary([member["validation"] for member in members])
         test = summary([member["test"] for member in members]) if all("test" in m for m in members) else ""
-        seconds = statistics.mean(member["seconds"] for member in members)
-        lines.append(f"| {stage} | {task} | {setting} | {len(members)} | {dev} | {test} | {seconds:.0f} s |")
+        seconds = statistics.mean(member.get("seconds", math.nan) for member in members)
+        wall = "" if math.isnan(seconds) else f"{seconds:.0f} s"  # the converged step times nothing
+        lines.append(f"| {stage} | {task} | {setting} | {len(members)} | {dev} | {test} | {wall} |")
     text = "\n".join(lines)
     (args.work_dir / "report.md").write_text(text + "\n", encoding="utf-8")
     return text
