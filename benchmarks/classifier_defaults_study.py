@@ -23,12 +23,19 @@ test is computed only in `final` (the chosen settings) and `baseline` (the chose
 Steps:
   features   biLM layers of every sentence of the SST-2 and SST-5 files -> WORK/features.pt
   baseline   scikit-learn logistic regression (L2, C picked on dev) on the pooled layers (mean, mean+max)
+  lbfgs      the command's default fit (`--head_fit lbfgs`: `modeling_elmo.classification.head_fit.fit_head` on the
+             pooled layers, written into the model, scored by the model's forward on the words), C picked on dev and,
+             as without a validation file, on 10% of train held out: every seed, dev and test
+  lbfgs_sizes  SST training subsets of --sizes and all (one draw per seed): the lbfgs fit and the AdamW recipe
+             (--final), dev and test
+  converged  the baseline's chosen C (`baseline` rows) run to scikit-learn's tolerance 1e-4 and 1e-8 and by
+             `fit_head`, on the same float64 standardised features: penalised objective, dev and test
   grid       the centre (--centre) and changes to it (VARIANTS: head and recipe), every seed, dev only; settings
              with mean pooling and no dropout train on the mean-pooled layers (the same outputs, far cheaper)
   final      the settings given by --final (the defaults) on every seed, on the words: dev and test
   sizes      the final settings and alternatives on SST-2 training subsets (dev only)
-  separable  the separable set of the tests on the fixture biLM: the final settings, the old defaults, and
-             logistic regression
+  separable  the separable set of the tests on the fixture biLM: the final settings, the old defaults, the lbfgs fit
+             and logistic regression
   finetune   elmo-train-classifier --freeze_elmo False runs (their own processes), a small grid: see --finetune_*
   report     Markdown tables from WORK/results.jsonl
 Every run appends one JSON line to WORK/results.jsonl (a step run again adds rows; `report` keeps the last row of
@@ -50,6 +57,14 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, Trainer, get_scheduler
 
 from modeling_elmo import ElmoForSequenceClassification
+from modeling_elmo.classification.defaults import NEW_HEAD_DEFAULTS
+from modeling_elmo.classification.head_fit import (
+    class_logits,
+    fit_head,
+    fit_logistic_regression,
+    penalised_loss,
+    write_head,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "classification"))
@@ -127,7 +142,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--variants", default=None, help="grid: only these changes, e.g. 'candidate;lr 0.003'")
     parser.add_argument("--strengths", default="0.001,0.01,0.1,1", help="logistic regression: C values tried on dev")
-    parser.add_argument("--sizes", default="200,1000,3000", help="SST training subsets of the sizes step")
+    parser.add_argument("--sizes", default="200,1000,3000", help="SST training subsets of the sizes steps")
     parser.add_argument("--sizes_epochs", default="10,30", help="epochs of the sizes step")
     parser.add_argument("--finetune_lr", default="1e-3,3e-3")
     parser.add_argument("--finetune_epochs", type=float, default=2)
@@ -374,6 +389,58 @@ def sizes_step(args, config, datasets: dict[str, Data]) -> None:
                 )
 
 
+# the command's default fit (--head_fit lbfgs)
+
+
+def default_head_model(config, num_labels: int) -> ElmoForSequenceClassification:
+    """A new head as the command builds it (`NEW_HEAD_DEFAULTS`), reading the layers given to it."""
+    config = type(config).from_dict({**config.to_dict(), **NEW_HEAD_DEFAULTS})
+    config.num_labels = num_labels
+    model = ElmoForSequenceClassification(config).eval()
+    model.activation_cache = GivenLayers()
+    return model
+
+
+def lbfgs_run(config, data: Data, seed: int, on_dev: bool) -> dict:
+    """`fit_head` on the mean-pooled layers (the features the model's batch norm reads: every layer's mean over the
+    words, concatenated), C picked on dev (`on_dev`) or on 10% of train held out with `seed`; the head written into
+    the model, whose forward on the words gives the accuracies."""
+    start = time.monotonic()
+    model = default_head_model(config, data.num_labels)
+    features = {split: torch.from_numpy(pooled(data.sets[split][0], "mean")) for split in SPLITS}
+    labels = {split: data.sets[split][1] for split in SPLITS}
+    pick = (features["validation"], labels["validation"]) if on_dev else None
+    result = fit_head(features["train"], labels["train"], data.num_labels, model.feature_norm.eps, pick, seed)
+    write_head(model, result.head)
+    scores = {split: accuracy(model, *data.sets[split]) for split in ("validation", "test")}
+    return {
+        "C": result.strength,
+        "picked_on": "dev" if on_dev else "held-out 10% of train",
+        "pick_accuracies": {f"{strength:g}": value for strength, value in result.accuracies.items()},
+        "train": accuracy(model, *data.sets["train"]),
+        **scores,
+        "seconds": round(time.monotonic() - start, 1),
+    }
+
+
+def lbfgs_step(args, config, datasets: dict[str, Data]) -> None:
+    for task, seed, on_dev in product(args.tasks, args.seeds, (True, False)):
+        record(args, {"stage": "lbfgs", "task": task, "seed": seed, **lbfgs_run(config, datasets[task], seed, on_dev)})
+
+
+def lbfgs_sizes_step(args, config, datasets: dict[str, Data]) -> None:
+    """Per size and seed one seeded draw of the training set (the seed varies the draw; "all": the whole set): the
+    lbfgs fit (C on dev) and the AdamW recipe of --final on the same sentences."""
+    for task in args.tasks:
+        counts = [int(value) for value in args.sizes.split(",")] + [len(datasets[task].sets["train"][1])]
+        for count, seed in product(counts, args.seeds):
+            subset = datasets[task].subset(count, seed)
+            extra = {"stage": "lbfgs_sizes", "task": task, "train_size": count, "seed": seed}
+            record(args, {**extra, "fit": "lbfgs", **lbfgs_run(config, subset, seed, on_dev=True)})
+            scores = train_head(config, subset.mean_pooled(), args.final, seed, ("validation", "test"))
+            record(args, {**extra, "fit": "adamw", **args.final, **scores})
+
+
 # logistic regression on pooled layers
 
 
@@ -410,6 +477,49 @@ def logistic_regression(data: Data, strengths: list[float]) -> list[dict]:
     return rows
 
 
+def converged_step(args, datasets: dict[str, Data]) -> None:
+    """Whether the bar and the lbfgs fit differ by their optimum or by scikit-learn's stopping: the objective
+    (mean cross-entropy + |W|^2 / (2 C n)) each reaches at the C the baseline chose on dev."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    rows = [json.loads(line) for line in (args.work_dir / "results.jsonl").read_text().splitlines()]
+    for task in args.tasks:
+        data = datasets[task]
+        strength = next(
+            row["C"]
+            for row in reversed(rows)
+            if row["stage"] == "baseline" and row["task"] == task and row["features"] == "mean" and row["chosen"]
+        )
+        features = {split: pooled(data.sets[split][0], "mean").astype("float64") for split in SPLITS}
+        labels = {split: data.sets[split][1].numpy() for split in SPLITS}
+        scaler = StandardScaler().fit(features["train"])
+        standardised = {split: torch.from_numpy(scaler.transform(features[split])) for split in SPLITS}
+        fits = {}
+        for tolerance in (1e-4, 1e-8):
+            model = LogisticRegression(C=strength, tol=tolerance, max_iter=100_000)
+            model.fit(standardised["train"].numpy(), labels["train"])
+            weight = torch.from_numpy(model.coef_)
+            fits[f"scikit-learn tol {tolerance:g}"] = torch.cat(
+                [weight, torch.from_numpy(model.intercept_)[:, None]], 1
+            )
+        fits["fit_head"] = fit_logistic_regression(
+            standardised["train"], data.sets["train"][1], data.num_labels, strength
+        )
+        for name, parameters in fits.items():
+            scores = {
+                split: float(
+                    (class_logits(parameters, standardised[split]).argmax(-1).numpy() == labels[split]).mean()
+                )
+                for split in ("validation", "test")
+            }
+            objective = float(penalised_loss(parameters, standardised["train"], data.sets["train"][1], strength))
+            record(
+                args,
+                {"stage": "converged", "task": task, "fit": name, "C": strength, "objective": objective, **scores},
+            )
+
+
 def baseline_step(args, datasets: dict[str, Data]) -> None:
     for task in args.tasks:
         for row in logistic_regression(datasets[task], args.strengths):
@@ -435,6 +545,8 @@ def separable_step(args) -> None:
     config = AutoConfig.from_pretrained(args.fixture_model)
     for name, settings in (("new defaults", args.final), ("old defaults", OLD_DEFAULTS)):
         run_settings(args, "separable", config, data, settings, splits=("validation", "test"), setting=name)
+    for seed, on_dev in product(args.seeds, (True, False)):
+        record(args, {"stage": "lbfgs", "task": "separable", "seed": seed, **lbfgs_run(config, data, seed, on_dev)})
     for row in logistic_regression(data, args.strengths):
         record(args, {"stage": "separable-baseline", "task": "separable", **row})
 
@@ -500,6 +612,12 @@ def setting_of(row: dict) -> str:
         return f"{row['train_size']} sentences, {row['epochs']} epochs, lr {row['lr']:g}, batch {row['batch']}"
     if row["stage"] == "separable":
         return row["setting"]
+    if row["stage"] == "lbfgs":
+        return f"lbfgs, C on {row['picked_on']}"
+    if row["stage"] == "lbfgs_sizes":
+        return f"{row['train_size']} sentences, {row['fit']}"
+    if row["stage"] == "converged":
+        return f"{row['fit']}, C {row['C']:g}, objective {row['objective']:.7f}"
     if row["stage"] == "final":
         return recipe_of(row)
     return row.get("change", "")
@@ -530,8 +648,9 @@ def report_step(args) -> str:
         members = list(by_seed.values())
         dev = summary([member["validation"] for member in members])
         test = summary([member["test"] for member in members]) if all("test" in m for m in members) else ""
-        seconds = statistics.mean(member["seconds"] for member in members)
-        lines.append(f"| {stage} | {task} | {setting} | {len(members)} | {dev} | {test} | {seconds:.0f} s |")
+        seconds = statistics.mean(member.get("seconds", math.nan) for member in members)
+        wall = "" if math.isnan(seconds) else f"{seconds:.0f} s"  # the converged step times nothing
+        lines.append(f"| {stage} | {task} | {setting} | {len(members)} | {dev} | {test} | {wall} |")
     text = "\n".join(lines)
     (args.work_dir / "report.md").write_text(text + "\n", encoding="utf-8")
     return text
@@ -543,11 +662,13 @@ def main(argv: list[str] | None = None) -> None:
     args.work_dir.mkdir(parents=True, exist_ok=True)
     if "features" in args.steps:
         features_step(args)
-    needs_data = {"baseline", "grid", "final", "sizes"} & set(args.steps)
+    needs_data = {"baseline", "grid", "final", "sizes", "lbfgs", "lbfgs_sizes", "converged"} & set(args.steps)
     datasets = load_data(args) if needs_data else {}
     config = AutoConfig.from_pretrained(args.bilm) if needs_data else None
     if "baseline" in args.steps:
         baseline_step(args, datasets)
+    if "converged" in args.steps:
+        converged_step(args, datasets)
     if "grid" in args.steps:
         grid_step(args, config, datasets)
     if "final" in args.steps:
@@ -555,6 +676,10 @@ def main(argv: list[str] | None = None) -> None:
             run_settings(args, "final", config, datasets[task], args.final, splits=("validation", "test"))
     if "sizes" in args.steps:
         sizes_step(args, config, datasets)
+    if "lbfgs" in args.steps:
+        lbfgs_step(args, config, datasets)
+    if "lbfgs_sizes" in args.steps:
+        lbfgs_sizes_step(args, config, datasets)
     if "separable" in args.steps:
         separable_step(args)
     if "finetune" in args.steps:

@@ -2,6 +2,7 @@
 `TrainingArguments` flag, declared importing nothing heavy (see `modeling_elmo.commands.trainer_command`)."""
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..commands.arguments import subcommands_epilog
 from ..commands.trainer_command import TrainerCommandLine
@@ -9,6 +10,7 @@ from ..finetuning.arguments import KEEPS_THE_MODEL_VALUE, FineTuningRunArguments
 from .defaults import ClassifierRecipe
 
 PROG = "elmo-train-classifier"
+HeadFit = Literal["lbfgs", "trainer"]
 
 
 @dataclass
@@ -58,6 +60,15 @@ class DataArguments(FineTuningRunArguments):
     )
     max_predict_samples: int | None = field(
         default=None, metadata={"help": "predict the first N test records only (default: all)"}
+    )
+    head_fit: HeadFit | None = field(
+        default=None,
+        metadata={
+            "help": "how the head is trained: 'lbfgs', a logistic regression fitted by L-BFGS on the pooled layers "
+            "computed once, its L2 strength chosen on the validation split (the Trainer's optimisation flags "
+            "unused), or 'trainer', the Trainer's AdamW (default: lbfgs for a frozen biLM and a linear head on the "
+            "concatenated layers with batch norm and no dropout, classifying, as a new head has; else trainer)"
+        },
     )
 
 

@@ -31,10 +31,11 @@ def new_head_defaults(classifier_head: str) -> dict[str, object]:
 @dataclass
 class ClassifierRecipe:
     """The `TrainingArguments` fields whose defaults the classifier changes (the Trainer's own suit fine-tuning a
-    transformer: a learning rate of 5e-5 leaves a frozen-biLM head at chance)."""
+    transformer: a learning rate of 5e-5 leaves a frozen-biLM head at chance). They apply to `--head_fit trainer`;
+    the L-BFGS fit (`head_fit`) has no learning rate, epochs or batches."""
 
-    learning_rate: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate"})
-    num_train_epochs: float = field(default=20.0, metadata={"help": "training epochs"})
+    learning_rate: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate (--head_fit trainer)"})
+    num_train_epochs: float = field(default=20.0, metadata={"help": "training epochs (--head_fit trainer)"})
     weight_decay: float = field(default=0.1, metadata={"help": "AdamW's weight decay (not on biases)"})
     if _TRANSFORMERS_5:  # 5.x reads a fraction of all steps from `warmup_steps` and has no `warmup_ratio`
         warmup_steps: float = field(

@@ -3,7 +3,8 @@ the way Transformers' `run_classification.py` works.
 
     elmo-train-classifier --model_name_or_path elmo-small --train_file train.jsonl --validation_file dev.jsonl \
         --test_file test.jsonl --text_column_names sentence --label_column_name label --output_dir out \
-        --do_train --do_eval --do_predict --elmo_cache --num_train_epochs 5 --learning_rate 2e-3 \
+        --do_train --do_eval --do_predict --elmo_cache
+    elmo-train-classifier ... --head_fit trainer --num_train_epochs 5 --learning_rate 2e-3 \
         --eval_strategy epoch --save_strategy epoch --load_best_model_at_end --metric_for_best_model accuracy
     elmo-train-classifier prepare-sst --data_dir ../shared/data/sst --output_dir sst2 --binary
 
@@ -11,7 +12,8 @@ Labels come from the training file (strings or integers, sorted: numbers numeric
 `id2label` / `label2id`; a float label column (or `--regression`) makes a regression (`num_labels == 1`). Writes the
 model and tokenizer, `eval_results.json`, `test_results.json` (when the test file has labels), `predict_results.txt`
 (label names) and a model card to `--output_dir`. Every `TrainingArguments` flag is accepted. Bad input: one line,
-exit 2, nothing written.
+exit 2, nothing written. With a frozen biLM and a new default head, the head is fitted as a logistic regression
+(`--head_fit lbfgs`, `head_fit.py`); `--head_fit trainer` trains it with the `Trainer`'s flags.
 """
 
 import sys
@@ -31,6 +33,7 @@ from ..runtime.cpu_threads import configure_cpu_threads
 from . import data as task_data
 from .arguments import COMMAND_LINE, DataArguments, ModelArguments
 from .defaults import new_head_defaults
+from .head_fit import choose_head_fit, fit_linear_head
 from .metrics import build_compute_metrics
 
 
@@ -188,7 +191,12 @@ class ClassifierCommand(FineTuningCommand):
         files = _files(run.data_args, run.training_args)
         task = read_task(files, run.data_args, run.model_args.model_name_or_path, run.training_args.seed)
         pairs = len(_text_columns(run.data_args)) == 2
-        return task, _load_model(run.model_args, task, "train" in files, pairs, run.training_args.device)
+        model = _load_model(run.model_args, task, "train" in files, pairs, run.training_args.device)
+        if "train" in files:
+            run.data_args.head_fit = choose_head_fit(
+                run.data_args.head_fit, model.config, task.problem_type, run.training_args.world_size
+            )
+        return task, model
 
     def encode(self, run: FineTuningRun) -> dict[str, Dataset]:
         task = run.data
@@ -199,6 +207,13 @@ class ClassifierCommand(FineTuningCommand):
 
     def compute_metrics(self, run: FineTuningRun) -> Callable:
         return build_compute_metrics(run.model.config.num_labels)
+
+    def fit(self, run: FineTuningRun) -> dict[str, float]:
+        """The Trainer's loop, or with `--head_fit lbfgs` the head fitted as a logistic regression (`head_fit`)."""
+        if run.data_args.head_fit != "lbfgs":
+            return super().fit(run)
+        metrics, run.training_card = fit_linear_head(run.trainer, run.encoded["train"], run.encoded.get("validation"))
+        return metrics
 
     def train(self, run: FineTuningRun) -> dict[str, float]:
         metrics = super().train(run)
@@ -221,7 +236,8 @@ class ClassifierCommand(FineTuningCommand):
             data_files=run.data.files,
             text_columns=_text_columns(run.data_args),
             repo_id=training_args.hub_model_id,
-            training={
+            training=run.training_card
+            or {
                 "epochs": round(state.epoch or 0.0, 2),
                 "steps": state.global_step,
                 "learning rate": training_args.learning_rate,

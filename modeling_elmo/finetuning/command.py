@@ -62,6 +62,7 @@ class FineTuningRun:
     encoded: dict[str, Any] = field(default_factory=dict)
     trainer: ElmoCardTrainer | None = None
     results: dict[str, dict[str, float]] = field(default_factory=dict)
+    training_card: dict[str, Any] | None = None  # what the model card says of the training (None: the Trainer's)
 
     @property
     def output_dir(self) -> Path:
@@ -95,9 +96,13 @@ class FineTuningCommand:
         """The `Trainer`'s `compute_metrics` for the command's task."""
         raise NotImplementedError
 
+    def fit(self, run: FineTuningRun) -> dict[str, float]:
+        """Train the model with the `Trainer`'s loop; the training metrics."""
+        return dict(run.trainer.train().metrics)
+
     def train(self, run: FineTuningRun) -> dict[str, float]:
-        """Train with the `Trainer`, save the model and the Trainer's state; the training metrics."""
-        metrics = dict(run.trainer.train().metrics)
+        """`fit`, then save the model and the Trainer's state; the training metrics."""
+        metrics = self.fit(run)
         run.trainer.save_model()
         run.trainer.save_state()
         return metrics

@@ -124,3 +124,32 @@ def test_output_folder_with_foreign_files(tmp_path, capsys):
     error = capsys.readouterr().err.strip()
     assert "holds files that elmo-train-classifier did not write (notes.txt)" in error and "\n" not in error
     assert [path.name for path in output.iterdir()] == ["notes.txt"]
+
+
+def test_unknown_head_fit(tmp_path, capsys):
+    train = _jsonl(tmp_path / "train.jsonl", TRAIN)
+    error = _refused(tmp_path, capsys, [f"--train_file={train}", "--do_train", "--head_fit=adamw"])
+    assert "--head_fit" in error and "'adamw'" in error and "lbfgs" in error
+
+
+def test_head_fit_lbfgs_on_a_head_it_cannot_fit(converted_fixture, tmp_path, capsys):
+    """Checked once the model is known (before anything is written): L-BFGS fits a frozen biLM's head only."""
+    train = _jsonl(tmp_path / "train.jsonl", TRAIN)
+    output = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_info:
+        run_classifier.main(
+            [f"--model_name_or_path={converted_fixture}", f"--output_dir={output}", "--report_to=none"]
+            + [f"--train_file={train}", "--do_train", "--head_fit=lbfgs", "--freeze_elmo=False"]
+        )
+    assert exit_info.value.code == 2
+    errors = [
+        line
+        for line in capsys.readouterr().err.splitlines()
+        if line.strip() and not line.startswith("Loading weights")
+    ]
+    assert errors == [
+        "elmo-train-classifier: error: --head_fit lbfgs fits a frozen biLM's linear head on the concatenated layers, "
+        "with batch norm and no dropout, for classification, in one process; this run has a biLM that is fine-tuned "
+        "(--freeze_elmo False). Use --head_fit trainer."
+    ]
+    assert not output.exists()
