@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional
 
+from ..commands.memory import check_memory
 from .arguments import PROG, HeadFit
 from .data import SINGLE_LABEL, DataError
 
@@ -62,6 +63,19 @@ def choose_head_fit(requested: HeadFit | None, config, problem_type: str, proces
     if requested is None:
         logger.info("head fit: %s%s", chosen, f" (lbfgs does not apply: {reason})" if reason else "")
     return chosen
+
+
+def check_fit_memory(model, texts: int) -> None:
+    """Refuse (`MemoryNeedError`, one line) a fit whose pooled layers of `texts` training and validation texts cannot
+    be held in the memory free on the CPU: each text's `feature_norm.num_features` numbers, captured in float32 and
+    copied twice in float64 (the features and their standardised copy)."""
+    features = model.feature_norm.num_features
+    needed = texts * features * (4 + 8 + 8)
+    what = (
+        f"--head_fit lbfgs holds the pooled layers of all {texts:,} training and validation texts ({features:,} "
+        "numbers each); use --head_fit trainer, or fewer texts (--max_train_samples)"
+    )
+    check_memory(needed, torch.device("cpu"), what)
 
 
 @dataclass
@@ -268,6 +282,7 @@ __all__ = [
     "HeadFitResult",
     "LinearHead",
     "accuracy",
+    "check_fit_memory",
     "class_logits",
     "choose_head_fit",
     "fit_head",

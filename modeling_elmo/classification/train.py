@@ -33,7 +33,7 @@ from ..runtime.cpu_threads import configure_cpu_threads
 from . import data as task_data
 from .arguments import COMMAND_LINE, DataArguments, ModelArguments
 from .defaults import new_head_defaults
-from .head_fit import choose_head_fit, fit_linear_head
+from .head_fit import check_fit_memory, choose_head_fit, fit_linear_head
 from .metrics import build_compute_metrics
 
 
@@ -196,6 +196,10 @@ class ClassifierCommand(FineTuningCommand):
             run.data_args.head_fit = choose_head_fit(
                 run.data_args.head_fit, model.config, task.problem_type, run.training_args.world_size
             )
+            if run.data_args.head_fit == "lbfgs":
+                check_fit_memory(
+                    model, sum(len(task.tables[split]) for split in ("train", "validation") if split in task.tables)
+                )
         return task, model
 
     def encode(self, run: FineTuningRun) -> dict[str, Dataset]:

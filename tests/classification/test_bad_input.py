@@ -153,3 +153,29 @@ def test_head_fit_lbfgs_on_a_head_it_cannot_fit(converted_fixture, tmp_path, cap
         "(--freeze_elmo False). Use --head_fit trainer."
     ]
     assert not output.exists()
+
+
+def test_head_fit_lbfgs_beyond_the_memory_free(converted_fixture, tmp_path, capsys, monkeypatch):
+    """The L-BFGS fit holds every text's pooled layers: where they cannot fit, one line says how much they need,
+    before anything is written."""
+    from modeling_elmo.commands import memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 4 << 20)  # the model fits, 10,000 texts' layers not
+    train = _jsonl(tmp_path / "train.jsonl", TRAIN * 5000)
+    output = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_info:
+        run_classifier.main(
+            [f"--model_name_or_path={converted_fixture}", f"--output_dir={output}", "--report_to=none"]
+            + [f"--train_file={train}", "--do_train"]
+        )
+    assert exit_info.value.code == 2
+    errors = [
+        line
+        for line in capsys.readouterr().err.splitlines()
+        if line.strip() and not line.startswith("Loading weights")
+    ]
+    assert len(errors) == 1 and errors[0].startswith("elmo-train-classifier: error: this run needs at least ")
+    assert (
+        f"--head_fit lbfgs holds the pooled layers of all {len(TRAIN) * 5000:,} training and validation" in errors[0]
+    )
+    assert not output.exists()
