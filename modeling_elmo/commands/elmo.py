@@ -96,14 +96,14 @@ def run_subcommand(name: str, argv: list[str]) -> int:
     subcommand = SUBCOMMANDS[name]
     if argv[:1] and argv[0] in subcommand.light:
         return load(subcommand.light[argv[0]])(argv[1:])
-    if subcommand.check is not None:
-        load(subcommand.check)(argv)
-    configure_cpu_threads()
-    if subcommand.check is not None:
-        start_work()
     try:
+        if subcommand.check is not None:
+            load(subcommand.check)(argv)
+        configure_cpu_threads()
+        if subcommand.check is not None:
+            start_work()
         return load(subcommand.run)(argv)
-    except ToolError as error:  # one that the command's own `main` does not report
+    except ToolError as error:  # one that the command's own `main` (or its check) does not report
         return report(f"elmo-{name}", error)
 
 

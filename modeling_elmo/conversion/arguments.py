@@ -3,9 +3,11 @@ import neither torch nor Transformers, so that `--help` and argument errors answ
 parses with them before a command's work is imported)."""
 
 import argparse
+import os
 from pathlib import Path
 
 from ..commands.arguments import subcommands_epilog
+from ..commands.errors import ToolError
 from .presets import ALLENNLP_ELMO_URL, PRESETS
 
 SOURCE_FORMATS = ("original", "elmoformanylangs", "nlpl")  # `--from`
@@ -140,6 +142,15 @@ def check_convert_command_line(argv: list[str]) -> None:
     parse_convert_command_line(argv)
 
 
+def saved_folder_problem(model_dir: str | os.PathLike) -> str | None:
+    """Why `model_dir` cannot be exported (it is not a folder), or None."""
+    if Path(model_dir).is_dir():
+        return None
+    return f"{Path(model_dir)}: not a folder (give a folder saved with save_pretrained)."
+
+
 def check_export_command_line(argv: list[str]) -> None:
-    """Parse `elmo-export`'s command line: `--help` and errors exit here."""
-    export_parser().parse_args(argv)
+    """Parse `elmo-export`'s command line and check that MODEL_DIR is a folder: `--help` and errors exit here."""
+    problem = saved_folder_problem(export_parser().parse_args(argv).model_dir)
+    if problem is not None:
+        raise ToolError(problem)

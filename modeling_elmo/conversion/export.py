@@ -51,7 +51,7 @@ from ..formats.original_checkpoint import (
 )
 from ..formats.vocab import LmVocabulary, VocabularyError
 from ..hub.push import config_problems
-from .arguments import export_parser
+from .arguments import export_parser, saved_folder_problem
 from .convert import ConversionError
 
 OPTIONS_FILE, WEIGHTS_FILE, SOFTMAX_FILE, VOCAB_FILE = "options.json", "lm_weights.hdf5", "softmax.hdf5", "vocab.txt"
@@ -299,8 +299,8 @@ def export_model(
     """Write the original format of the saved folder `model_dir` to `output_dir` (see the module docstring).
     Returns the files written, each with its datasets (empty for a JSON or text file)."""
     model_dir, output_dir = Path(model_dir), Path(output_dir)
-    if not model_dir.is_dir():
-        raise ExportError(f"{model_dir}: not a folder (give a folder saved with save_pretrained).")
+    if (problem := saved_folder_problem(model_dir)) is not None:
+        raise ExportError(problem)
     prepare_output(output_dir, overwrite, (str(model_dir),), EXPORTED_FOLDER)
     config = _read_config(model_dir)
     with contextlib.ExitStack() as stack:

@@ -2,6 +2,10 @@
 and argument errors answer at once."""
 
 import argparse
+import os
+from pathlib import Path
+
+from ..commands.errors import ToolError
 
 PROG = "elmo-export-onnx"
 DEFAULT_TOLERANCE = 1e-5
@@ -29,6 +33,16 @@ def onnx_export_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def model_folder_problem(model_dir: str | os.PathLike) -> str | None:
+    """Why `model_dir` is not a model folder (it has no config.json), or None."""
+    if (Path(model_dir) / "config.json").is_file():
+        return None
+    return f"{Path(model_dir)} is not a model folder: it has no config.json."
+
+
 def check_onnx_export_command_line(argv: list[str]) -> None:
-    """Parse `elmo-export-onnx`'s command line: `--help` and errors exit here."""
-    onnx_export_parser().parse_args(argv)
+    """Parse `elmo-export-onnx`'s command line and check that MODEL_DIR is a model folder: `--help` and errors exit
+    here."""
+    problem = model_folder_problem(onnx_export_parser().parse_args(argv).model_dir)
+    if problem is not None:
+        raise ToolError(problem)

@@ -43,7 +43,7 @@ from torch import nn
 from ..character_ids import word_to_char_ids
 from ..commands.errors import ToolError, report
 from ..commands.output_folder import current_umask, parent_folders, reason_of
-from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, onnx_export_parser
+from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, model_folder_problem, onnx_export_parser
 
 INPUT_NAMES = ["input_ids", "attention_mask"]
 OUTPUT_NAMES = ["hidden_states", "last_hidden_state"]
@@ -220,8 +220,8 @@ def export_onnx(
         raise OnnxExportError(f"{output} is a file of the model folder {model_dir}; --overwrite would replace it.")
     if not (math.isfinite(tolerance) and tolerance >= 0):
         raise OnnxExportError(f"--tolerance must be a finite number >= 0, got {tolerance:g}.")
-    if not (model_dir / "config.json").is_file():
-        raise OnnxExportError(f"{model_dir} is not a model folder: it has no config.json.")
+    if (problem := model_folder_problem(model_dir)) is not None:
+        raise OnnxExportError(problem)
     _require_onnx_packages()
     import onnx
 

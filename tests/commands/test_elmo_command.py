@@ -77,6 +77,21 @@ def test_an_argument_error_is_one_line_before_torch_is_imported(name, tmp_path):
 
 
 @pytest.mark.parametrize(
+    "name, arguments, message",
+    [
+        ("elmo-export", ["no-such-model", "--output", "out"], "no-such-model: not a folder"),
+        ("elmo-export-onnx", ["no-such-model", "out.onnx"], "no-such-model is not a model folder"),
+    ],
+)
+def test_a_missing_model_folder_is_one_line_before_torch_is_imported(name, arguments, message, tmp_path):
+    """The export commands' MODEL_DIR is checked with their arguments: the error their work would give, at once."""
+    code, heavy, stderr = run_as_script(name, arguments, tmp_path)
+    error = [line for line in stderr.splitlines() if "error:" in line]
+    assert (code, heavy) == ("1", "[]") and len(error) == 1 and message in error[0], stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.onnx").exists()
+
+
+@pytest.mark.parametrize(
     "name, subcommand", [("elmo-pretrain", "build-vocab"), ("elmo-train-classifier", "prepare-sst")]
 )
 def test_light_subcommands_never_import_torch(name, subcommand, tmp_path):
@@ -147,6 +162,7 @@ VALID_ARGUMENTS = {
 def test_threads_are_chosen_before_torch_is_imported(name, tmp_path):
     """OpenMP reads its wait policy when torch loads: the commands choose their threads before that."""
     (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")  # a model folder, as far as the command lines check
     result = subprocess.run(
         [sys.executable, "-c", THREADS_FIRST, name, SCRIPTS[name], *VALID_ARGUMENTS[name]],
         capture_output=True,
