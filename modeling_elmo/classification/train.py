@@ -232,21 +232,14 @@ class ClassifierCommand(FineTuningCommand):
     def model_card(self, run: FineTuningRun) -> str | None:
         if "train" not in run.results:
             return None
-        state, training_args = run.trainer.state, run.training_args
         return render_classifier_model_card(
             run.trainer.model,
             base_model=run.model_args.model_name_or_path,
             scores={split: run.results[split] for split in ("eval", "test") if split in run.results},
             data_files=run.data.files,
             text_columns=_text_columns(run.data_args),
-            repo_id=training_args.hub_model_id,
-            training=run.training_card
-            or {
-                "epochs": round(state.epoch or 0.0, 2),
-                "steps": state.global_step,
-                "learning rate": training_args.learning_rate,
-                "batch size": training_args.per_device_train_batch_size,
-            },
+            repo_id=run.training_args.hub_model_id,
+            training=self.training_card(run),
         )
 
 

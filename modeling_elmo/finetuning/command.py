@@ -107,6 +107,21 @@ class FineTuningCommand:
         run.trainer.save_state()
         return metrics
 
+    def training_card(self, run: FineTuningRun) -> dict[str, Any] | None:
+        """What the model card says of the training: the command's own (`run.training_card`), else what the
+        `Trainer` ran (epochs, steps, learning rate, batch size); None where nothing was trained."""
+        if "train" not in run.results:
+            return None
+        if run.training_card is not None:
+            return run.training_card
+        state, arguments = run.trainer.state, run.training_args
+        return {
+            "epochs": round(state.epoch or 0.0, 2),
+            "steps": state.global_step,
+            "learning rate": arguments.learning_rate,
+            "batch size": arguments.per_device_train_batch_size,
+        }
+
     def predicted(self, run: FineTuningRun, prediction) -> tuple[dict[str, float] | None, dict[str, str]]:
         """From the test split's `PredictionOutput`: the test metrics to report (None: the split has no labels) and
         the files to write into the output folder (name -> text)."""

@@ -100,18 +100,13 @@ class NerCommand(FineTuningCommand):
     def model_card(self, run: FineTuningRun) -> str | None:
         if not {"dev", "test"} <= run.results.keys():
             return None
-        training_args = run.training_args
         return render_ner_model_card(
             run.trainer.model,
             base_model=run.model_args.model_name_or_path,
             dev_scores=_entity_scores(run.results["dev"], "dev"),
             test_scores=_entity_scores(run.results["test"], "test"),
-            repo_id=training_args.hub_model_id,
-            training={
-                "epochs": training_args.num_train_epochs,
-                "learning rate": training_args.learning_rate,
-                "batch size": training_args.per_device_train_batch_size,
-            },
+            repo_id=run.training_args.hub_model_id,
+            training=self.training_card(run),
         )
 
 
