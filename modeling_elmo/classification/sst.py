@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..commands.errors import ToolInputError
+from ..commands.errors import ToolError, ToolInputError
+from ..commands.output_folder import write_text_atomically
 
 SPLITS = {"train": "train.txt", "validation": "dev.txt", "test": "test.txt"}
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
@@ -117,7 +118,8 @@ def prepare_sst(
     data_dir: str | os.PathLike, output_dir: str | os.PathLike, binary: bool = False, phrases: bool = False
 ) -> dict[str, int]:
     """Write `{train,validation,test}.jsonl` under `output_dir` (refusing to replace existing files); returns the
-    number of records per split. Every file is built before any is written, each written to a temporary name first."""
+    number of records per split. Every file is built before any is written, each replaced atomically
+    (`write_text_atomically`: complete or not at all)."""
     output_dir = Path(output_dir)
     targets = {split: output_dir / f"{split}.jsonl" for split in SPLITS}
     existing = [str(path) for path in targets.values() if path.exists()]
@@ -129,9 +131,7 @@ def prepare_sst(
     }
     output_dir.mkdir(parents=True, exist_ok=True)
     for split, records in splits.items():
-        partial = targets[split].with_suffix(".partial")
-        partial.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
-        os.replace(partial, targets[split])
+        write_text_atomically(targets[split], "".join(json.dumps(record) + "\n" for record in records), ToolError)
     return {split: len(records) for split, records in splits.items()}
 
 
@@ -147,9 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         counts = prepare_sst(args.data_dir, args.output_dir, binary=args.binary, phrases=args.phrases)
-    except (OSError, TreebankError) as error:
+    except (OSError, TreebankError, ToolError) as error:
         message = (
-            str(error) if isinstance(error, TreebankError | FileExistsError) else f"{error.filename}: {error.strerror}"
+            str(error)
+            if isinstance(error, TreebankError | FileExistsError | ToolError)
+            else f"{error.filename}: {error.strerror}"
         )
         parser.exit(2, f"{parser.prog}: error: {message}\n")
     print(json.dumps(counts))

@@ -79,3 +79,23 @@ def test_command_refuses_existing_files_and_writes_nothing(sst_dir, tmp_path, ca
     assert "validation.jsonl exists" in capsys.readouterr().err
     assert sorted(path.name for path in tmp_path.iterdir()) == ["validation.jsonl"]
     assert (tmp_path / "validation.jsonl").read_text() == "mine\n"
+
+
+def test_a_failed_write_is_one_line_and_leaves_no_partial_file(sst_dir, tmp_path, capsys, monkeypatch):
+    """A write that fails (here: the disk is full at the second file) leaves only the files completed before it."""
+    replace = sst.write_text_atomically.__globals__["os"].replace
+    calls = []
+
+    def full_disk_on_the_second(source, target):
+        calls.append(target)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        replace(source, target)
+
+    monkeypatch.setattr(sst.write_text_atomically.__globals__["os"], "replace", full_disk_on_the_second)
+    with pytest.raises(SystemExit) as exit_info:
+        sst.main(["--data_dir", str(sst_dir), "--output_dir", str(tmp_path), "--binary"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "Cannot write" in error[0] and "validation.jsonl" in error[0]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["train.jsonl"]
