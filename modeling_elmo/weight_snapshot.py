@@ -21,7 +21,8 @@ import torch
 
 # below this many bytes a tensor is compared in one call: splitting costs more than it saves
 _SPLIT_BYTES = 1 << 20
-_INTEGER_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+# the integer dtype of each element size, to compare or sum a tensor's bits
+INTEGER_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 @functools.cache
@@ -59,7 +60,7 @@ def _byte_ranges(total: int, parts: int) -> list[tuple[int, int]]:
 
 def _same_bits_torch(now: torch.Tensor, then: torch.Tensor) -> bool:
     """`same_bits` for one pair with torch's own comparison, on integer views of the bits where the dtype has one."""
-    integer = _INTEGER_OF_SIZE.get(now.element_size())
+    integer = INTEGER_OF_SIZE.get(now.element_size())
     if integer is None:  # no integer of that size (complex128): compared by value
         return torch.equal(now, then)
     return torch.equal(now.contiguous().view(integer), then.contiguous().view(integer))

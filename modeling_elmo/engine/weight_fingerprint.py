@@ -13,7 +13,7 @@ which no weight update or reload does by accident. The fingerprint costs a few k
 
 import torch
 
-_INTEGER_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+from ..weight_snapshot import INTEGER_OF_SIZE
 
 
 def _bit_sums(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -25,7 +25,7 @@ def _bit_sums(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if (width * bits.element_size()) % 8 == 0 and bits.numel():
         words = bits.view(torch.uint8).view(torch.int64)
     else:
-        words = bits.view(_INTEGER_OF_SIZE[bits.element_size()])
+        words = bits.view(INTEGER_OF_SIZE[bits.element_size()])
     return words.sum(dim=1, dtype=torch.int64), words.sum(dim=0, dtype=torch.int64)
 
 

@@ -4,8 +4,9 @@
 2. read and check the data, load the model, its tokenizer and the activation cache (`FineTuningCommand.prepare`);
    bad input is one line, exit status 2, before anything is written;
 3. take the `--output_dir` (its lock; a command that claims its folder refuses one holding files it did not write);
-4. encode the data, build the `Trainer`, train (`FineTuningCommand.train`, which a command may replace with its own
-   way of fitting), evaluate on the validation split and predict on the test split;
+4. encode the data, build the `Trainer`, train (`FineTuningCommand.fit`, the `Trainer`'s loop, which a command may
+   replace with its own way of fitting; then the model and the Trainer's state are saved), evaluate on the
+   validation split and predict on the test split;
 5. write the results, the command's prediction files and model card, save the activation cache, seal the folder and
    push to the Hub when asked.
 
