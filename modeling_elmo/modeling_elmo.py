@@ -434,7 +434,7 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
     def forward_eager(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
     ) -> tuple[torch.Tensor, LstmState]:
-        """`forward` by the reference recurrence, the input-to-gate products in chunks of steps (`input_gate_steps`)."""
+        """`forward` by the reference recurrence, the input-to-gate products a chunk of steps at a time."""
         bias = self.gate_bias().unsqueeze(1)
 
         def compute_gates(step_input_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:

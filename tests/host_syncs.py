@@ -1,7 +1,7 @@
 """A record of the calls that make the host wait for an accelerator (a CUDA device) when they run there: reading a
 value (`item`, `tolist`, `bool`, `int`, ...), results of data-dependent size (`nonzero`, `unique`, boolean indexing)
 and copies between host and device (`torch.tensor`, `cpu`, `numpy`). On a CPU they wait for nothing, but recording
-them shows, without a GPU, where a CUDA run would stall: the tests of a CUDA-ready model assert where there are none."""
+them shows, without a GPU, where a CUDA run would stall: tests of the CUDA-ready model assert where there are none."""
 
 import torch
 from torch.overrides import TorchFunctionMode

@@ -51,9 +51,9 @@ def stateful_layers(model: ElmoModel, batches, grad: bool = False) -> tuple[list
 
 def test_input_gate_chunks_keep_the_order_and_bound_the_rows():
     generator = torch.Generator().manual_seed(0)
-    for trial in range(200):
-        lengths = sorted(torch.randint(1, 60, (int(torch.randint(1, 40, (1,), generator=generator)),),
-                                       generator=generator).tolist(), reverse=True)  # fmt: skip
+    for _ in range(200):
+        count = int(torch.randint(1, 40, (1,), generator=generator))
+        lengths = sorted(torch.randint(1, 60, (count,), generator=generator).tolist(), reverse=True)
         batch_sizes = [sum(length > step for length in lengths) for step in range(lengths[0])]
         max_rows = int(torch.randint(1, 200, (1,), generator=generator))
         chunks = input_gate_chunks(batch_sizes, max_rows)
@@ -61,7 +61,8 @@ def test_input_gate_chunks_keep_the_order_and_bound_the_rows():
         assert all(sum(chunk) <= 5 * max_rows / 4 or len(chunk) == 1 for chunk in chunks)
         assert all(2 * sum(chunk) > max_rows for chunk in chunks[:-1])
         assert len(chunks) == 1 or 4 * sum(chunks[-1]) >= max_rows
-        assert (len(chunks) == 1) == (sum(batch_sizes) <= max_rows) or len(chunks) == 1
+        if sum(batch_sizes) <= max_rows:
+            assert len(chunks) == 1
     assert input_gate_chunks([3, 3, 2, 1], 9) == [[3, 3, 2, 1]]
     assert input_gate_chunks([4, 4, 4, 1], 8) == [[4, 4], [4, 1]]
     assert input_gate_chunks([4, 4, 4, 4, 1], 8) == [[4, 4], [4, 4, 1]]  # 1 row alone would be a product of its own
@@ -69,7 +70,7 @@ def test_input_gate_chunks_keep_the_order_and_bound_the_rows():
 
 @pytest.mark.parametrize("grad", [False, True], ids=["inference", "autograd"])
 def test_eager_chunks_give_the_bits_of_one_product(converted_fixture, fixture_batches, monkeypatch, grad):
-    """"eager" on the fixture (stateful, all layers): chunks of 16, 24 and 32 rows give the bits of the code path
+    """ "eager" on the fixture (stateful, all layers): chunks of 16, 24 and 32 rows give the bits of the code path
     before chunking (one product of all steps), and each matches the original within 2e-6."""
     model = ElmoModel.from_pretrained(converted_fixture, stateful=True)
     model.set_implementation("eager")
@@ -274,8 +275,8 @@ def test_carried_states_follow_the_device_and_dtype_of_the_call():
     stored = [(torch.ones(2, 3, 4, dtype=torch.float64), torch.ones(2, 3, 8, dtype=torch.float64))]
     states = ElmoLstmStates(config, stored)
     like = torch.empty(0, device="meta")
-    (hidden, cell), = states.initial(2, like, torch.tensor([1, 0], device="meta"))
+    ((hidden, cell),) = states.initial(2, like, torch.tensor([1, 0], device="meta"))
     assert (hidden.device.type, hidden.dtype, cell.device.type, cell.dtype) == ("meta", torch.float32) * 2
     states.update([(hidden, cell)], torch.tensor([1, 0], device="meta"))
-    (hidden, cell), = states.layers
+    ((hidden, cell),) = states.layers
     assert hidden.device.type == cell.device.type == "meta" and hidden.shape[1] == cell.shape[1] == 3
