@@ -15,8 +15,9 @@ from model_inputs import char_ids
 
 import modeling_elmo.modeling_elmo as modeling
 from modeling_elmo import ElmoModel
+from modeling_elmo.convolution_precision import Fp32Convolutions, fp32_convolutions
 from modeling_elmo.lstm_states import ElmoLstmStates
-from modeling_elmo.modeling_elmo import ElmoLstmLayer, fp32_convolutions, input_gate_chunks
+from modeling_elmo.modeling_elmo import ElmoLstmLayer, input_gate_chunks
 from modeling_elmo.packed_sentences import pack_sentences
 
 ORIGINAL_TOLERANCE = 2e-6
@@ -194,7 +195,7 @@ def test_model_call_waits_as_often_for_thirty_words_as_for_two(converted_fixture
 def user_setting():
     """cuDNN's float32 convolution setting set to PyTorch's default (TF32 allowed) for the test, put back after:
     (where it lives, its name, the exact value, the TF32 value)."""
-    owner, name, exact = modeling.Fp32Convolutions._setting()
+    owner, name, exact = Fp32Convolutions._setting()
     tf32 = "tf32" if name == "fp32_precision" else True
     before = getattr(owner, name)
     setattr(owner, name, tf32)
@@ -205,7 +206,7 @@ def user_setting():
 def record_convolution_precision(monkeypatch) -> list[object]:
     """cuDNN's float32 convolution setting seen by every convolution of the character CNN, in order."""
     seen = []
-    owner, name, _ = modeling.Fp32Convolutions._setting()
+    owner, name, _ = Fp32Convolutions._setting()
     real_forward = torch.nn.Conv1d.forward
 
     def forward(conv, inputs):
