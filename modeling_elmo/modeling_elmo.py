@@ -6,9 +6,10 @@ scopes) and AllenNLP (classes). `ElmoEagerImplementation` is the reference for t
 registered in `elmo_implementations`, may replace (docs/design-notes.md, "Implementations").
 """
 
+import contextlib
 import inspect
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +21,7 @@ from transformers.utils.generic import can_return_tuple
 
 from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
+from .convolution_precision import fp32_convolutions
 from .crf import LinearChainCrf, bio_constraints
 from .elmo_implementations import ALL_ELMO_IMPLEMENTATIONS, ElmoImplementation, resolve_implementation
 from .lstm_states import ElmoLstmStates, LstmState, check_states
@@ -215,6 +217,7 @@ class ElmoCharacterEncoder(nn.Module):
         self.projection = ElmoCharacterProjection(config.token_features, config.projection_dim)
         self.max_filter_width = max(width for width, _ in config.char_filters)
         self.boundary_rows = boundary_char_rows(config)
+        self._boundary_ids: dict[torch.device, torch.Tensor] = {}  # `boundary_char_ids` by device
         self.implementation: str | None = None  # the model's choice (`ElmoPreTrainedModel.set_implementation`)
         self.token_embedding_table: WordEmbeddingStore | None = None
         self.word_cache: WordEmbeddingCache | None = None
@@ -272,16 +275,48 @@ class ElmoCharacterEncoder(nn.Module):
         positions = torch.arange(1, char_ids.shape[1] + 1, device=char_ids.device)
         lengths = (is_char * positions).amax(dim=1)  # last non-padding character, 1-based
         order = lengths.argsort()
+        word_chunks = order.split(self.WORDS_PER_CHUNK)
+        longest = lengths[torch.stack([chunk[-1] for chunk in word_chunks])].tolist()  # one read for all chunks
         chunks = []
-        for chunk in order.split(self.WORDS_PER_CHUNK):
-            width = min(char_ids.shape[1], int(lengths[chunk[-1]]) + self.max_filter_width)
+        for chunk, length in zip(word_chunks, longest, strict=True):
+            width = min(char_ids.shape[1], length + self.max_filter_width)
             columns = [char_ids[chunk, :width]] + ([] if word_ids is None else [word_ids[chunk, None]])
             chunks.append(self(torch.cat(columns, dim=1)))
         return torch.cat(chunks)[order.argsort()]
 
     def boundary_char_ids(self, device: torch.device) -> torch.Tensor:
-        """Input ids of the sentence boundary tokens `<S>` and `</S>` the model inserts: (2, `input_ids_width`)."""
-        return torch.tensor(self.boundary_rows, device=device)
+        """Input ids of the sentence boundary tokens `<S>` and `</S>` the model inserts: (2, `input_ids_width`), made
+        once per device (a copy to an accelerator waits for it); made afresh while tracing (export, compile)."""
+        if is_exporting() or torch.compiler.is_compiling():
+            return torch.tensor(self.boundary_rows, device=device)
+        device = torch.device(device)
+        ids = self._boundary_ids.get(device)
+        if ids is None:
+            with torch.inference_mode(False):  # a plain tensor, usable in every later call
+                ids = self._boundary_ids[device] = torch.tensor(self.boundary_rows, device=device)
+        return ids
+
+
+def input_gate_chunks(batch_sizes: list[int], max_rows: int) -> list[list[int]]:
+    """
+    Consecutive time steps grouped into chunks whose input-to-gate products are computed at once: each chunk the
+    `batch_sizes` of its steps. A chunk grows until its next step would take it past `max_rows` rows (a step of more
+    rows is a chunk of its own); as `batch_sizes` never increase, every chunk but the last then has more than
+    `max_rows / 2` rows, and a last chunk of fewer than `max_rows / 4` rows joins the one before (at most
+    `5 * max_rows / 4` rows): a product of only a few rows can take another kernel, whose bits differ. An input of at
+    most `max_rows` rows is one chunk, one product.
+    """
+    chunks: list[list[int]] = [[]]
+    rows = 0
+    for size in batch_sizes:
+        if chunks[-1] and rows + size > max_rows:
+            chunks.append([])
+            rows = 0
+        chunks[-1].append(size)
+        rows += size
+    if len(chunks) > 1 and 4 * rows < max_rows:
+        chunks[-2].extend(chunks.pop())
+    return chunks
 
 
 class ElmoLstmLayer(GradientCheckpointingLayer):
@@ -297,6 +332,10 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
     `torch.nn.utils.rnn.PackedSequence`): step `t` owns rows `offsets[t] : offsets[t] + batch_sizes[t]`, so padding
     is never computed. Every implementation steps with `cell`.
     """
+
+    # packed rows per direction whose input-to-gate products "eager" computes at once (`input_gate_chunks`): 1024 rows
+    # of 'original' are 128 MiB of gates, where all steps at once would be 128 KiB per packed token
+    INPUT_GATE_CHUNK_ROWS = 1024
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
@@ -339,30 +378,42 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
 
     def recurrence(
         self,
-        packed_values: torch.Tensor,
+        step_values: Iterable[torch.Tensor],
         compute_gates: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         batch_sizes: list[int],
         initial_state: LstmState,
     ) -> tuple[torch.Tensor, LstmState]:
         """
-        The reference recurrence (differentiable): `packed_values` (2, num_packed, D) are split per time step and
-        passed with the hidden state (2, n, proj_size) to `compute_gates`, which returns the pre-activation gates
-        (2, n, 4 * cell_size) for `cell`. Arguments other than these and results as in `forward`.
+        The reference recurrence (differentiable): the values of each time step (2, n, D), in turn, are passed with
+        the hidden state (2, n, proj_size) to `compute_gates`, which returns the pre-activation gates
+        (2, n, 4 * cell_size) for `cell`. Arguments other than these and results as in `forward`. No value is read
+        from a tensor: the steps queue on the device without waiting for it.
         """
         hidden, cell = initial_state
         outputs, final_hidden, final_cell = [], [], []
-        # one split instead of a slice per step: a slice's backward would zero-fill the whole packed tensor each step
-        for size, step_values in zip(batch_sizes, packed_values.split(batch_sizes, dim=1), strict=True):
+        for size, values in zip(batch_sizes, step_values, strict=True):
             if size < hidden.shape[1]:  # rows `size:` ended at the previous step: their state is final
                 final_hidden.append(hidden[:, size:])
                 final_cell.append(cell[:, size:])
                 hidden, cell = hidden[:, :size], cell[:, :size]
-            hidden, cell = self.cell(compute_gates(step_values, hidden), cell)
+            hidden, cell = self.cell(compute_gates(values, hidden), cell)
             outputs.append(hidden)
         final_hidden.append(hidden)
         final_cell.append(cell)
         final_state = (torch.cat(final_hidden[::-1], dim=1), torch.cat(final_cell[::-1], dim=1))
         return torch.cat(outputs, dim=1), final_state
+
+    def input_gate_steps(self, inputs: torch.Tensor, batch_sizes: list[int]) -> Iterator[torch.Tensor]:
+        """
+        The input-to-gate products `inputs @ weight_ih` of each time step in turn, (2, batch_sizes[t], 4 * cell_size),
+        computed a chunk of steps at a time (`input_gate_chunks`): a chunk is made only when its first step is reached,
+        so memory stays bounded whatever the number of steps. `inputs`: (2, num_packed, input_size).
+        """
+        chunks = input_gate_chunks(batch_sizes, self.INPUT_GATE_CHUNK_ROWS)
+        # one split of the inputs (not a slice per chunk, whose backward would zero-fill all the inputs each time)
+        chunk_inputs = inputs.split([sum(sizes) for sizes in chunks], dim=1)
+        for sizes, values in zip(chunks, chunk_inputs, strict=True):
+            yield from torch.bmm(values, self.weight_ih).split(sizes, dim=1)
 
     def forward(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
@@ -383,13 +434,13 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
     def forward_eager(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
     ) -> tuple[torch.Tensor, LstmState]:
-        """`forward` by the reference recurrence, the input-to-gate products of all steps at once."""
+        """`forward` by the reference recurrence, the input-to-gate products a chunk of steps at a time."""
         bias = self.gate_bias().unsqueeze(1)
 
         def compute_gates(step_input_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
             return torch.baddbmm(step_input_gates, hidden, self.weight_hh) + bias  # the bias last, as the engine
 
-        return self.recurrence(torch.bmm(inputs, self.weight_ih), compute_gates, batch_sizes, initial_state)
+        return self.recurrence(self.input_gate_steps(inputs, batch_sizes), compute_gates, batch_sizes, initial_state)
 
     def forward_reference(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
@@ -403,17 +454,28 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
                 [torch.cat([step_inputs[d], hidden[d]], dim=-1) @ weight[d] + bias[d] for d in range(2)]
             )
 
-        return self.recurrence(inputs, compute_gates, batch_sizes, initial_state)
+        # one split instead of a slice per step: a slice's backward would zero-fill the whole packed tensor each step
+        return self.recurrence(inputs.split(batch_sizes, dim=1), compute_gates, batch_sizes, initial_state)
+
+
+def device_type(tensor: torch.Tensor) -> str:
+    """The type of `tensor`'s device ("cpu", "cuda", ...)."""
+    return tensor.device.type
 
 
 class ElmoEagerImplementation:
     """
     The reference implementation ("eager"): the character CNN's products as PyTorch computes them and a biLM layer's
     recurrence by `ElmoLstmLayer.forward_eager`; differentiable, on any device. It serves every call that no
-    registered implementation supports (gradients, other devices, export).
+    registered implementation supports (gradients, other devices, export). The convolutions run in exact float32 on
+    CUDA too (not on cuDNN's default TF32); "eager_tf32" (`allow_tf32=True`) leaves them to cuDNN's setting. The LSTM's
+    products follow PyTorch's matmul setting (`torch.backends.cuda.matmul`, float32 by default).
     """
 
     embeds_unique_words = True
+
+    def __init__(self, allow_tf32: bool = False) -> None:
+        self.allow_tf32 = allow_tf32
 
     def supports(self, module: nn.Module, inputs: torch.Tensor, needs_grad: bool, exporting: bool) -> bool:
         return True
@@ -423,11 +485,12 @@ class ElmoEagerImplementation:
         """`module(inputs)`: (..., in_features) -> (..., out_features)."""
         return module(inputs)
 
-    @staticmethod
-    def max_pooled_convolution(conv: nn.Conv1d, chars: torch.Tensor) -> torch.Tensor:
+    def max_pooled_convolution(self, conv: nn.Conv1d, chars: torch.Tensor) -> torch.Tensor:
         """`conv` over `chars` (num_words, num_chars, char_embedding_dim), max-pooled over positions: (num_words,
-        num_filters)."""
-        return conv(chars.transpose(1, 2)).max(dim=-1).values
+        num_filters). On CUDA in exact float32 (`fp32_convolutions`) unless `allow_tf32`."""
+        exact = device_type(chars) == "cuda" and not self.allow_tf32
+        with fp32_convolutions() if exact else contextlib.nullcontext():
+            return conv(chars.transpose(1, 2)).max(dim=-1).values
 
     @staticmethod
     def lstm_layer(
@@ -457,6 +520,7 @@ class ElmoReferenceImplementation(ElmoEagerImplementation):
 
 ELMO_EAGER = ElmoEagerImplementation()
 ALL_ELMO_IMPLEMENTATIONS.register("eager", ELMO_EAGER)
+ALL_ELMO_IMPLEMENTATIONS.register("eager_tf32", ElmoEagerImplementation(allow_tf32=True))
 ALL_ELMO_IMPLEMENTATIONS.register("reference", ElmoReferenceImplementation())
 
 

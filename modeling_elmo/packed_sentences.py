@@ -68,39 +68,62 @@ class PackedBatch:
         return packed.index_put(self.packed_words, words)
 
 
+def _batch_sizes(sorted_lengths: list[int]) -> list[int]:
+    """Rows active at each time step of sequences of `sorted_lengths` (non-increasing): `batch_sizes[t]` counts the
+    lengths above `t`."""
+    sizes = [0] * sorted_lengths[0]
+    for length in sorted_lengths:
+        sizes[length - 1] += 1  # a row of length L is active at steps 0..L-1
+    for step in range(len(sizes) - 2, -1, -1):
+        sizes[step] += sizes[step + 1]
+    return sizes
+
+
 def pack_sentences(attention_mask: torch.Tensor) -> PackedBatch:
-    """Build the packing of a batch from its word mask (batch, max_words); any padding side is accepted."""
+    """
+    Build the packing of a batch from its word mask (batch, max_words); any padding side is accepted. The index maps
+    are computed on the mask's device from sizes known in advance: one value is read from it, the sorted lengths
+    (what `batch_sizes` is made of), and no call waits on data-dependent sizes (no `nonzero`, no boolean indexing).
+    """
     batch_size, max_words = attention_mask.shape
+    device = attention_mask.device
     mask = attention_mask.bool()
     num_words = mask.sum(dim=1)
     seq_lengths = num_words + 2
     sorted_lengths, sort_order = seq_lengths.sort(descending=True, stable=True)
+    batch_sizes = _batch_sizes(sorted_lengths.tolist())  # the one read from the device
+    num_packed, total_words = sum(batch_sizes), sum(batch_sizes) - 2 * batch_size
+    steps = torch.arange(len(batch_sizes), device=device)
+    step_sizes = (steps.unsqueeze(1) < sorted_lengths).sum(dim=1)  # `batch_sizes` on the device, (time,)
+    offsets = torch.cumsum(step_sizes, dim=0) - step_sizes  # (time,) first packed row of each step
 
-    steps = torch.arange(int(sorted_lengths[0]), device=mask.device).unsqueeze(1)
-    active = steps < sorted_lengths.unsqueeze(0)  # (time, batch): rows active at each step, a prefix
-    time_index = steps.expand_as(active)[active]
-    row = sort_order[torch.arange(batch_size, device=mask.device).expand_as(active)[active]]
+    # packed row p holds step `time_index` of sorted row `p - offsets[time_index]` (a step's rows: a prefix)
+    packed_index = torch.arange(num_packed, device=device)
+    time_index = torch.searchsorted(offsets, packed_index, right=True) - 1
+    row = sort_order[packed_index - offsets[time_index]]
     lengths = seq_lengths[row]
     positions = torch.stack([time_index, lengths - 1 - time_index])  # sequence position, forward and backward
 
     first_word = torch.cumsum(num_words, dim=0) - num_words  # index of each row's first word
-    total_words = int(num_words.sum())
     source = torch.where(
         positions == 0,
         total_words,
         torch.where(positions == lengths - 1, total_words + 1, first_word[row] + positions - 1),
     )
-    is_word = (positions > 0) & (positions < lengths - 1)
-    word_to_packed = torch.empty(2, total_words, dtype=torch.long, device=mask.device)
-    packed_index = torch.arange(time_index.numel(), device=mask.device)
-    for direction in range(2):
-        word_to_packed[direction, source[direction, is_word[direction]]] = packed_index[is_word[direction]]
+    # the words in row-major order (what `nonzero` would give, without reading its size): a stable sort puts them first
+    word_positions = torch.argsort((~mask).flatten().to(torch.uint8), stable=True)[:total_words]
+    word_row = word_positions // max_words
+    word_rank = mask.cumsum(dim=1).flatten()[word_positions]  # 1-based sequence position of each word in its row
+    sorted_row = sort_order.argsort()  # the rank of each batch row among the sorted rows
+    # a word at sequence position p of a row of length L: forward step p, backward step L - 1 - p
+    word_steps = torch.stack([word_rank, num_words[word_row] + 1 - word_rank])
+    word_to_packed = offsets[word_steps] + sorted_row[word_row]
     return PackedBatch(
         padded_shape=(batch_size, max_words),
-        batch_sizes=active.sum(dim=1).tolist(),
+        batch_sizes=batch_sizes,
         sort_order=sort_order,
         source=source,
         word_to_packed=word_to_packed,
-        word_positions=mask.flatten().nonzero().squeeze(1),
+        word_positions=word_positions,
         token_positions=row * (max_words + 2) + positions,
     )

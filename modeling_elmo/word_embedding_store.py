@@ -117,7 +117,7 @@ def stored_or_computed(
     for store in stores:
         found, rows = store.lookup([keys[index] for index in missing])
         if rows is not None:
-            found_rows.append((torch.tensor([missing[index] for index in found]), rows))
+            found_rows.append((torch.tensor([missing[index] for index in found], device=like.device), rows))
             found_set = set(found)
             missing = [index for position, index in enumerate(missing) if position not in found_set]
     if missing:
