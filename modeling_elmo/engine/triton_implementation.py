@@ -119,8 +119,10 @@ class TritonImplementation(ElmoEagerImplementation):
         if inputs.dtype != torch.float32 or module.weight_hh.dtype != torch.float32:
             return False
         device = inputs.device
+        if device in self._failed_devices:
+            return False
         if device.type == "cuda":
-            return device not in self._failed_devices and triton_unavailable() is None
+            return triton_unavailable() is None
         if device.type == "cpu" and module.implementation == self.name:
             return triton_unavailable() is None and kernels_interpreted()
         return False
@@ -160,11 +162,12 @@ class TritonImplementation(ElmoEagerImplementation):
         self, layer: ElmoLstmLayer, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
     ) -> tuple[torch.Tensor, LstmState]:
         from triton.errors import TritonError
+        from triton.runtime.errors import InterpreterError
 
         try:
             return self.run(layer)(layer, inputs, batch_sizes, initial_state)
-        except TritonError as error:  # compiling failed (launching on the device raises other errors)
-            if inputs.device.type == "cpu":
+        except TritonError as error:  # compiling failed (a launch that fails on the device raises other errors)
+            if isinstance(error, InterpreterError):
                 raise
             self._failed_devices.add(inputs.device)
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
