@@ -16,22 +16,30 @@ weights both operands are bfloat16 and the sums float32. `INTERPRETED` says whet
 before any arithmetic (the interpreter's bfloat16 arithmetic is wrong; its float32-to-bfloat16 rounding truncates),
 and `input_precision` is ignored. Loops have compile-time bounds (Triton 3.6's interpreter needs them).
 
-Tiles (`Tiles`, chosen by `cell_tiles`, `matmul_tiles`): a step of up to 16 live rows takes the "narrow" tiles (16
-rows; batch 1 reads the weights once per step, spread over many programs), more rows the "wide" ones. 'original'
-(4,096 cells, projection 512) on an H100/A100 (`SHIPPED_SHAPES`; tests/engine/test_triton_compile.py compiles them
-for sm_80 and sm_90):
+Tiles (`tiles`: `EXACT_TILES` for float32 products, which run on FMA units and need registers for their operands,
+`TENSOR_CORE_TILES` for TF32 and bfloat16): a launch over at most 16 rows takes the "narrow" tiles (16 rows: at batch
+1 the weights are read once per step, spread over many programs), more rows the "wide" ones; tiles are cut to the
+problem's size (`Tiles.fitted`). For 'original' (4,096 cells, projection 512, inputs 512), tiles as rows x columns x
+depth / warps, and the shared memory per block that Triton 3.9 compiles them to for sm_80 / sm_90 in KiB (of 163 /
+227; at most 192 registers a thread, no spill anywhere: tests/engine/test_triton_compile.py):
 
-| kernel, tiles (rows x columns x depth, warps, stages) | programs per step | shared memory |
-| --- | --- | --- |
-| cell, narrow 16x32x64, 4 warps, 3 stages | 2 x 128 | see `SHARED_MEMORY_NOTE` |
-| cell, wide 64x64x32, 8 warps, 3 stages | 2 x 64 x ceil(rows / 64) | |
-| projection, narrow 16x16x128, 4 warps, 3 stages | 2 x 32 | |
-| projection, wide 64x64x32, 4 warps, 3 stages | 2 x 8 x ceil(rows / 64) | |
-| input gates, narrow 16x64x64 / wide 64x128x32, 8 warps, 3 stages | per chunk | |
+| launch | float32 ("ieee") | TF32 | bfloat16 weights | programs per launch |
+| --- | --- | --- | --- | --- |
+| cell, narrow | 16x32x32/4: 36 / 36 | 16x32x64/4: 72 / 72 | as TF32: 12 / 12 | 2 x 128 |
+| cell, wide | 64x32x16/8: 24 / 24 | 64x32x32/8: 48 / 72 | as TF32: 18 / 18 | 2 x 128 x rows/64 |
+| projection, narrow | 16x16x128/4: 32 / 32 | the same: 32 / 32 | the same: 20 / 20 | 2 x 32 |
+| projection, wide | 64x32x32/4: 24 / 24 | 64x64x32/4: 32 / 48 | as TF32: 20 / 20 | 2 x 16 (8) x rows/64 |
+| input gates, narrow | 16x64x64/8: 40 / 40 | the same: 40 / 40 | the same: 16 / 16 | 2 x 256 |
+| input gates, wide | 64x128x32/8: 48 / 48 | the same: 48 / 72 | the same: 32 / 32 | 2 x 128 x rows/64 |
 
-Memory traffic of a step: every row tile reads the whole `weight_hh` (2 x 512 x 16,384 floats, 64 MiB) and
-`weight_proj` (2 x 4,096 x 512, 16 MiB) once, the live rows' states, input gates and cell outputs once each; so batch
-1 moves ~80 MiB per layer and step (the bandwidth bound), and a batch of 256 four times the weights (64-row tiles).
+All use 3 pipeline stages; (8): TF32 and bfloat16. The tests' tiny shapes (64 cells, projection 16) need 5-20 KiB.
+
+Memory traffic of one step of one layer: each row tile of the cell launch reads all of `weight_hh` (2 x 512 x 16,384,
+64 MiB in float32) and each row tile of the projection all of `weight_proj` (2 x 4,096 x 512, 16 MiB); the live
+rows' hidden states, input gates, cell states and cell outputs are read or written once. So a step at batch 1 moves
+~80 MiB (40 MiB with bfloat16 weights): the bandwidth bound. A batch of 256 reads the weights four times (64-row
+tiles) for 256 rows of products. The input gates of a chunk of steps (`triton_recurrence.INPUT_GATE_CHUNK_BYTES`) are
+one launch, which reads `weight_ih` (64 MiB) once per 64 rows.
 """
 
 import collections

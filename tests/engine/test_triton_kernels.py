@@ -26,7 +26,12 @@ SENTENCES = [["the", "bank", "closed", "early"], ["river"], ["a", "café", "by",
 ARCHITECTURES = {
     "tiny": {},  # clips of 3.0, never reached
     "clips-active": {"cell_clip": 0.5, "proj_clip": 0.25},
-    "three-layers-no-clip-no-skip": {"cell_clip": None, "proj_clip": None, "use_skip_connections": False, "n_layers": 3},
+    "three-layers-no-clip-no-skip": {
+        "cell_clip": None,
+        "proj_clip": None,
+        "use_skip_connections": False,
+        "n_layers": 3,
+    },
     "one-layer": {"n_layers": 1},
 }
 
@@ -112,9 +117,10 @@ def test_the_layer_with_more_state_rows_than_live_rows(random_checkpoint):
         torch.randn(2, 5, layer.weight_proj.shape[1], generator=generator),
     )
     with torch.no_grad():
-        assert resolve_implementation("triton", layer, inputs, ELMO_EAGER) is ALL_ELMO_IMPLEMENTATIONS.get_interface(
-            "triton", ELMO_EAGER
-        )[0]
+        assert (
+            resolve_implementation("triton", layer, inputs, ELMO_EAGER)
+            is ALL_ELMO_IMPLEMENTATIONS.get_interface("triton", ELMO_EAGER)[0]
+        )
         outputs, (hidden, cell) = layer(inputs, batch_sizes, state)
         expected, (expected_hidden, expected_cell) = layer.forward_reference(inputs, batch_sizes, state)
     assert _max_difference((outputs, hidden, cell), (expected, expected_hidden, expected_cell)) <= TOLERANCE
