@@ -94,7 +94,7 @@ class StepLoopGraphs:
             return tuple(output.clone() for output in loop.static_outputs)
 
     def _capture(self, key: Hashable, inputs: Tensors, compute: Callable[..., Tensors]) -> CapturedLoop:
-        with torch.inference_mode(False):  # buffers written by later calls, whatever their mode
+        with torch.inference_mode(False), torch.no_grad():  # buffers written by later calls, whatever their mode
             static_inputs = tuple(value.clone(memory_format=torch.contiguous_format) for value in inputs)
         graph, static_outputs = self.backend.capture(compute, static_inputs)
         self.captures += 1

@@ -65,7 +65,7 @@ class TritonLayerRun:
         """The layer's `KernelWeights` now."""
         from .triton_recurrence import KernelWeights
 
-        with torch.inference_mode(False):  # kept buffers, written in place by later calls
+        with torch.inference_mode(False), torch.no_grad():  # kept buffers, written in place by later calls
             if self._bias is None or self._bias.device != layer.bias.device:
                 self._bias = torch.empty_like(layer.bias, memory_format=torch.contiguous_format)
             self._bias.copy_(layer.gate_bias())

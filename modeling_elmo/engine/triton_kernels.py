@@ -52,7 +52,7 @@ import triton.language as tl
 PRECISIONS = ("ieee", "tf32")
 NARROW_ROWS = 16  # steps with at most this many live rows take the narrow tiles
 
-launches: collections.Counter[str] = collections.Counter()  # kernel name -> launches, for tests and benchmarks
+launches: collections.Counter[str] = collections.Counter()  # "input_gates", "cell", "projection" -> launches made
 
 
 @triton.jit
