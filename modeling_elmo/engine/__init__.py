@@ -13,6 +13,9 @@ The CPU inference engine: registers its implementations with `elmo_implementatio
   process, with `tuned_call` around each call: `elmo-embed`).
 
 `CpuImplementation(products, threads, compression)` makes other settings to register.
+
+On CUDA devices, with Triton installed (the `gpu` extra), `triton_implementation` registers "triton" (a default
+there: exact float32), "triton_tf32" and "triton_bf16" (chosen by name).
 """
 
 import torch
@@ -21,6 +24,7 @@ from ..elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
 from .cpu_implementation import CpuImplementation
 from .cpu_linear import onednn_linear_applies
 from .lstm_engine import tuned_call
+from .triton_implementation import register_triton_implementations
 
 ALL_ELMO_IMPLEMENTATIONS.register("cpu", CpuImplementation(), default=True)
 ALL_ELMO_IMPLEMENTATIONS.register("cpu_views", CpuImplementation("views"))
@@ -31,5 +35,6 @@ ALL_ELMO_IMPLEMENTATIONS.register("cpu_bf16", CpuImplementation(compression="bf1
 ALL_ELMO_IMPLEMENTATIONS.register("cpu_threads", CpuImplementation(threads="auto"))
 if onednn_linear_applies(torch.zeros(1), torch.zeros(1)):  # packed weights need oneDNN
     ALL_ELMO_IMPLEMENTATIONS.register("cpu_packed", CpuImplementation("packed"))
+register_triton_implementations(ALL_ELMO_IMPLEMENTATIONS)
 
 __all__ = ["CpuImplementation", "tuned_call"]

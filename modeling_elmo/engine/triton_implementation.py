@@ -1,0 +1,193 @@
+"""
+The biLM's recurrence on Triton kernels as ELMo implementations (`elmo_implementations`), for CUDA devices:
+
+- "triton" (a default on CUDA when Triton imports): exact float32 products (`tl.dot(..., input_precision="ieee")`);
+- "triton_tf32": TF32 products (float32 sums), chosen by name only;
+- "triton_bf16": bfloat16 copies of the LSTM weights, bfloat16 operands and float32 sums, chosen by name only.
+
+Each serves the calls of a float32 biLM layer that need no gradient and are not exported; the character CNN and every
+other call keep their implementations. On a CPU a call is served only when the model chose the implementation by
+name and the kernels were decorated under `TRITON_INTERPRET=1` (`triton_kernels.INTERPRETED`): how the tests run the
+kernels. Triton is imported when first needed (`import modeling_elmo` does not import it). A kernel that fails to
+compile for a device sends that device's calls to "eager", with one warning naming the reason. Small batches replay
+CUDA graphs of the step loop (`cuda_graphs`).
+"""
+
+import functools
+import importlib.util
+import warnings
+import weakref
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from .triton_kernels import Mode
+    from .triton_recurrence import KernelWeights
+
+from ..elmo_implementations import ElmoImplementations, LstmState
+from ..modeling_elmo import ElmoEagerImplementation, ElmoLstmLayer
+from .cuda_graphs import StepLoopGraphs
+
+INSTALL_HINT = "pip install 'elmo-transformers[gpu]'"
+
+
+@functools.cache
+def triton_unavailable() -> str | None:
+    """Why the kernels cannot be imported (None when they can); the first call imports Triton and decorates them."""
+    try:
+        from . import triton_kernels  # noqa: F401
+    except ImportError as error:
+        missing = error.name == "triton"
+        return f"Triton is not installed ({INSTALL_HINT})" if missing else f"Triton does not import: {error}"
+    return None
+
+
+def kernels_interpreted() -> bool:
+    """Whether the kernels were decorated under `TRITON_INTERPRET=1` (they then run on CPU tensors)."""
+    from .triton_kernels import INTERPRETED
+
+    return INTERPRETED
+
+
+class TritonLayerRun:
+    """What an implementation keeps for one biLM layer: the weights as the kernels read them (the bias with the
+    forget bias added, in a buffer rewritten on every call; bfloat16 copies, renewed when a weight's address or
+    version changes) and the layer's captured step loops."""
+
+    def __init__(self, mode: "Mode", graphs: StepLoopGraphs) -> None:
+        self.mode, self.graphs = mode, graphs
+        self._bias: torch.Tensor | None = None
+        self._copies: tuple[tuple[tuple[int, int], ...], tuple[torch.Tensor, ...]] | None = None
+
+    def weights(self, layer: ElmoLstmLayer) -> "KernelWeights":
+        """The layer's `KernelWeights` now."""
+        from .triton_recurrence import KernelWeights
+
+        with torch.inference_mode(False), torch.no_grad():  # kept buffers, written in place by later calls
+            if self._bias is None or self._bias.device != layer.bias.device:
+                self._bias = torch.empty_like(layer.bias, memory_format=torch.contiguous_format)
+            self._bias.copy_(layer.gate_bias())
+            matrices = (layer.weight_ih, layer.weight_hh, layer.weight_proj)
+            dtype = self.mode.weight_dtype
+            if dtype != torch.float32:
+                versions = tuple((matrix.data_ptr(), matrix._version) for matrix in matrices)
+                if self._copies is None or self._copies[0] != versions:
+                    self._copies = (versions, tuple(matrix.detach().to(dtype).contiguous() for matrix in matrices))
+                matrices = self._copies[1]
+            matrices = tuple(matrix.detach().contiguous() for matrix in matrices)
+        return KernelWeights(*matrices, self._bias, layer.cell_clip, layer.proj_clip)
+
+    def __call__(
+        self, layer: ElmoLstmLayer, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
+        from .triton_recurrence import run_recurrence
+
+        weights = self.weights(layer)
+
+        def compute(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return run_recurrence(weights, batch_sizes, self.mode, *tensors)
+
+        tensors = (inputs, *initial_state)
+        if self.graphs.applies(inputs, batch_sizes):
+            key = (tuple(batch_sizes), *(tuple(t.shape) for t in tensors), weights.addresses())
+            outputs, hidden, cell = self.graphs.run(key, tensors, compute)
+        else:
+            outputs, hidden, cell = compute(*tensors)
+        return outputs, (hidden, cell)
+
+
+class TritonImplementation(ElmoEagerImplementation):
+    """
+    One setting of the Triton backend: registered as `name`, its products at `precision` ("ieee", "tf32") with
+    weights in `weight_dtype` (float32, bfloat16). The character CNN's products are the reference's (`supports`
+    declines them). Keeps a `TritonLayerRun` per biLM layer it has run.
+    """
+
+    def __init__(self, name: str, precision: str = "ieee", weight_dtype: torch.dtype = torch.float32) -> None:
+        self.name, self.precision, self.weight_dtype = name, precision, weight_dtype
+        self._runs: weakref.WeakKeyDictionary[nn.Module, TritonLayerRun] = weakref.WeakKeyDictionary()
+        self._failed_devices: set[torch.device] = set()
+        self.make_graphs = StepLoopGraphs  # a layer's graph cache (tests give it a CPU stand-in)
+
+    def supports(self, module: nn.Module, inputs: torch.Tensor, needs_grad: bool, exporting: bool) -> bool:
+        """Calls of a float32 biLM layer without gradients, not exported, on CUDA (a device whose kernels compiled),
+        or on a CPU when chosen by name with the kernels interpreted."""
+        if needs_grad or exporting or not isinstance(module, ElmoLstmLayer):
+            return False
+        if inputs.dtype != torch.float32 or module.weight_hh.dtype != torch.float32:
+            return False
+        device = inputs.device
+        if device in self._failed_devices:
+            return False
+        if device.type == "cuda":
+            return triton_unavailable() is None
+        if device.type == "cpu" and module.implementation == self.name:
+            return triton_unavailable() is None and kernels_interpreted()
+        return False
+
+    def check(self, module: nn.Module) -> None:
+        """Refuse a model these kernels cannot run, when it chooses this implementation: without Triton, on a CPU
+        unless interpreted, other devices, or an LSTM that is not float32."""
+        reason = triton_unavailable()
+        if reason is not None:
+            raise ValueError(f"Implementation {self.name!r} needs Triton: {reason}.")
+        parameter = next(module.parameters(), None)
+        if parameter is None:
+            return
+        device = parameter.device
+        interpreted = device.type == "cpu" and kernels_interpreted()
+        if device.type != "cuda" and not interpreted:
+            raise ValueError(
+                f"Implementation {self.name!r} runs on CUDA devices; the model is on {device.type} (a CPU runs its "
+                "kernels only when TRITON_INTERPRET=1 was set before they were first used)."
+            )
+        if isinstance(module, ElmoLstmLayer) and module.weight_hh.dtype != torch.float32:
+            raise ValueError(
+                f"Implementation {self.name!r} needs a float32 model; the LSTM weights are {module.weight_hh.dtype}."
+            )
+
+    def run(self, layer: ElmoLstmLayer) -> TritonLayerRun:
+        """The `TritonLayerRun` of `layer` under this setting (made on first use)."""
+        run = self._runs.get(layer)
+        if run is None:
+            from .triton_kernels import Mode
+
+            mode = Mode(self.precision, self.weight_dtype)
+            run = self._runs.setdefault(layer, TritonLayerRun(mode, self.make_graphs()))
+        return run
+
+    def lstm_layer(
+        self, layer: ElmoLstmLayer, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
+        from triton.errors import TritonError
+        from triton.runtime.errors import InterpreterError
+
+        try:
+            return self.run(layer)(layer, inputs, batch_sizes, initial_state)
+        except TritonError as error:  # compiling failed (a launch that fails on the device raises other errors)
+            if isinstance(error, InterpreterError):
+                raise
+            self._failed_devices.add(inputs.device)
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            warnings.warn(
+                f"The Triton kernels of {self.name!r} did not compile for {inputs.device} ({type(error).__name__}: "
+                f"{reason}); the biLM runs 'eager' on it instead.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return layer.forward_eager(inputs, batch_sizes, initial_state)
+
+    def release(self, module: nn.Module) -> None:
+        """Drop the weight copies and graphs kept for `module`."""
+        self._runs.pop(module, None)
+
+
+def register_triton_implementations(registry: ElmoImplementations) -> None:
+    """Register "triton" (a default when Triton is installed: it serves CUDA calls only), "triton_tf32" and
+    "triton_bf16". Without Triton they are registered all the same, so that choosing one names what is missing."""
+    installed = importlib.util.find_spec("triton") is not None
+    registry.register("triton", TritonImplementation("triton"), default=installed)
+    registry.register("triton_tf32", TritonImplementation("triton_tf32", precision="tf32"))
+    registry.register("triton_bf16", TritonImplementation("triton_bf16", weight_dtype=torch.bfloat16))
