@@ -3,7 +3,6 @@
 states unless `stateful=True` (docs/migrate-elmoformanylangs.md)."""
 
 import os
-import warnings
 from collections.abc import Iterable, Sequence
 from operator import index
 from typing import Any
@@ -128,10 +127,10 @@ class Embedder:
     """
 
     def __init__(self, model_dir: str | os.PathLike, batch_size: int = 64, *, stateful: bool = False) -> None:
+        self.batch_size = _checked_batch_size(batch_size)
         self.model_dir = model_dir
         self.stateful = bool(stateful)
         self.model, self.config = self.get_model()
-        self.batch_size = _checked_batch_size(batch_size)
 
     def get_model(self) -> tuple[EmbedderModel, dict[str, Any]]:
         """Load `model_dir`: returns the model and the architecture JSON (a dict); sets `use_cuda`, the tokenizer and
@@ -174,9 +173,7 @@ class Embedder:
 
     def _embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
         """Every layer of each sentence of one batch: (n_layers + 1, len, 2P) float32 each."""
-        with warnings.catch_warnings():  # long sentences are not truncated: the length warning does not apply
-            warnings.simplefilter("ignore")
-            batch = self.tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+        batch = self.tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
         device = next(self.model.parameters()).device
         with torch.no_grad():
             layers = self.model(batch["input_ids"].to(device), batch["attention_mask"].to(device)).float().cpu()

@@ -74,6 +74,8 @@ def test_words_are_cut_to_max_characters_minus_two(embedder):
     )
     assert np.array_equal(cut, longer)
     assert np.abs(cut - shorter).max() > 1e-3
+    known, known_longer = embedder.sents2elmo([["العربية"], ["العربيةxyz"]], output_layer=-2)
+    assert np.array_equal(known, known_longer)  # the cut form's word id: a lexicon word of 7 characters
 
 
 def test_every_call_starts_from_zero_states(embedder, expected):
