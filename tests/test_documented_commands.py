@@ -560,6 +560,32 @@ def check_efml_python(sandbox: Sandbox, output: str) -> None:
     assert np.abs(layers[0].numpy() - expected).max() <= 1e-5
 
 
+def check_efml_drop_in(sandbox: Sandbox, output: str) -> None:
+    """ELMoForManyLangs' `sents2elmo` outputs: float32 arrays in input order, each output layer as its computation."""
+    from efml_numpy import efml_numpy_layers
+
+    values = block_values(sandbox)
+    for row, sentence in enumerate([["北京", "大学", "日本語"], ["привет", "мир"]]):
+        expected = efml_numpy_layers(sandbox.work / "zhs.model", sentence)  # (3, words, 12)
+        for name, want in (("layers", expected), ("mean", expected.mean(axis=0)), ("top", expected[2])):
+            found = values[name][row]
+            assert found.dtype == np.float32 and found.shape == want.shape
+            assert np.abs(found - want).max() <= 1e-5
+
+
+def check_efml_stateful(sandbox: Sandbox, output: str) -> None:
+    """The first batch from zero states, the second continuing it; a reset starts over."""
+    from efml_numpy import efml_numpy_layers
+
+    values = block_values(sandbox)
+    first, second, again = values["first"], values["second"], values["again"]
+    assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+    for row, sentence in enumerate([["北京", "大学", "日本語"], ["привет", "мир"]]):  # batch [0, 1]: zero states
+        assert np.abs(first[row] - efml_numpy_layers(sandbox.work / "zhs.model", sentence)).max() <= 1e-5
+    assert np.abs(first[2] - efml_numpy_layers(sandbox.work / "zhs.model", ["мир"])).max() > 1e-3
+    assert np.abs(second[0] - first[0]).max() > 1e-3
+
+
 def check_embedding_sentence_transformers(sandbox: Sandbox, output: str) -> None:
     """One vector per text: the mean of its words' top-layer vectors."""
     vectors = block_values(sandbox)["vectors"]
@@ -625,6 +651,8 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "model-python": DocCommand(copy_converted_fixture, check_model_python),
     "states-python": DocCommand(copy_converted_fixture, check_states_python),
     "efml-python": DocCommand(nothing, check_efml_python, follows="efml-convert"),
+    "efml-drop-in": DocCommand(write_efml_folder, check_efml_drop_in),
+    "efml-stateful": DocCommand(nothing, check_efml_stateful, follows="efml-drop-in"),
     "embedding-sentence-transformers": DocCommand(copy_converted_fixture, check_embedding_sentence_transformers),
     "ner-pipeline-python": DocCommand(nothing, check_ner_pipeline_python, follows="ner"),
     "seqcls-python": DocCommand(copy_fixture_as_original, check_seqcls_python),

@@ -30,6 +30,7 @@ LEVELS = {
     "pretraining": 4,
     "allennlp": 5,
     "classification": 5,
+    "elmoformanylangs": 5,
     "flair": 5,
     "ner": 5,
 }
