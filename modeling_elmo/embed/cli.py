@@ -247,10 +247,16 @@ def _input_state(path: Path) -> tuple[int, int]:
 class _Embedder:
     """The model of a run, loaded on first use (a finished share needs none), and its window-by-window state."""
 
-    def __init__(self, args: argparse.Namespace, device: torch.device, input_path: Path):
-        self.args, self.device, self.input_path = args, device, input_path
+    def __init__(self, args: argparse.Namespace, input_path: Path):
+        self.args, self.input_path, self.device = args, input_path, None
+        self.input_state = _input_state(input_path)
         self.model = self.tokenizer = None
         self.tokens, self.start = 0, time.perf_counter()
+
+    def check_input_unchanged(self) -> None:
+        """Before an output takes its place: refuse an input that changed since the run began."""
+        if _input_state(self.input_path) != self.input_state:
+            raise EmbedInputError(f"{self.input_path} changed during the run: rerun with --overwrite.")
 
     def load(self) -> None:
         if self.model is not None:
@@ -307,6 +313,7 @@ def _run_hdf5(args, embedder: _Embedder, scan: InputScan, record: dict, windows:
     store = PartStore(output, {**record, "rank": rank, "world": world}, overwrite=args.overwrite)
     sentence_to_index: dict[str, str] = {}
     share = sum(len(scan.window_lines(args.window, window)) for window in windows)
+    embedder.load()  # a model that cannot be loaded fails before anything is written
     with store, _progress(args, output.name, share) as bar:
         for window in windows:
             batches = list(embedder.window_batches(scan, window))
@@ -321,6 +328,7 @@ def _run_hdf5(args, embedder: _Embedder, scan: InputScan, record: dict, windows:
                 elif batch.number < last_to_compute:  # the word cache as an uninterrupted run had it
                     embedder.replay(batch)
                 bar.update(len(batch.sentences))
+        embedder.check_input_unchanged()
         store.finalize(in_line_order(sentence_to_index), scan.lines)
     return f"{output}"
 
@@ -331,6 +339,8 @@ def _run_parquet(args, embedder: _Embedder, scan: InputScan, record: dict, windo
     from .parquet_store import ParquetFolder
 
     folder = ParquetFolder(Path(args.output), record, overwrite=args.overwrite)
+    if args.overwrite or any(not folder.is_done(window, scan.window_lines(args.window, window)) for window in windows):
+        embedder.load()  # a model that cannot be loaded fails before anything is written
     with folder:
         todo = [window for window in windows if not folder.is_done(window, scan.window_lines(args.window, window))]
         if not todo:
@@ -351,6 +361,7 @@ def _run_parquet(args, embedder: _Embedder, scan: InputScan, record: dict, windo
                         writer.write_table(table)
                         bar.set_postfix_str(embedder.rate(), refresh=False)
                         bar.update(len(batch.sentences))
+                    embedder.check_input_unchanged()
     return f"{args.output} ({len(todo)} part(s))"
 
 
@@ -359,19 +370,15 @@ def run(args: argparse.Namespace) -> str:
     rank, world = shard_from_environment()
     input_path = Path(args.input)
     _check_input(input_path, Path(args.output))
-    state = _input_state(input_path)
+    embedder = _Embedder(args, input_path)
     scan = scan_input(input_path, args.window)  # a line that is not UTF-8 fails here, before any writing
     device = _device(args.device)
     record = _run_record(args, device, scan)
-    embedder = _Embedder(args, process_device(device, world), input_path)
+    embedder.device = process_device(device, world)
     windows = rank_windows(len(scan.window_starts), rank, world)
     if args.format == "parquet":
-        written = _run_parquet(args, embedder, scan, record, windows)
-    else:
-        written = _run_hdf5(args, embedder, scan, record, windows, rank, world)
-    if _input_state(input_path) != state:
-        raise EmbedInputError(f"{input_path} changed during the run: rerun with --overwrite.")
-    return written
+        return _run_parquet(args, embedder, scan, record, windows)
+    return _run_hdf5(args, embedder, scan, record, windows, rank, world)
 
 
 def _integer(minimum: int) -> Callable[[str], int]:
