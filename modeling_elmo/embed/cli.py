@@ -180,10 +180,10 @@ def embed_batch(model, tokenizer, batch: Batch, layers: str, pooling: str = "non
 
 def replay_in_word_cache(model, tokenizer, batch: Batch) -> None:
     """
-    Put the words of a batch computed elsewhere (before an interruption, or by another process) through the
-    character-CNN word cache as the model's forward pass does. A word's CNN output depends in its last bits on the
-    words computed alongside it, so only a cache that sees every batch in order holds the values of an uninterrupted
-    single-process run, and gives later batches its exact results.
+    Put the words of a batch computed before an interruption through the character-CNN word cache as the model's
+    forward pass does. A word's CNN output depends in its last bits on the words computed alongside it, so only a
+    cache that sees every batch of its window in order (it is emptied at each window) holds the values of an
+    uninterrupted run, and gives the window's later batches its exact results.
     """
     import torch
 
