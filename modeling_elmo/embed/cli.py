@@ -427,7 +427,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--word-cache", type=_integer(0), default=20_000, help="words in the char-CNN cache (0: off)")
-    parser.add_argument("--window", type=_integer(1), default=4096, help="sentences sorted together by length")
+    parser.add_argument(
+        "--window",
+        type=_integer(1),
+        default=4096,
+        help="lines sorted together by length; the word cache is emptied at each window, the unit of a "
+        "process's share and of a Parquet part (default 4096)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="start over: replace the output, drop finished parts")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
