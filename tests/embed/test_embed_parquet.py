@@ -2,6 +2,7 @@
 kill -9, a finished folder left alone, another run's folder refused, the folder read by the data tools, and shards of
 two "machines" (their own copies of input and model) merged into a single process's output bit for bit."""
 
+import importlib.util
 import json
 import os
 import shutil
@@ -110,6 +111,8 @@ def test_the_data_tools_read_the_folder_as_one_dataset(tmp_path, corpus, convert
     row = loaded.filter(lambda example: example["id"] == 2)[0]
     assert np.array_equal(np.array(row["embedding"], np.float32), _per_word(expected, 2, ["embedding"]))
 
+    if os.environ.get("ELMO_REQUIRE_DUCKDB") and importlib.util.find_spec("duckdb") is None:
+        pytest.fail("ELMO_REQUIRE_DUCKDB is set but duckdb is not installed")
     duckdb = pytest.importorskip("duckdb", reason="duckdb is not installed (an optional reader)")
     ids = duckdb.sql(f"SELECT id FROM read_parquet('{tmp_path / 'out'}/*.parquet') ORDER BY id").fetchall()
     assert [row[0] for row in ids] == list(range(len(corpus)))
