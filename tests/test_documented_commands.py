@@ -358,6 +358,79 @@ def check_embed_sentences(sandbox: Sandbox, output: str) -> None:
             assert np.abs(handle[str(k)][...] - top[0].mean(dim=0).numpy()).max() <= 1e-6
 
 
+def _fixture_top_layers(sandbox: Sandbox) -> list[np.ndarray]:
+    """The original code's top layer of each line of `sentences.txt` (the fixture's references), (words, 32)."""
+    expected = []
+    for k in range(len(fixture_sentences(sandbox.fixture_dir))):
+        with h5py.File(sandbox.fixture_dir / f"lm_embeddings_{k}.hdf5", "r") as reference:
+            expected.append(np.concatenate(list(reference["0"][...]), axis=-1))
+    return expected
+
+
+def _parquet_rows(folder: Path):
+    import pyarrow.dataset as ds
+
+    return ds.dataset(folder, format="parquet").to_table().sort_by("id")
+
+
+def check_embed_parquet(sandbox: Sandbox, output: str) -> None:
+    """One row per line, ids in line order, the top layer equal to the original code's."""
+    table = _parquet_rows(sandbox.work / "sentence-vectors")
+    assert table["id"].to_pylist() == [0, 1, 2] and table.column_names[:2] == ["id", "num_words"]
+    for row, expected in enumerate(_fixture_top_layers(sandbox)):
+        assert table["num_words"][row].as_py() == len(expected)
+        assert np.abs(np.array(table["layer_2"][row].as_py(), np.float32) - expected).max() <= ORIGINAL_TOLERANCE
+
+
+def check_embed_parquet_read(sandbox: Sandbox, output: str) -> None:
+    top = block_values(sandbox)["top"]
+    for values, expected in zip(top, _fixture_top_layers(sandbox), strict=True):
+        assert np.abs(np.array(values, np.float32) - expected).max() <= ORIGINAL_TOLERANCE
+
+
+def check_embed_to_parquet(sandbox: Sandbox, output: str) -> None:
+    """The converted folder holds the HDF5 file's values bit for bit, in line order."""
+    table = _parquet_rows(sandbox.work / "sentences-from-hdf5")
+    with h5py.File(sandbox.work / "sentences.hdf5", "r") as handle:
+        assert table["id"].to_pylist() == list(range(len(handle) - 1))
+        for row in range(len(handle) - 1):
+            layers = np.stack([np.array(table[f"layer_{k}"][row].as_py(), np.float32) for k in range(3)])
+            assert layers.tobytes() == handle[str(row)][...].tobytes()
+
+
+def write_two_machines(sandbox: Sandbox) -> None:
+    """Two "machines": the folders machine-0 and machine-1, each with its own sentences.txt and model copy."""
+    write_sentences(sandbox)
+    for machine in ("machine-0", "machine-1"):
+        (sandbox.work / machine).mkdir()
+        shutil.copytree(sandbox.work / "elmo-fixture", sandbox.work / machine / "elmo-fixture")
+        shutil.copy(sandbox.work / "sentences.txt", sandbox.work / machine / "sentences.txt")
+
+
+def check_embed_two_machines(sandbox: Sandbox, output: str) -> None:
+    """Each machine embedded its own window; the merged file holds every line, equal to the original code's."""
+    for machine, lines in (("machine-0", ["0", "1"]), ("machine-1", ["2"])):
+        with h5py.File(next((sandbox.work / machine).glob("out.shard-*.hdf5")), "r") as shard:
+            assert sorted(name for name in shard if name != "sentence_to_index") == lines
+    with h5py.File(sandbox.work / "out.hdf5", "r") as handle:
+        assert json.loads(handle.attrs["elmo_embed_run"])["world"] == 1
+        for line, expected in enumerate(_fixture_top_layers(sandbox)):
+            assert np.abs(handle[str(line)][2] - expected).max() <= ORIGINAL_TOLERANCE
+
+
+def check_embed_two_machines_parquet(sandbox: Sandbox, output: str) -> None:
+    """The merged folder: the two machines' parts, every line once; the same values as the merged HDF5 file."""
+    assert sorted(path.name for path in (sandbox.work / "vectors").glob("*.parquet")) == [
+        "part-00000000.parquet",
+        "part-00000001.parquet",
+    ]
+    table = _parquet_rows(sandbox.work / "vectors")
+    assert table["id"].to_pylist() == [0, 1, 2]
+    with h5py.File(sandbox.work / "out.hdf5", "r") as handle:
+        for row in range(3):
+            assert np.array(table["layer_2"][row].as_py(), np.float32).tobytes() == handle[str(row)][2].tobytes()
+
+
 def write_efml_folder(sandbox: Sandbox) -> None:
     """A random-weight model in ELMoForManyLangs' exact format, named as its simplified-Chinese release."""
     from efml_numpy import write_efml_model
@@ -630,6 +703,11 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "pretrain": DocCommand(nothing, check_pretrain, follows="pretrain-options"),
     "pretrain-export": DocCommand(nothing, check_pretrain_export, follows="pretrain"),
     "embed-sentences": DocCommand(write_sentences, check_embed_sentences),
+    "embed-parquet": DocCommand(write_sentences, check_embed_parquet),
+    "embed-parquet-read": DocCommand(nothing, check_embed_parquet_read, follows="embed-parquet"),
+    "embed-to-parquet": DocCommand(write_sentences, check_embed_to_parquet),
+    "embed-two-machines": DocCommand(write_two_machines, check_embed_two_machines),
+    "embed-two-machines-parquet": DocCommand(nothing, check_embed_two_machines_parquet, follows="embed-two-machines"),
     "efml-convert": DocCommand(write_efml_folder, check_efml_convert),
     "nlpl-make-tiny-zip": DocCommand(nothing, check_nlpl_tiny_zip),
     "nlpl-convert-zip": DocCommand(nothing, check_nlpl_convert, follows="nlpl-make-tiny-zip"),

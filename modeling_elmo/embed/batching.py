@@ -1,8 +1,10 @@
 """Streaming input of `elmo-embed`: sentences read line by line and grouped into length-bucketed batches.
 
-The input is read in windows of `window` lines; each window is sorted by length and cut into batches, so memory is
-bounded by one window whatever the corpus size, and the batches (and their numbers) are the same on every run with the
-same arguments, which is what makes resuming possible. A run of `world` processes gives batch `k` to rank `k % world`.
+The input is cut into windows of `window` lines; each window is sorted by length and cut into batches numbered from 0
+within it, so memory is bounded by one window whatever the corpus size, and the batches (and their names) are the same
+on every run with the same arguments, which is what makes resuming possible. A window depends on nothing outside it
+(the word cache is emptied at its start), so the processes of a multi-process run each read, tokenize and embed only
+their own windows (`run_identity.rank_windows`) and still compute a single process's bits.
 """
 
 import os
@@ -25,20 +27,28 @@ class Sentence:
 
 @dataclass(frozen=True)
 class Batch:
-    number: int  # 0-based, in the order of the run
+    number: int  # 0-based, in the order of its window
     sentences: list[Sentence]
+    window: int = 0  # the window of `window` lines it was cut from
 
     @property
     def name(self) -> str:
-        """The batch number, zero-padded so that names sort in batch order."""
-        return f"{self.number:010d}"
+        """Window and batch number, zero-padded so that names sort in the order of the run."""
+        return f"{self.window:08d}-{self.number:06d}"
 
 
-def read_sentences(path: str | os.PathLike, split: Callable[[str], list[str]] | None = None) -> Iterator[Sentence]:
+def read_sentences(
+    path: str | os.PathLike,
+    split: Callable[[str], list[str]] | None = None,
+    start: tuple[int, int] = (0, 0),
+    stop: int | None = None,
+) -> Iterator[Sentence]:
     """
     One `Sentence` per line; words split on whitespace, or by `split` (raw text). Empty lines give no words; a UTF-8
-    byte order mark at the start of the file is dropped.
+    byte order mark at the start of the file is dropped. `start` is `(line index, byte offset)` of the first line to
+    read (a line start, e.g. from `run_identity.scan_input`), `stop` the index of the line to stop before.
     """
+    first_index, offset = start
     try:
         handle = open(path, "rb")  # decoded line by line, so that an error names its line
     except FileNotFoundError as error:
@@ -46,7 +56,10 @@ def read_sentences(path: str | os.PathLike, split: Callable[[str], list[str]] | 
     except OSError as error:
         raise EmbedInputError(f"Cannot read input file {path}: {error.strerror}") from error
     with handle:
-        for index, line in enumerate(handle):
+        handle.seek(offset)
+        for index, line in enumerate(handle, first_index):
+            if index == stop:
+                return
             try:
                 text = line.decode("utf-8-sig" if index == 0 else "utf-8").strip()
             except UnicodeDecodeError as error:
@@ -55,17 +68,23 @@ def read_sentences(path: str | os.PathLike, split: Callable[[str], list[str]] | 
 
 
 def bucketed_batches(
-    sentences: Iterator[Sentence], *, batch_size: int | None = None, max_tokens: int | None = None, window: int = 4096
+    sentences: Iterator[Sentence],
+    *,
+    batch_size: int | None = None,
+    max_tokens: int | None = None,
+    window: int = 4096,
+    first_window: int = 0,
 ) -> Iterator[Batch]:
     """
     Batches of up to `batch_size` sentences, or of up to `max_tokens` words (a longer sentence goes alone), from
-    windows of `window` sentences sorted by length, numbered in order.
+    windows of `window` sentences sorted by length, numbered in order within each window; the windows are numbered
+    from `first_window` (the window of the first sentence).
     """
     if (batch_size is None) == (max_tokens is None):
         raise ValueError("give exactly one of batch_size and max_tokens")
-    cut = (batch for part in _windows(sentences, window) for batch in _cut(part, batch_size, max_tokens))
-    for number, batch in enumerate(cut):
-        yield Batch(number, batch)
+    for window_number, part in enumerate(_windows(sentences, window), first_window):
+        for number, batch in enumerate(_cut(part, batch_size, max_tokens)):
+            yield Batch(number, batch, window_number)
 
 
 def _windows(sentences: Iterator[Sentence], window: int) -> Iterator[list[Sentence]]:

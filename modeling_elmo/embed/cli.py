@@ -1,19 +1,30 @@
-"""`elmo-embed`: a corpus (one sentence per line) in, an HDF5 file of ELMo layers out, like `allennlp elmo`.
+"""`elmo-embed`: a corpus (one sentence per line) in, the ELMo layers of every line out: an HDF5 file like
+`allennlp elmo` (the default), or a folder of Parquet files that the data tools read as one dataset.
 
     elmo-embed INPUT OUTPUT.hdf5 --model PATH_OR_REPO_ID [--layers all|top|average] [--pooling none|mean]
                [--batch-size N | --max-tokens-per-batch N] [--raw] [--dtype float32|bfloat16|float16]
-               [--word-cache N] [--window N] [--device cpu] [--overwrite] [--no-progress]
+               [--vector-dtype float32|float16] [--word-cache N] [--window N] [--device cpu] [--overwrite]
+               [--no-progress]
+    elmo-embed INPUT OUTPUT_DIR --format parquet --model ... (the same options)
     elmo-embed merge OUTPUT.hdf5 SHARD.hdf5 [SHARD.hdf5 ...] [--overwrite]
+    elmo-embed merge OUTPUT_DIR FOLDER [FOLDER ...]
+    elmo-embed to-parquet OUTPUT.hdf5 OUTPUT_DIR [--vector-dtype float32|float16]
 
-Output: one float32 dataset per line, named by its 0-based line index, shaped (num_layers + 1, num_words, 2 *
+HDF5 output: one dataset per line, named by its 0-based line index, shaped (num_layers + 1, num_words, 2 *
 projection_dim) for `all`, (num_words, 2 * projection_dim) for `top` and `average` (mean of all layers); an empty line
 gives an entry with 0 words. `--pooling mean` writes one vector per sentence instead, the mean over its words
 ((num_layers + 1, 2 * projection_dim) for `all`, (2 * projection_dim,) otherwise; zeros for an empty line).
-`sentence_to_index` maps each sentence to its line index (JSON). Resumable after any interruption (see `store.py`),
-with results identical to an uninterrupted run. Under `accelerate launch` (or
-torchrun) process RANK of WORLD embeds batches RANK, RANK + WORLD, ... into `OUTPUT.shard-RANK-of-WORLD.hdf5`;
-`elmo-embed merge` checks and joins them into the file a single process would have written. Every error is one line
-on stderr: exit status 2 for bad arguments, 1 for other errors, 130 when interrupted.
+`sentence_to_index` maps each sentence to its line index (JSON). Parquet output: `arrow_layout`'s columns, one row per
+line with `id` = the line index, one part file per window (`parquet_store`). Both are resumable after any
+interruption, with results identical to an uninterrupted run's.
+
+The input is embedded in windows of `--window` lines, the word cache emptied at the start of each, so a window's
+vectors depend on nothing else. Under `accelerate launch` (or torchrun) process RANK of WORLD embeds a contiguous share
+of the windows (it reads, tokenizes and embeds nothing else) into `OUTPUT.shard-RANK-of-WORLD.hdf5`, or into its
+Parquet folder; `elmo-embed merge` checks and joins them into the output a single process would have written. A run
+is identified by content (`run_identity`), so processes on machines with their own copies of the input and model
+make shards that merge. Every error is one line on stderr: exit status 2 for bad arguments, 1 for other errors, 130
+when interrupted.
 """
 
 from __future__ import annotations  # torch and numpy types in annotations: imported when the work starts
@@ -32,6 +43,7 @@ from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, subcomman
 from ..commands.errors import ToolError, ToolInputError, report
 from ..runtime.cpu_threads import configure_cpu_threads
 from .batching import Batch, EmbedInputError, Sentence, bucketed_batches, read_sentences
+from .run_identity import InputScan, model_identity, rank_windows, scan_input
 from .store import (
     PartStore,
     in_line_order,
@@ -46,6 +58,8 @@ if TYPE_CHECKING:
     import torch
 
 DTYPES = ("bfloat16", "float16", "float32")  # torch dtypes
+VECTOR_DTYPES = ("float32", "float16")  # numpy dtypes of the stored values
+FORMATS = ("hdf5", "parquet")
 LAYERS = ("all", "top", "average")
 POOLINGS = ("none", "mean")
 
@@ -166,10 +180,10 @@ def embed_batch(model, tokenizer, batch: Batch, layers: str, pooling: str = "non
 
 def replay_in_word_cache(model, tokenizer, batch: Batch) -> None:
     """
-    Put the words of a batch computed elsewhere (before an interruption, or by another process) through the
-    character-CNN word cache as the model's forward pass does. A word's CNN output depends in its last bits on the
-    words computed alongside it, so only a cache that sees every batch in order holds the values of an uninterrupted
-    single-process run, and gives later batches its exact results.
+    Put the words of a batch computed before an interruption through the character-CNN word cache as the model's
+    forward pass does. A word's CNN output depends in its last bits on the words computed alongside it, so only a
+    cache that sees every batch of its window in order (it is emptied at each window) holds the values of an
+    uninterrupted run, and gives the window's later batches its exact results.
     """
     import torch
 
@@ -182,14 +196,15 @@ def replay_in_word_cache(model, tokenizer, batch: Batch) -> None:
         model.char_encoder.embed_words(torch.cat([words, model.char_encoder.boundary_char_ids(model.device)]))
 
 
-def _check_finite(arrays: dict[int, np.ndarray], input_path: Path, dtype: str) -> None:
+def _check_finite(arrays: dict[int, np.ndarray], input_path: Path, dtype: str, vector_dtype: str) -> None:
+    """Refuse values that are not finite, in the model's output or once rounded to `vector_dtype`."""
     import numpy as np
 
-    bad = [index for index, array in arrays.items() if not np.isfinite(array).all()]
+    bad = [index for index, array in arrays.items() if not np.isfinite(array.astype(vector_dtype)).all()]
     if bad:
         raise EmbedModelError(
-            f"The model gave NaN or infinite values for line {min(bad) + 1} of {input_path} (--dtype {dtype}); "
-            "finished batches are kept."
+            f"The model gave NaN or infinite values for line {min(bad) + 1} of {input_path} (--dtype {dtype}, "
+            f"--vector-dtype {vector_dtype}); finished batches are kept."
         )
 
 
@@ -204,24 +219,13 @@ def _check_input(input_path: Path, output: Path) -> None:
         raise EmbedInputError(f"Output {output} is the input file.")
 
 
-def _weights_state(model: Path) -> dict[str, list[int]]:
-    """Size and modification time of a model folder's weight files, so that a folder converted again at the same
-    path is a different run; empty for a Hub repo id (its revision is resolved when loading)."""
-    if not model.is_dir():
-        return {}
-    return {path.name: [path.stat().st_size, path.stat().st_mtime_ns] for path in sorted(model.glob("*.safetensors"))}
-
-
-def _manifest(args: argparse.Namespace, device: torch.device, rank: int, world: int) -> dict:
-    """What makes a run: its input (as it is now), model and arguments, and the process's share."""
-    input_path = Path(args.input)
-    stat = input_path.stat()
+def _run_record(args: argparse.Namespace, device: torch.device, scan: InputScan) -> dict:
+    """What makes a run, by content (`run_identity`): its input, model and the options that change the vectors."""
     return {
-        "input": str(input_path.resolve()),
-        "input_size": stat.st_size,
-        "input_mtime_ns": stat.st_mtime_ns,
-        "model": str(Path(args.model).resolve()) if Path(args.model).is_dir() else args.model,
-        "model_weights": _weights_state(Path(args.model)),
+        "input_sha256": scan.sha256,
+        "input_bytes": scan.size,
+        "input_lines": scan.lines,
+        **model_identity(args.model),
         "layers": args.layers,
         "pooling": args.pooling,
         "raw": args.raw,
@@ -229,59 +233,152 @@ def _manifest(args: argparse.Namespace, device: torch.device, rank: int, world: 
         "max_tokens_per_batch": args.max_tokens_per_batch,
         "window": args.window,
         "dtype": args.dtype,
+        "vector_dtype": args.vector_dtype,
         "word_cache": args.word_cache,
         "device": device.type,  # the index differs between the processes of one run (`process_device`)
-        "rank": rank,
-        "world": world,
     }
 
 
-def run(args: argparse.Namespace) -> Path:
-    """The embedding job for one process; returns the file it wrote."""
-    rank, world = shard_from_environment()
-    input_path, output = Path(args.input), shard_output(Path(args.output), rank, world)
-    _check_input(input_path, output)
-    lines = sum(1 for _ in read_sentences(input_path))  # a line that is not UTF-8 fails here, before any writing
-    device = _device(args.device)
-    manifest = _manifest(args, device, rank, world)
-    device = process_device(device, world)
-    store = PartStore(output, manifest, overwrite=args.overwrite)
-    import torch
+def _input_state(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_size, stat.st_mtime_ns
+
+
+class _Embedder:
+    """The model of a run, loaded on first use (a finished share needs none), and its window-by-window state."""
+
+    def __init__(self, args: argparse.Namespace, input_path: Path):
+        self.args, self.input_path, self.device = args, input_path, None
+        self.input_state = _input_state(input_path)
+        self.model = self.tokenizer = None
+        self.tokens, self.start = 0, time.perf_counter()
+
+    def check_input_unchanged(self) -> None:
+        """Before an output takes its place: refuse an input that changed since the run began."""
+        if _input_state(self.input_path) != self.input_state:
+            raise EmbedInputError(f"{self.input_path} changed during the run: rerun with --overwrite.")
+
+    def load(self) -> None:
+        if self.model is not None:
+            return
+        import torch
+
+        self.tokenizer, self.model = load_model(
+            self.args.model, getattr(torch, self.args.dtype), self.device, progress=not self.args.no_progress
+        )
+        if self.device.type == "cpu":  # this command owns its process: fewer threads where the machine is busy
+            self.model.set_implementation("cpu_threads")
+
+    def window_batches(self, scan: InputScan, window: int) -> Iterator[Batch]:
+        """The batches of input window `window`, with the word cache emptied: a window depends on nothing before."""
+        args = self.args
+        self.load()
+        if args.word_cache:
+            self.model.set_word_cache(args.word_cache)
+        split = (lambda text: [word for word, _, _ in self.tokenizer.split_words(text)]) if args.raw else None
+        lines = scan.window_lines(args.window, window)
+        sentences = read_sentences(self.input_path, split, (lines.start, scan.window_starts[window]), lines.stop)
+        return bucketed_batches(
+            sentences,
+            batch_size=args.batch_size,
+            max_tokens=args.max_tokens_per_batch,
+            window=args.window,
+            first_window=window,
+        )
+
+    def embed(self, batch: Batch) -> dict[int, np.ndarray]:
+        """`embed_batch`, checked finite; counts the tokens for the progress bar."""
+        arrays = embed_batch(self.model, self.tokenizer, batch, self.args.layers, self.args.pooling)
+        _check_finite(arrays, self.input_path, self.args.dtype, self.args.vector_dtype)
+        self.tokens += sum(len(sentence.words) for sentence in batch.sentences)
+        return arrays
+
+    def replay(self, batch: Batch) -> None:
+        if self.args.word_cache:
+            replay_in_word_cache(self.model, self.tokenizer, batch)
+
+    def rate(self) -> str:
+        return f"{self.tokens / (time.perf_counter() - self.start):.0f} tok/s"
+
+
+def _progress(args: argparse.Namespace, name: str, total: int):
     from tqdm.auto import tqdm
 
-    tokenizer, model = load_model(args.model, getattr(torch, args.dtype), device, progress=not args.no_progress)
-    if args.word_cache:
-        model.set_word_cache(args.word_cache)
-    if device.type == "cpu":  # this command owns its process: fewer threads where the machine is busy, same bits
-        model.set_implementation("cpu_threads")
-    split = (lambda text: [word for word, _, _ in tokenizer.split_words(text)]) if args.raw else None
-    batches = bucketed_batches(
-        read_sentences(input_path, split),
-        batch_size=args.batch_size,
-        max_tokens=args.max_tokens_per_batch,
-        window=args.window,
-    )
+    return tqdm(desc=f"elmo-embed {name}", total=total, unit=" sent", disable=args.no_progress)
+
+
+def _run_hdf5(args, embedder: _Embedder, scan: InputScan, record: dict, windows: range, rank: int, world: int) -> str:
+    """Embed this process's windows into its HDF5 file, batch by batch through the part store."""
+    output = shard_output(Path(args.output), rank, world)
+    store = PartStore(output, {**record, "rank": rank, "world": world}, overwrite=args.overwrite)
     sentence_to_index: dict[str, str] = {}
-    tokens, start = 0, time.perf_counter()
-    with store, tqdm(desc=f"elmo-embed {output.name}", total=lines, unit=" sent", disable=args.no_progress) as bar:
-        for batch in batches:
-            mine = batch.number % world == rank
-            if mine:
+    share = sum(len(scan.window_lines(args.window, window)) for window in windows)
+    embedder.load()  # a model that cannot be loaded fails before anything is written
+    with store, _progress(args, output.name, share) as bar:
+        for window in windows:
+            batches = list(embedder.window_batches(scan, window))
+            done = [store.is_done(batch.name, [sentence.index for sentence in batch.sentences]) for batch in batches]
+            last_to_compute = max((number for number, finished in enumerate(done) if not finished), default=-1)
+            for batch, finished in zip(batches, done, strict=True):
                 for sentence in batch.sentences:
                     keep_last_index(sentence_to_index, sentence.text, sentence.index)
-            if mine and not store.is_done(batch.name, [sentence.index for sentence in batch.sentences]):
-                arrays = embed_batch(model, tokenizer, batch, args.layers, args.pooling)
-                _check_finite(arrays, input_path, args.dtype)
-                store.write(batch.name, arrays)
-                tokens += sum(len(sentence.words) for sentence in batch.sentences)
-                bar.set_postfix_str(f"{tokens / (time.perf_counter() - start):.0f} tok/s", refresh=False)
-            elif args.word_cache:
-                replay_in_word_cache(model, tokenizer, batch)
-            bar.update(len(batch.sentences))
-        if _manifest(args, device, rank, world) != manifest:
-            raise EmbedInputError(f"{input_path} changed during the run: rerun with --overwrite.")
-        store.finalize(in_line_order(sentence_to_index), lines)
-    return output
+                if not finished:
+                    store.write(batch.name, embedder.embed(batch), args.vector_dtype)
+                    bar.set_postfix_str(embedder.rate(), refresh=False)
+                elif batch.number < last_to_compute:  # the word cache as an uninterrupted run had it
+                    embedder.replay(batch)
+                bar.update(len(batch.sentences))
+        embedder.check_input_unchanged()
+        store.finalize(in_line_order(sentence_to_index), scan.lines)
+    return f"{output}"
+
+
+def _run_parquet(args, embedder: _Embedder, scan: InputScan, record: dict, windows: range) -> str:
+    """Embed this process's windows into the Parquet folder, a part per window, skipping the finished ones."""
+    from .arrow_layout import arrow_schema, vectors_table
+    from .parquet_store import ParquetFolder
+
+    folder = ParquetFolder(Path(args.output), record, overwrite=args.overwrite)
+    if args.overwrite or any(not folder.is_done(window, scan.window_lines(args.window, window)) for window in windows):
+        embedder.load()  # a model that cannot be loaded fails before anything is written
+    with folder:
+        todo = [window for window in windows if not folder.is_done(window, scan.window_lines(args.window, window))]
+        if not todo:
+            share = "every line" if len(windows) == len(scan.window_starts) else "this process's share"
+            return f"nothing: {args.output} already holds {share} of {args.input} (complete)"
+        share = sum(len(scan.window_lines(args.window, window)) for window in todo)
+        with _progress(args, Path(args.output).name, share) as bar:
+            for window in todo:
+                batches = embedder.window_batches(scan, window)
+                num_layers, width = embedder.model.config.num_hidden_layers + 1, embedder.model.config.hidden_size
+                layout = (args.layers, args.pooling, num_layers, width, args.vector_dtype)
+                with folder.writing(window, arrow_schema(*layout)) as writer:
+                    for batch in batches:
+                        arrays = embedder.embed(batch)
+                        ids = [sentence.index for sentence in batch.sentences]
+                        counts = [len(sentence.words) for sentence in batch.sentences]
+                        table = vectors_table(ids, counts, [arrays[index] for index in ids], *layout)
+                        writer.write_table(table)
+                        bar.set_postfix_str(embedder.rate(), refresh=False)
+                        bar.update(len(batch.sentences))
+                    embedder.check_input_unchanged()
+    return f"{args.output} ({len(todo)} part(s))"
+
+
+def run(args: argparse.Namespace) -> str:
+    """The embedding job for one process; returns what it wrote."""
+    rank, world = shard_from_environment()
+    input_path = Path(args.input)
+    _check_input(input_path, Path(args.output))
+    embedder = _Embedder(args, input_path)
+    scan = scan_input(input_path, args.window)  # a line that is not UTF-8 fails here, before any writing
+    device = _device(args.device)
+    record = _run_record(args, device, scan)
+    embedder.device = process_device(device, world)
+    windows = rank_windows(len(scan.window_starts), rank, world)
+    if args.format == "parquet":
+        return _run_parquet(args, embedder, scan, record, windows)
+    return _run_hdf5(args, embedder, scan, record, windows, rank, world)
 
 
 def _integer(minimum: int) -> Callable[[str], int]:
@@ -300,11 +397,19 @@ def _integer(minimum: int) -> Callable[[str], int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="elmo-embed",
-        description="Embed a corpus (one sentence per line) with ELMo into an HDF5 file (the `allennlp elmo` layout).",
-        epilog=subcommands_epilog("elmo-embed", {"merge OUTPUT SHARD...": "join the files of a multi-process run"}),
+        description="Embed a corpus (one sentence per line) with ELMo into an HDF5 file (the `allennlp elmo` layout) "
+        "or a folder of Parquet files.",
+        epilog=subcommands_epilog(
+            "elmo-embed",
+            {
+                "merge OUTPUT SHARD...": "join the files (or Parquet folders) of a multi-process run",
+                "to-parquet OUTPUT.hdf5 OUTPUT_DIR": "convert an elmo-embed or allennlp HDF5 file to Parquet",
+            },
+        ),
     )
     parser.add_argument("input", help="text file, one sentence per line (UTF-8)")
-    parser.add_argument("output", help="HDF5 file to write")
+    parser.add_argument("output", help="HDF5 file to write (--format parquet: a folder)")
+    parser.add_argument("--format", choices=FORMATS, default="hdf5", help="hdf5 (allennlp's layout) or parquet")
     parser.add_argument(
         "--model", required=True, help="model folder, or Hub repo id 'namespace/name' (anything else is a folder)"
     )
@@ -316,26 +421,64 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--batch-size", type=_integer(1), help="sentences per batch (default 64)")
     size.add_argument("--max-tokens-per-batch", type=_integer(1), help="words per batch instead of --batch-size")
     parser.add_argument("--raw", action="store_true", help="split raw text with the tokenizer (default: whitespace)")
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="model dtype (output is float32)")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="the model's compute dtype")
+    parser.add_argument(
+        "--vector-dtype", choices=VECTOR_DTYPES, default="float32", help="the stored values (float16: half the size)"
+    )
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--word-cache", type=_integer(0), default=20_000, help="words in the char-CNN cache (0: off)")
-    parser.add_argument("--window", type=_integer(1), default=4096, help="sentences sorted together by length")
+    parser.add_argument(
+        "--window",
+        type=_integer(1),
+        default=4096,
+        help="lines sorted together by length; the word cache is emptied at each window, the unit of a "
+        "process's share and of a Parquet part (default 4096)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="start over: replace the output, drop finished parts")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
 
 def build_merge_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="elmo-embed merge", description="Check and join the shard files of a multi-process run.")
-    parser.add_argument("output", help="HDF5 file to write")
-    parser.add_argument("shards", nargs="+", help="every OUTPUT.shard-*.hdf5 file of the run")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    parser = _Parser(
+        prog="elmo-embed merge",
+        description="Check and join the shard files (or Parquet folders) of a multi-process run.",
+    )
+    parser.add_argument("output", help="HDF5 file to write (Parquet: a new, empty or partly merged folder)")
+    parser.add_argument("shards", nargs="+", help="every OUTPUT.shard-*.hdf5 file of the run, or every folder")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output file (HDF5)")
     return parser
 
 
 def _merge(argv: list[str]) -> str:
     args = build_merge_parser().parse_args(argv)
-    count = merge_files(Path(args.output), [Path(shard) for shard in args.shards], overwrite=args.overwrite)
+    shards = [Path(shard) for shard in args.shards]
+    if all(shard.is_dir() for shard in shards):
+        from .parquet_store import merge_folders
+
+        count = merge_folders(Path(args.output), shards)
+    else:
+        count = merge_files(Path(args.output), shards, overwrite=args.overwrite)
+    return f"{args.output} ({count} sentences)"
+
+
+def build_to_parquet_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="elmo-embed to-parquet",
+        description="Convert an HDF5 output (elmo-embed's or allennlp elmo's) to a folder of Parquet files.",
+    )
+    parser.add_argument("hdf5", help="HDF5 file: one dataset per line, named by its 0-based index")
+    parser.add_argument("output", help="folder to write (new or empty)")
+    parser.add_argument("--vector-dtype", choices=VECTOR_DTYPES, default="float32", help="the stored values")
+    parser.add_argument("--rows-per-part", type=_integer(1), default=4096, help="lines per Parquet file")
+    return parser
+
+
+def _to_parquet(argv: list[str]) -> str:
+    from .hdf5_to_parquet import hdf5_to_parquet
+
+    args = build_to_parquet_parser().parse_args(argv)
+    count = hdf5_to_parquet(Path(args.hdf5), Path(args.output), args.vector_dtype, args.rows_per_part)
     return f"{args.output} ({count} sentences)"
 
 
@@ -346,6 +489,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv[:1] == ["merge"]:
             written = _merge(argv[1:])
+        elif argv[:1] == ["to-parquet"]:
+            written = _to_parquet(argv[1:])
         else:
             args = build_parser().parse_args(argv)
             if missing_model_folder(args.model):

@@ -218,11 +218,11 @@ class PartStore:
         except EmbedOutputError:
             return False
 
-    def write(self, name: str, arrays: dict[int, np.ndarray]) -> None:
-        """Store the finished batch `name`: one array per line index."""
+    def write(self, name: str, arrays: dict[int, np.ndarray], dtype: str = "float32") -> None:
+        """Store the finished batch `name`: one array per line index, as `dtype`."""
         with _hdf5_replaced_atomically(self._part(name), self.folder) as handle:
             for index, array in arrays.items():
-                _write_dataset(handle, str(index), array)
+                _write_dataset(handle, str(index), array.astype(dtype, copy=False))
 
     def finalize(self, sentence_to_index: dict[str, str], lines: int) -> None:
         """Copy every part, in line order, into the output file with the run record; drop the folder."""

@@ -113,12 +113,12 @@ def test_max_tokens_batches_and_raw_text(tmp_path, converted_fixture):
     assert mapping == {"Hello, world!": "0", "": "1", "It's 3.5 km.": "2"}
 
 
-def test_bucketing_groups_by_length_and_numbers_batches_globally():
+def test_bucketing_groups_by_length_and_numbers_batches_by_window():
     sentences = [Sentence(index, "", ["w"] * length) for index, length in enumerate([5, 1, 9, 1, 3, 7, 2])]
-    batches = list(bucketed_batches(iter(sentences), max_tokens=8, window=4))
+    batches = list(bucketed_batches(iter(sentences), max_tokens=8, window=4, first_window=3))
     assert [[s.index for s in batch.sentences] for batch in batches] == [[1, 3, 0], [2], [6, 4], [5]]
-    assert [batch.number for batch in batches] == [0, 1, 2, 3]
-    assert batches[0].name < batches[1].name < batches[2].name
+    assert [(batch.window, batch.number) for batch in batches] == [(3, 0), (3, 1), (4, 0), (4, 1)]
+    assert batches[0].name < batches[1].name < batches[2].name < batches[3].name
     with pytest.raises(ValueError, match="exactly one"):
         next(bucketed_batches(iter(sentences), batch_size=2, max_tokens=3))
 
@@ -204,20 +204,23 @@ def test_rerun_with_other_arguments_is_refused(tmp_path, corpus, converted_fixtu
     assert "other arguments (differs in: layers)" in capsys.readouterr().err
 
 
-def test_resume_with_a_reconverted_model_is_refused(tmp_path, corpus, converted_fixture, capsys, monkeypatch):
-    """The same model path holding other weights (converted again) is another run: no mixing of two models."""
-    import shutil
-
+def test_resume_with_other_model_files_is_refused(tmp_path, corpus, converted_fixture, capsys, monkeypatch):
+    """The same model path holding other files (converted again) is another run: no mixing of two models; the same
+    files written again (a new modification time, as a copy on another machine) are the same run."""
     model = shutil.copytree(converted_fixture, tmp_path / "model")
     input_path = _write(tmp_path / "in.txt", corpus)
     with monkeypatch.context() as patch:
         _stop_after(patch, 2)
         assert _embed(input_path, tmp_path / "out.hdf5", model, *SMALL_BATCHES) == 130
     weights = model / "model.safetensors"
-    weights.write_bytes(weights.read_bytes())  # rewritten: a new modification time
+    weights.write_bytes(weights.read_bytes())  # rewritten: a new modification time, the same bytes
+    config = model / "config.json"
+    config.write_text(config.read_text() + " ")
     capsys.readouterr()
     assert _embed(input_path, tmp_path / "out.hdf5", model, *SMALL_BATCHES) == 1
-    assert "model_weights" in capsys.readouterr().err
+    assert "differs in: model_sha256" in capsys.readouterr().err
+    config.write_text(config.read_text()[:-1])
+    assert _embed(input_path, tmp_path / "out.hdf5", model, *SMALL_BATCHES) == 0
 
 
 def test_overwrite_starts_over_and_deletes_only_our_work_folder(tmp_path, corpus, converted_fixture, monkeypatch):
@@ -229,7 +232,7 @@ def test_overwrite_starts_over_and_deletes_only_our_work_folder(tmp_path, corpus
     with monkeypatch.context() as patch:  # and the work folder of another output: rank 0 of a 2-process run
         _stop_after(patch, 2)
         patch.setenv("WORLD_SIZE", "2")
-        assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES) == 130
+        assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, "--window", "8", *SMALL_BATCHES) == 130
     other_parts = tmp_path / "out.shard-00000-of-00002.hdf5.parts"
     kept = sorted(other_parts.iterdir())
     (tmp_path / "out.hdf5").write_bytes(b"an old output")
@@ -260,11 +263,13 @@ def _run_shards(input_path: Path, output: Path, model_dir: Path, world: int, *ex
 
 @pytest.fixture(scope="module")
 def three_shards(tmp_path_factory, corpus, converted_fixture) -> tuple[Path, list[Path]]:
-    """A single-process run's file and the 3 shards of a 3-process run of the same command, on a small input."""
+    """A single-process run's file and the 3 shards of a 3-process run of the same command, on a small input (5
+    windows of 8 lines: the processes take 1, 2 and 2)."""
     folder = tmp_path_factory.mktemp("shards")
     input_path = _write(folder / "in.txt", corpus)
-    assert _embed(input_path, folder / "single.hdf5", converted_fixture, *SMALL_BATCHES) == 0
-    shards = _run_shards(input_path, folder / "multi.hdf5", converted_fixture, 3, *SMALL_BATCHES)
+    args = [*SMALL_BATCHES, "--window", "8"]
+    assert _embed(input_path, folder / "single.hdf5", converted_fixture, *args) == 0
+    shards = _run_shards(input_path, folder / "multi.hdf5", converted_fixture, 3, *args)
     return folder / "single.hdf5", shards
 
 
@@ -274,7 +279,7 @@ def test_shards_split_a_small_input_and_merge_equals_a_single_run(tmp_path, thre
     for shard in shards:
         datasets, _ = _read(shard)
         counts.append(len(datasets))
-    assert sum(counts) == len(corpus) and all(count >= 8 for count in counts), counts
+    assert counts == [8, 16, len(corpus) - 24], counts
     assert main(["merge", str(tmp_path / "merged.hdf5"), *map(str, reversed(shards))]) == 0
     _assert_same_embeddings(tmp_path / "merged.hdf5", single)
     assert (tmp_path / "merged.hdf5").read_bytes() == single.read_bytes()
