@@ -167,15 +167,16 @@ def run_scenarios(side: str, models: dict[str, str]) -> dict[str, np.ndarray]:
 
 
 def run_timing(side: str, model_dir: str, count: int) -> dict[str, float]:
+    """Wall-clock and CPU seconds (all threads of the process) of the import and `load`, and of two calls."""
     texts = conll_sentences(count)
-    started = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     model = new_model(side)
     model.load(model_dir)
-    timings = {"load": time.perf_counter() - started}
+    timings = {"load": time.perf_counter() - wall, "load cpu": time.process_time() - cpu}
     for call in ("call 1", "call 2"):
-        started = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         model.get_elmo_vectors(texts)
-        timings[call] = time.perf_counter() - started
+        timings[call], timings[f"{call} cpu"] = time.perf_counter() - wall, time.process_time() - cpu
     timings["tokens"] = sum(len(text) for text in texts)
     return timings
 
@@ -271,13 +272,16 @@ def report_timing(args: argparse.Namespace, work: Path) -> None:
         f"'{args.timing_preset}' biLM, max_batch_size=32, warmup=True, layers='average'; {cpu_name()}, "
         f"{args.threads} threads; median of {args.timing_rounds} fresh processes per side, sides alternating"
     )
-    print(f"  {'':12} {'load s':>8} {'call 1 s':>9} {'call 2 s':>9} {'tok/s (call 2)':>15}")
+    keys = ("load", "call 1", "call 2")
+    print(
+        f"  {'seconds: wall (CPU)':22}"
+        + "".join(f"{name:>20}" for name in ("import + load", *keys[1:]))
+        + " tok/s call 2"
+    )
     for side, timings in runs.items():
-        median = {key: statistics.median(run[key] for run in timings) for key in ("load", "call 1", "call 2")}
-        print(
-            f"  {side:12} {median['load']:8.2f} {median['call 1']:9.2f} {median['call 2']:9.2f} "
-            f"{tokens / median['call 2']:15.0f}"
-        )
+        median = {key: statistics.median(run[key] for run in timings) for key in timings[0] if key != "tokens"}
+        cells = "".join(format(f"{median[key]:.2f} ({median[key + ' cpu']:.2f})", ">20") for key in keys)
+        print(f"  {side:22}{cells} {tokens / median['call 2']:12.0f}")
 
 
 def main() -> int:

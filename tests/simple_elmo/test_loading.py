@@ -124,6 +124,7 @@ def refusal(location, **load_arguments) -> str:
 
 def test_bad_model_locations(nlpl_folder, make_nlpl_folder, tmp_path):
     assert "no such folder or ZIP archive" in refusal(tmp_path / "missing")
+    assert "no such folder or ZIP archive, nor a Hub model" in refusal("no-such-org/no-such-model")  # offline
     no_options = tmp_path / "no-options"
     no_options.mkdir()
     (no_options / "model.hdf5").write_bytes((nlpl_folder / "model.hdf5").read_bytes())
