@@ -170,10 +170,9 @@ class ElmoModel:
         """Per chunk of `batch_size` texts, its first row and its layers (texts, n_layers, longest text of the chunk,
         vector_size), float32, run as simple_elmo runs them (module docstring)."""
         states = ElmoLstmStates(self.bilm.config)
-        chunk_starts = range(0, len(texts), self.batch_size)
-        if warmup and self.stateful:
+        if warmup and self.stateful:  # stateless, the warm-up would change nothing
             self._layers(texts[: self.batch_size], states)
-        for start in chunk_starts:
+        for start in range(0, len(texts), self.batch_size):
             chunk_states = states if self.stateful else ElmoLstmStates(self.bilm.config)
             yield start, self._layers(texts[start : start + self.batch_size], chunk_states)
 
