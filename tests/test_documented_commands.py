@@ -690,6 +690,26 @@ def check_seqcls_python_pairs(sandbox: Sandbox, output: str) -> None:
     assert values["logits"].shape == (1, 3)
 
 
+def check_simple_elmo_nlpl_folder(sandbox: Sandbox, output: str) -> None:
+    with zipfile.ZipFile(sandbox.work / "nlpl-fixture.zip") as archive:
+        assert sorted(archive.namelist()) == ["model.hdf5", "options.json", "vocab.txt"]
+
+
+def check_simple_elmo_python(sandbox: Sandbox, output: str) -> None:
+    """simple_elmo's shapes and dtypes; the top layer of the fixture's batches equal to the original's (states
+    carried from chunk to chunk); sentence vectors of norm 1."""
+    values = block_values(sandbox)
+    top, vectors, sentence_vectors = values["top"], values["vectors"], values["sentence_vectors"]
+    assert top.shape == vectors.shape == (30, 53, 32) and top.dtype == vectors.dtype == np.float64
+    for index, text in enumerate(values["texts"]):
+        i, k = divmod(index, 3)
+        with h5py.File(sandbox.fixture_dir / f"lm_embeddings_{k}.hdf5", "r") as reference:
+            expected = np.concatenate(list(reference[str(i)][...]), axis=-1)
+        assert np.abs(top[index, : len(text)] - expected).max() <= ORIGINAL_TOLERANCE
+    assert np.abs(vectors - top).max() > 0.1  # the mean of the layers, not the top one
+    assert sentence_vectors.shape == (30, 32) and np.allclose(np.linalg.norm(sentence_vectors, axis=1), 1.0)
+
+
 DOC_COMMANDS: dict[str, DocCommand] = {
     "quickstart": DocCommand(nothing, check_quickstart, runnable_part=after_install),
     "convert-fixture": DocCommand(nothing, check_convert_fixture),
@@ -741,6 +761,8 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "ecosystem-flair": DocCommand(copy_converted_fixture, check_ecosystem_flair, needs="flair"),
     "ecosystem-sentence-transformers": DocCommand(copy_converted_fixture, check_ecosystem_sentence_transformers),
     "ecosystem-onnxruntime": DocCommand(copy_converted_fixture, check_ecosystem_onnxruntime),
+    "simple-elmo-nlpl-folder": DocCommand(nothing, check_simple_elmo_nlpl_folder),
+    "simple-elmo-python": DocCommand(nothing, check_simple_elmo_python, follows="simple-elmo-nlpl-folder"),
 }
 
 

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "modeling_elmo"
 # package's subpackages; the CPU engine (which registers its implementations with the model's registry) and the process
 # set-up build on the model; the command workshop (its error base class included) come next; the
 # foreign formats and the Hub pieces build on those; the tools on all of them; the tools built on other tools
-# (fine-tuning heads, the AllenNLP and flair adapters) come last.
+# (fine-tuning heads, the AllenNLP and flair adapters) come next, and the drop-ins built on the AllenNLP adapter last.
 LEVELS = {
     "model": 0,
     "engine": 1,
@@ -33,6 +33,7 @@ LEVELS = {
     "elmoformanylangs": 5,
     "flair": 5,
     "ner": 5,
+    "simple_elmo": 6,  # simple_elmo's API on the AllenNLP adapter's model loading
 }
 
 
