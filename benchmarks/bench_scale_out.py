@@ -12,6 +12,9 @@ after is printed: on a shared machine, rerun where it is low. The `elmo-embed --
 that option's own measurement.
 
     python benchmarks/bench_scale_out.py [--models original,fixture] [--sentences 2000] [--repeats 1] [--cpus 2]
+
+`--models` also takes model folders (e.g. the 'original' of `../shared/peers/make_random_elmo.py --preset original`
+converted with `elmo-convert`).
 """
 
 import argparse
@@ -106,8 +109,8 @@ def main() -> None:
         baseline = statistics.median(seconds["elmo-embed HDF5"])
         for label, values in seconds.items():
             median = statistics.median(values)
-            print(f"| {name} | {label} | {median:.1f} | {len(lines) / median:.0f} | {median / baseline:.2f} |")
-        print(f"| {name} | elmo-embed Parquet | (measured by the `--format parquet` benchmark) | | |")
+            print(f"| {Path(name).name} | {label} | {median:.1f} | {len(lines) / median:.0f} | {median / baseline:.2f} |")
+        print(f"| {Path(name).name} | elmo-embed Parquet | (measured by the `--format parquet` benchmark) | | |")
     print(f"\nLoad average after: {os.getloadavg()}")
 
 

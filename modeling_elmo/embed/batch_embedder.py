@@ -121,6 +121,11 @@ class ElmoBatchEmbedder:
             iter(rows), batch_size=self.batch_size, max_tokens=self.max_tokens, window=window
         ):
             arrays.update(embed_batch(model, tokenizer, inner, self.layers, pooling))
+        import numpy as np
+
+        bad = [ids[row.index] for row in rows if not np.isfinite(arrays[row.index]).all()]
+        if bad:
+            raise ValueError(f"ElmoBatchEmbedder: the model gave NaN or infinite values for row id {bad[0]}")
         config = model.config
         return vectors_table(
             ids,
