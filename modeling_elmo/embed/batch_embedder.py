@@ -18,8 +18,9 @@ What comes back is the kind that came in:
 - a pandas `DataFrame` -> `pyarrow.Table.to_pandas()` of that table: each vector column an object column holding,
   per word, an array of `num_words` float arrays of shape (width,) per row, pooled one float array of shape (width,)
   (`pyarrow.Table.from_pandas(frame, schema=arrow_schema(...))` gives the fixed-size lists back);
-- a dict of columns (`datasets` gives lists, Ray's `batch_format="numpy"` numpy arrays) -> a dict whose vector
-  columns are `pyarrow` arrays of the Arrow layout (both `datasets` and Ray store them with their Arrow types).
+- a dict of columns (`datasets` gives lists, Ray's `batch_format="numpy"` numpy arrays) -> a `pyarrow.Table`, the
+  mapping of columns that both `datasets.Dataset.map` and Ray's `map_batches` accept and store with its Arrow types
+  (`datasets` refuses Arrow arrays inside a dict, and lists or numpy arrays would lose the fixed-size lists).
 
 Rows whose ids repeat are embedded like any others and kept in place (the embedder is a map; ids are passed through).
 ELMo has no window: a sentence of any length runs (its memory grows with its length); with `max_tokens`, a sentence
@@ -101,7 +102,7 @@ class ElmoBatchEmbedder:
         self.batch_size, self.max_tokens, self.word_cache = batch_size, max_tokens, word_cache
 
     def __call__(self, batch):
-        """The vectors of `batch` (a pandas DataFrame, a pyarrow Table or a dict of columns), as the same kind."""
+        """The vectors of `batch`: a DataFrame for a pandas DataFrame, a pyarrow Table for a Table or a dict."""
         ids, sentences = _read_rows(batch)
         table = self.embed(ids, sentences)
         return _as_kind_of(batch, table)
@@ -238,11 +239,5 @@ def _is_data_frame(batch) -> bool:
 
 
 def _as_kind_of(batch, table: pa.Table):
-    """`table` as the kind of `batch`: a Table, a DataFrame (`to_pandas`), or a dict of Arrow columns."""
-    import pyarrow as pa
-
-    if isinstance(batch, pa.Table):
-        return table
-    if _is_data_frame(batch):
-        return table.to_pandas()
-    return {name: table.column(name).combine_chunks() for name in table.column_names}
+    """`table` as the kind of `batch`: a DataFrame (`to_pandas`) for a DataFrame, else the Table itself."""
+    return table.to_pandas() if _is_data_frame(batch) else table
