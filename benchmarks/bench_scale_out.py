@@ -106,11 +106,11 @@ def main() -> None:
             order = list(runs) if repeat % 2 == 0 else list(reversed(runs))
             for label in order:
                 seconds[label].append(timed(*runs[label]))
-        baseline = statistics.median(seconds["elmo-embed HDF5"])
+        baseline, model_name = statistics.median(seconds["elmo-embed HDF5"]), Path(name).name
         for label, values in seconds.items():
             median = statistics.median(values)
-            print(f"| {Path(name).name} | {label} | {median:.1f} | {len(lines) / median:.0f} | {median / baseline:.2f} |")
-        print(f"| {Path(name).name} | elmo-embed Parquet | (measured by the `--format parquet` benchmark) | | |")
+            print(f"| {model_name} | {label} | {median:.1f} | {len(lines) / median:.0f} | {median / baseline:.2f} |")
+        print(f"| {model_name} | elmo-embed Parquet | (measured by the `--format parquet` benchmark) | | |")
     print(f"\nLoad average after: {os.getloadavg()}")
 
 
