@@ -64,7 +64,9 @@ class DocCommand:
     check: Callable[[Sandbox, str], None]  # (sandbox, the command's stdout + stderr); asserts the effect
     follows: str | None = None  # run in the sandbox left by this ID's block, right after it (its outputs as inputs)
     runnable_part: Callable[[str], str] = lambda text: text  # the part of the text that can run offline
-    needs: str | None = None  # "transformers-4" or "flair": runs only there (CI's 4.x job, CI's flair job)
+    needs: str | None = (
+        None  # "transformers-4", "flair", "ray", "pyspark": runs only there (CI's 4.x, flair, scale-out)
+    )
 
 
 # --- inputs -------------------------------------------------------------------------------------------------------
@@ -258,7 +260,54 @@ def environment_lacks(needs: str | None) -> str | None:
         return "runs under Transformers 4.x (CI's 4.x job)"
     if needs == "flair" and importlib.util.find_spec("flair") is None and not os.environ.get("ELMO_REQUIRE_FLAIR"):
         return "runs where flair is installed (CI's flair job)"
+    if needs in ("ray", "pyspark") and importlib.util.find_spec(needs) is None:
+        if not os.environ.get("ELMO_REQUIRE_SCALE_OUT"):
+            return f"runs where {needs} is installed (CI's scale-out job, .[ray,spark])"
     return None
+
+
+def assert_top_layer_table(table, sandbox: Sandbox, per_word: bool = True) -> None:
+    """Each line of `sentences.txt` once; per word, its top layer equal to the original's (the fixture's batch 0,
+    which starts from zero states); pooled, the mean of those vectors."""
+    sentences = fixture_sentences(sandbox.fixture_dir)
+    rows = dict(zip(table.column("id").to_pylist(), table.column("embedding").to_pylist(), strict=True))
+    assert sorted(rows) == list(range(len(sentences))), sorted(rows)
+    for k in range(len(sentences)):
+        with h5py.File(sandbox.fixture_dir / f"lm_embeddings_{k}.hdf5", "r") as reference:
+            expected = np.concatenate(list(reference["0"][...]), axis=-1)
+        found = np.array(rows[k], np.float32)
+        if not per_word:
+            found, expected = found[None], expected.mean(axis=0, keepdims=True)
+        assert found.shape == expected.shape and np.abs(found - expected).max() <= ORIGINAL_TOLERANCE
+
+
+def check_scale_out_ray(sandbox: Sandbox, output: str) -> None:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(sandbox.work / "vectors-ray")
+    assert table.schema.field("embedding").type.value_type.list_size == 32  # fixed-size lists kept
+    assert_top_layer_table(table, sandbox)
+
+
+def check_scale_out_ray_cluster(sandbox: Sandbox, output: str) -> None:
+    import pyarrow.parquet as pq
+
+    assert_top_layer_table(pq.read_table(sandbox.work / "vectors-cluster"), sandbox)
+
+
+def check_scale_out_spark(sandbox: Sandbox, output: str) -> None:
+    import pyarrow.parquet as pq
+
+    assert_top_layer_table(pq.read_table(sandbox.work / "vectors-spark"), sandbox)
+    assert_top_layer_table(pq.read_table(sandbox.work / "vectors-spark-mean"), sandbox, per_word=False)
+
+
+def check_scale_out_datasets(sandbox: Sandbox, output: str) -> None:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(sandbox.work / "vectors-datasets.parquet")
+    assert table.schema.field("embedding").type.value_type.list_size == 32
+    assert_top_layer_table(table, sandbox)
 
 
 def check_ner(sandbox: Sandbox, output: str) -> None:
@@ -763,6 +812,10 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "ecosystem-onnxruntime": DocCommand(copy_converted_fixture, check_ecosystem_onnxruntime),
     "simple-elmo-nlpl-folder": DocCommand(nothing, check_simple_elmo_nlpl_folder),
     "simple-elmo-python": DocCommand(nothing, check_simple_elmo_python, follows="simple-elmo-nlpl-folder"),
+    "scale-out-ray": DocCommand(write_sentences, check_scale_out_ray, needs="ray"),
+    "scale-out-ray-cluster": DocCommand(write_sentences, check_scale_out_ray_cluster, needs="ray"),
+    "scale-out-spark": DocCommand(write_sentences, check_scale_out_spark, needs="pyspark"),
+    "scale-out-datasets": DocCommand(write_sentences, check_scale_out_datasets),
 }
 
 
