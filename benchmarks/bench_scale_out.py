@@ -1,4 +1,4 @@
-"""Throughput of `elmo-embed` (HDF5) and of the Ray Data pipeline (`examples/ray_embed.py`: `ElmoBatchEmbedder` in
+"""Throughput of `elmo-embed` (HDF5 and Parquet) and of the Ray Data pipeline (`examples/ray_embed.py`: `ElmoBatchEmbedder` in
 an actor pool of 2 actors x 1 thread) on the same sentences and the same CPUs, side by side in one run, for the
 "Scale out" page (docs/scale-out.md).
 
@@ -8,8 +8,7 @@ like `elmo-convert`) and the fixture biLM (`bench_inference.ensure_model`). Each
 process (loading, start-up and writing included), `--repeats` times in alternating order; the table gives the median
 seconds, sentences/s, and the Ray pipeline's time over `elmo-embed`'s (the issue's bar: at most 1.25). `elmo-embed`
 runs with `OMP_NUM_THREADS` = the CPUs given to Ray (`--cpus`), so both use the same cores. The load average before and
-after is printed: on a shared machine, rerun where it is low. The `elmo-embed --format parquet` column is left for
-that option's own measurement.
+after is printed: on a shared machine, rerun where it is low.
 
     python benchmarks/bench_scale_out.py [--models original,fixture] [--sentences 2000] [--repeats 1] [--cpus 2]
 
@@ -68,10 +67,15 @@ def commands(model: Path, corpus: Path, work: Path, cpus: int) -> dict[str, tupl
     base = dict(os.environ, RAY_AUTH_MODE="disabled")
     base.pop("OMP_NUM_THREADS", None)
     elmo_embed = [sys.executable, "-m", "modeling_elmo.embed", str(corpus), str(work / "vectors.hdf5")]
+    parquet = [sys.executable, "-m", "modeling_elmo.embed", str(corpus), str(work / "vectors-parquet")]
     ray = [sys.executable, "examples/ray_embed.py", str(corpus), str(work / "vectors-ray"), "--model", str(model)]
     return {
         "elmo-embed HDF5": (
             [*elmo_embed, "--model", str(model), "--overwrite", "--no-progress"],
+            dict(base, OMP_NUM_THREADS=str(cpus)),
+        ),
+        "elmo-embed Parquet": (
+            [*parquet, "--format", "parquet", "--model", str(model), "--overwrite", "--no-progress"],
             dict(base, OMP_NUM_THREADS=str(cpus)),
         ),
         f"Ray ({cpus} actors x 1 thread)": ([*ray, "--actors", str(cpus), "--threads", "1"], base),
@@ -110,7 +114,6 @@ def main() -> None:
         for label, values in seconds.items():
             median = statistics.median(values)
             print(f"| {model_name} | {label} | {median:.1f} | {len(lines) / median:.0f} | {median / baseline:.2f} |")
-        print(f"| {model_name} | elmo-embed Parquet | (measured by the `--format parquet` benchmark) | | |")
     print(f"\nLoad average after: {os.getloadavg()}")
 
 
