@@ -202,4 +202,4 @@ def main(argv: list[str] | None = None) -> int:
     with legacy_names_folder() as folder:
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [folder, environment.get("PYTHONPATH")]))
         script = str(path) if path.is_absolute() else program
-        return run_program([sys.executable, script, *arguments], environment)
+        return run_program([sys.executable, "--", script, *arguments], environment)  # `--`: a script named -...
