@@ -103,13 +103,14 @@ def environment_scripts_folder() -> Path:
     return Path(sysconfig.get_path("scripts"))
 
 
-def resolve_program(program: str) -> Path:
-    """The Python file that `program` names: a console script of this environment when it is a bare name found
-    there, else a script's path. A missing file, a folder or a file that is not a Python program is refused."""
+def resolve_program(program: str) -> str:
+    """The Python file that `program` names, as `python` is to be given it: a console script of this environment
+    (its full path, as a shell starts it) when `program` is a bare name found there, else the script's path as
+    written. A missing file, a folder or a console script that is not a Python program is refused."""
     if os.sep not in program and (os.altsep is None or os.altsep not in program):
         found = shutil.which(program, path=str(environment_scripts_folder()))
         if found is not None:
-            return _python_program(Path(found), program)
+            return _python_program(found, program)
     path = Path(program)
     if path.is_dir():
         raise ToolInputError(f"{program}: a folder, not a Python script (name the script, or a console script)")
@@ -117,10 +118,10 @@ def resolve_program(program: str) -> Path:
         raise ToolInputError(
             f"{program}: no such script, and no console script of that name in {environment_scripts_folder()}"
         )
-    return path
+    return program
 
 
-def _python_program(path: Path, program: str) -> Path:
+def _python_program(path: str, program: str) -> str:
     """`path`, a console script, if it is a Python program (pip's console scripts start with a `#!...python`
     line)."""
     try:
@@ -133,7 +134,7 @@ def _python_program(path: Path, program: str) -> Path:
     return path
 
 
-def refuse_a_real_allennlp(program: Path, environment: dict[str, str]) -> None:
+def refuse_a_real_allennlp(program: str, environment: dict[str, str]) -> None:
     """Raise `ToolInputError` if `allennlp` is importable by `program` run with `environment`."""
     folder = os.path.dirname(os.path.realpath(program))  # what `python PROGRAM` puts first on sys.path
     result = subprocess.run(
@@ -195,11 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     program, arguments = parse_command_line(argv)
     environment = dict(os.environ)
     try:
-        path = resolve_program(program)
-        refuse_a_real_allennlp(path, environment)
+        script = resolve_program(program)
+        refuse_a_real_allennlp(script, environment)
     except ToolError as error:
         return report(PROG, error)
     with legacy_names_folder() as folder:
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [folder, environment.get("PYTHONPATH")]))
-        script = str(path) if path.is_absolute() else program
         return run_program([sys.executable, "--", script, *arguments], environment)  # `--`: a script named -...
