@@ -34,6 +34,12 @@ LEGACY_MODULES: dict[str, dict[str, Any]] = {
         "DEFAULT_OPTIONS_FILE": DEFAULT_OPTIONS_FILE,
         "DEFAULT_WEIGHT_FILE": DEFAULT_WEIGHT_FILE,
         "ElmoEmbedder": ElmoEmbedder,
+        "empty_embedding": ElmoEmbedder._empty_embedding,
+        # what 0.9's module imported
+        "ConfigurationError": ConfigurationError,
+        "_ElmoBiLm": _ElmoBiLm,
+        "batch_to_ids": batch_to_ids,
+        "remove_sentence_boundaries": remove_sentence_boundaries,
     },
     "allennlp.common": {},
     "allennlp.common.checks": {"ConfigurationError": ConfigurationError},

@@ -125,7 +125,7 @@ def test_every_served_name_is_modeling_elmo_allennlps_own(tmp_path, capfd):
             module = importlib.import_module(module_name)
             for name in module.__all__:
                 value = getattr(module, name)
-                print(module_name, name, objects.get(name) == id(value) or repr(value))
+                print(module_name, name, objects.get(name) == id(value) or getattr(value, "__qualname__", repr(value)))
         print("nn.util", allennlp.nn.util.remove_sentence_boundaries is served.remove_sentence_boundaries)
         print("allennlp", allennlp.__name__, allennlp.__doc__.startswith("Not AllenNLP"))
         """,
@@ -133,7 +133,7 @@ def test_every_served_name_is_modeling_elmo_allennlps_own(tmp_path, capfd):
     assert run_legacy.main([str(program), *LEGACY_MODULES]) == 0
     lines = capfd.readouterr().out.splitlines()
     expected = [
-        f"{module} {name} {True if hasattr(served, name) else repr(value)}"
+        f"{module} {name} {True if hasattr(served, name) else getattr(value, '__qualname__', repr(value))}"
         for module, names in LEGACY_MODULES.items()
         for name, value in names.items()
     ]
