@@ -210,7 +210,8 @@ def main() -> int:
                 "ours": [elmo, "run-legacy", "seqvec"],
             }
             seconds = {"09": [], "ours": []}
-            repeats = args.repeats if model_name != "fixture" and label.startswith("--layer all") else 1
+            timed_run = model_name != "fixture" and label.startswith("--layer all")
+            repeats = args.repeats if timed_run else 1
             for _ in range(repeats):
                 for side in ("09", "ours"):
                     command = [*commands[side], "-i", str(fasta), "-o", str(outputs[side]), "--model", str(model)]
@@ -219,7 +220,7 @@ def main() -> int:
             difference, problem = compare(outputs["09"], outputs["ours"])
             failed |= problem is not None or difference > args.tolerance
             rows.append((model_name, f"`seqvec {label}`", difference, problem))
-            if repeats > 1:
+            if timed_run:
                 residues = sum(len(line.strip()) for line in fasta.open() if not line.startswith(">"))
                 timings.append(("`seqvec --layer all` (whole command)", residues, seconds))
         outputs = {side: work / f"{model_name.split()[0]}-calls-{side}.npz" for side in ("09", "ours")}
@@ -238,7 +239,7 @@ def main() -> int:
             first = next(name for name in original.files if name.startswith("batch/"))
             warmup_effect = float(np.abs(original[first] - original["cold-first-protein"]).max())
         rows.append((model_name, "(the warm-up's effect on a protein, AllenNLP 0.9 itself)", warmup_effect, None))
-        if repeats > 1:
+        if model_name != "fixture":
             seconds = {side: [run["embed_s"] for run in runs[side]] for side in runs}
             timings.append(("bio_embeddings' calls (embedding only)", runs["09"][0]["residues"], seconds))
 
