@@ -64,9 +64,8 @@ class DocCommand:
     check: Callable[[Sandbox, str], None]  # (sandbox, the command's stdout + stderr); asserts the effect
     follows: str | None = None  # run in the sandbox left by this ID's block, right after it (its outputs as inputs)
     runnable_part: Callable[[str], str] = lambda text: text  # the part of the text that can run offline
-    needs: str | None = (
-        None  # "transformers-4", "flair", "ray", "pyspark": runs only there (CI's 4.x, flair, scale-out)
-    )
+    # "transformers-4", "flair", "ray", "pyspark", "seqvec": runs only where that is installed (CI jobs that have it)
+    needs: str | None = None
 
 
 # --- inputs -------------------------------------------------------------------------------------------------------
@@ -130,6 +129,18 @@ def write_tiny_corpus(sandbox: Sandbox) -> None:
 def copy_fixture_as_original(sandbox: Sandbox) -> None:
     """The fixture biLM stands in for `elmo-original` (the converted 'original' model)."""
     copy_converted_fixture(sandbox, "elmo-original")
+
+
+PROTEINS = {"P00001": "MKTAYIAKQRQISFVKSHFSRQ", "P00002": "MALWMRLLPLLALLALWGPDPAAA"}
+
+
+def write_proteins(sandbox: Sandbox) -> None:
+    """Two proteins in FASTA, UniProt-style headers (seqvec keys them by the header's second field)."""
+    fasta = "".join(
+        f">sp|{name}|PROTEIN_{index}\n{sequence[:20]}\n{sequence[20:]}\n"
+        for index, (name, sequence) in enumerate(PROTEINS.items())
+    )
+    (sandbox.work / "proteins.fasta").write_text(fasta, encoding="utf-8")
 
 
 # --- effects ------------------------------------------------------------------------------------------------------
@@ -258,6 +269,8 @@ def environment_lacks(needs: str | None) -> str | None:
     """Why this environment cannot run a block that `needs` something (None: it can)."""
     if needs == "transformers-4" and IS_TRANSFORMERS_5:
         return "runs under Transformers 4.x (CI's 4.x job)"
+    if needs == "seqvec" and importlib.util.find_spec("seqvec") is None and not os.environ.get("ELMO_REQUIRE_SEQVEC"):
+        return "runs where seqvec is installed (`pip install --no-deps seqvec==0.4.1`; CI sets ELMO_REQUIRE_SEQVEC=1)"
     if needs == "flair" and importlib.util.find_spec("flair") is None and not os.environ.get("ELMO_REQUIRE_FLAIR"):
         return "runs where flair is installed (CI's flair job)"
     if needs in ("ray", "pyspark") and importlib.util.find_spec(needs) is None:
@@ -728,6 +741,45 @@ def check_ner_pipeline_python(sandbox: Sandbox, output: str) -> None:
     assert all(f"B-{entity['entity_group']}" in labels for entity in entities)
 
 
+def fixture_embedder(sandbox: Sandbox, **options):
+    from modeling_elmo.allennlp import ElmoEmbedder
+
+    return ElmoEmbedder(
+        str(sandbox.fixture_dir / "options.json"), str(sandbox.fixture_dir / "lm_weights.hdf5"), **options
+    )
+
+
+def check_seqvec_run_legacy(sandbox: Sandbox, output: str) -> None:
+    """seqvec's `--protein` file: per protein (keyed by its header's identifier) the mean over its residues of the
+    three layers' sum, from one stateful batch of the proteins sorted by length, as seqvec 0.4.1 computes it."""
+    with np.load(sandbox.work / "proteins.npz") as vectors:
+        found = {name: vectors[name] for name in vectors.files}
+    ordered = sorted(PROTEINS, key=lambda name: len(PROTEINS[name]))
+    layers = fixture_embedder(sandbox).embed_batch([list(PROTEINS[name]) for name in ordered])
+    assert sorted(found) == sorted(PROTEINS)
+    for name, embedding in zip(ordered, layers, strict=True):
+        assert found[name].shape == (32,) and found[name].dtype == np.float32
+        np.testing.assert_allclose(found[name], embedding.sum(0).mean(0), atol=1e-6, rtol=0)
+
+
+def check_bio_embeddings_seqvec(sandbox: Sandbox, output: str) -> None:
+    """The arrays of SeqVecEmbedder's calls: four warm-ups (a batch of one), then one batch of two. The warm-up's
+    states carry into row 0 only: the first protein's vectors change, the second's start from zero states."""
+    values = block_values(sandbox)
+    residues = [list(sequence) for sequence in values["sequences"]]
+    warmed = fixture_embedder(sandbox)
+    for _ in range(4):
+        warmed.embed_sentence(list(values["WARMUP"]))
+    expected, cold = warmed.embed_batch(residues), fixture_embedder(sandbox).embed_batch(residues)
+    for index, sequence in enumerate(residues):
+        found = values["per_residue"][index]
+        assert found.shape == (3, len(sequence), 32) and found.dtype == np.float32
+        np.testing.assert_allclose(found, expected[index], atol=1e-6, rtol=0)
+        np.testing.assert_allclose(values["per_protein"][index], expected[index].sum(0).mean(0), atol=1e-6, rtol=0)
+        warmup_effect = np.abs(found - cold[index]).max()
+        assert warmup_effect > 1e-3 if index == 0 else warmup_effect <= 1e-6
+
+
 def check_seqcls_python(sandbox: Sandbox, output: str) -> None:
     assert block_values(sandbox)["logits"].shape == (2, 5)
 
@@ -816,6 +868,8 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "scale-out-ray-cluster": DocCommand(write_sentences, check_scale_out_ray_cluster, needs="ray"),
     "scale-out-spark": DocCommand(write_sentences, check_scale_out_spark, needs="pyspark"),
     "scale-out-datasets": DocCommand(write_sentences, check_scale_out_datasets),
+    "seqvec-run-legacy": DocCommand(write_proteins, check_seqvec_run_legacy, needs="seqvec"),
+    "bio-embeddings-seqvec": DocCommand(nothing, check_bio_embeddings_seqvec),
 }
 
 

@@ -20,6 +20,7 @@ LIGHT_START_COMMANDS = frozenset(
         "elmo-export-onnx",
         "elmo-pretrain",
         "elmo-publish",
+        "elmo-run-legacy",
         "elmo-train-classifier",
         "elmo-train-ner",
     }

@@ -75,6 +75,10 @@ SUBCOMMANDS = {
         run="modeling_elmo.deploy.onnx_export:main",
         check="modeling_elmo.deploy.arguments:check_onnx_export_command_line",
     ),
+    "run-legacy": Subcommand(
+        "run an unchanged AllenNLP-ELMo program (seqvec, a script) with modeling_elmo serving allennlp's names",
+        run="modeling_elmo.commands.run_legacy:main",
+    ),
 }
 # console script: subcommand (pyproject.toml's [project.scripts])
 ALIASES = {f"elmo-{name}": name for name in SUBCOMMANDS}
@@ -150,3 +154,4 @@ train_ner = alias("train-ner")
 train_classifier = alias("train-classifier")
 pretrain = alias("pretrain")
 export_onnx = alias("export-onnx")
+run_legacy = alias("run-legacy")

@@ -40,6 +40,7 @@ ARGUMENT_ERRORS = {
     "elmo-train-classifier": ["--model_name_or_path", "m", "--output_dir", "o", "--seed", "-1"],
     "elmo-pretrain": ["--options", "x.json", "--vocab_file", "v.txt", "--output_dir", "o", "--bogus_flag"],
     "elmo-export-onnx": ["model", "out.onnx", "--opset", "x"],
+    "elmo-run-legacy": ["--verbose", "seqvec"],
 }
 
 
