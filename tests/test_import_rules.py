@@ -24,6 +24,7 @@ LEVELS = {
     "commands": 2,
     "formats": 3,
     "hub": 3,
+    "model_cards": 3,  # the card templates (data, read by hub/model_card.py)
     "conversion": 4,
     "deploy": 4,
     "embed": 4,
