@@ -3,6 +3,8 @@ models and the tokenizer with the Auto classes and for `save_pretrained`'s remot
 pipeline_elmo.py). The top-level modules are the remote code; the commands live in the subpackages (a console
 command may register after parsing its arguments: see `modeling_elmo.commands`)."""
 
+__version__ = "0.1.0"  # the distribution's version too (pyproject.toml reads it)
+
 import importlib
 
 from .commands import light_start

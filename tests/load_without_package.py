@@ -1,6 +1,6 @@
 """Run by test_hub.py and test_pipeline_remote_code.py as `python -I -S load_without_package.py SITE_PACKAGES
 REQUEST_JSON`: an interpreter that sees site-packages but not this project (no editable-install hook, no repo on
-sys.path), as a user without the package.
+sys.path, an installed wheel hidden: tests/without_package.py), as a user without the package.
 
 Loads `request["repo_id"]` (a repo id, offline from the HF cache or from `HF_ENDPOINT`, or a folder) with
 `trust_remote_code=True` and saves to `request["output"]`, for the test to compare:
@@ -10,15 +10,16 @@ Loads `request["repo_id"]` (a repo id, offline from the HF cache or from `HF_END
   or the traceback that stopped it.
 """
 
-import importlib.util
 import json
 import sys
 import traceback
+from pathlib import Path
 
-sys.path.append(sys.argv[1])
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # -I leaves this script's folder off sys.path
+from without_package import use_site_packages_without_package  # noqa: E402
+
+use_site_packages_without_package(sys.argv[1])
 request = json.loads(open(sys.argv[2], encoding="utf-8").read())
-if importlib.util.find_spec("modeling_elmo") is not None:
-    raise SystemExit("modeling_elmo is importable: this interpreter is not clean")
 
 import torch  # noqa: E402
 from huggingface_hub import snapshot_download  # noqa: E402

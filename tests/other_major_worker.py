@@ -1,7 +1,7 @@
 """Run by test_transformers_majors.py, under this Python or the other Transformers major's, as
 
     python WORKER REQUEST_JSON                    (with the package, as installed there)
-    python -I -S WORKER REQUEST_JSON SITE_PACKAGES  (without it: site-packages only, no editable-install hook)
+    python -I -S WORKER REQUEST_JSON SITE_PACKAGES  (without it: site-packages only, the package hidden)
 
 Request: `folder` (the model folder), `sentences` (pre-split words), `output` (a torch.save file), optionally `save`:
 `{"source": converted biLM folder, "labels": [...], "seed": int}` to first build a tagger from `source` with a new head
@@ -10,14 +10,15 @@ and save it with its tokenizer into `folder` (with the package only). Then loads
 entities of `pipeline("token-classification")`, the classes' modules and the Transformers version.
 """
 
-import importlib.util
 import json
 import sys
+from pathlib import Path
 
 if len(sys.argv) > 2:
-    sys.path.append(sys.argv[2])
-    if importlib.util.find_spec("modeling_elmo") is not None:
-        raise SystemExit("modeling_elmo is importable: this interpreter is not clean")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # -I leaves this script's folder off sys.path
+    from without_package import use_site_packages_without_package
+
+    use_site_packages_without_package(sys.argv[2])
 request = json.loads(open(sys.argv[1], encoding="utf-8").read())
 with_package = len(sys.argv) == 2
 

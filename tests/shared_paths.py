@@ -1,12 +1,18 @@
-"""Where the repository and `../shared` (reference fixtures, data) are, for the tests and their helpers. A module of
-its own, not `conftest`: a subfolder's conftest.py would shadow the name `conftest` for plain imports."""
+"""Where the repository, the package under test and `../shared` (reference fixtures, data) are, for the tests and
+their helpers. A module of its own, not `conftest`: a subfolder's conftest.py would shadow the name `conftest` for
+plain imports."""
 
+import importlib.util
 import os
 from pathlib import Path
 
 import pytest
 
+# the checkout the tests run from: docs/, examples/, conversion/, benchmarks/, pyproject.toml, .ci/
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# the `modeling_elmo` the tests import: the source tree in an editable install, site-packages with the wheel (CI's
+# wheel job runs the tests from a checkout without modeling_elmo/), so never REPO_ROOT / "modeling_elmo"
+PACKAGE_DIR = Path(importlib.util.find_spec("modeling_elmo").origin).parent
 
 
 def _shared_dir() -> Path:

@@ -1,14 +1,29 @@
-"""CI installs exactly what the README's set-up installs, so a newcomer's test run is CI's test run."""
+"""CI installs exactly what the README's set-up installs, so a newcomer's test run is CI's test run; its wheel job
+installs the same from the wheel; docs/install.md gives every extra's install line; .ci/check_dist.py finds what a
+wheel or an sdist lacks."""
 
+import importlib.util
 import re
 import shlex
+import tomllib
 
 from doc_commands import documentation_files, read_blocks
 from shared_paths import REPO_ROOT
 
 
-def pip_install_commands(text: str) -> list[list[str]]:
-    """Every `pip install ...` command of a shell text, split into words (a `&&` chain splits into its commands)."""
+def load_check_dist():
+    spec = importlib.util.spec_from_file_location("check_dist", REPO_ROOT / ".ci" / "check_dist.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+check_dist = load_check_dist()
+
+
+def pip_install_commands(text: str, editable: bool = True) -> list[list[str]]:
+    """Every editable (or, with `editable=False`, every other) `pip install ...` command of a shell text, split into
+    words (a `&&` chain splits into its commands)."""
     commands = []
     for line in text.replace("\\\n", " ").splitlines():
         line = line.split("#", 1)[0]
@@ -16,7 +31,7 @@ def pip_install_commands(text: str) -> list[list[str]]:
             continue
         for command in re.split(r"&&|;", line):
             words = shlex.split(command)
-            if words[:2] == ["pip", "install"] and "-e" in words:
+            if words[:2] == ["pip", "install"] and ("-e" in words) == editable:
                 commands.append(words)
     return commands
 
@@ -54,3 +69,53 @@ def test_ci_installs_with_the_documented_lines():
 def test_pip_install_commands_reads_a_chain():
     text = 'python3 -m venv .venv && pip install torch==2.13.0 -e ".[test]" && pip install -q x  # pip install -e y'
     assert pip_install_commands(text) == [["pip", "install", "torch==2.13.0", "-e", ".[test]"]]
+
+
+def test_the_wheel_job_installs_the_readme_set_up_from_the_wheel():
+    """Job 4 installs the README's torch and extras, from the built wheel instead of the checkout."""
+    wheel_installs = [
+        words
+        for words in pip_install_commands((REPO_ROOT / ".ci" / "run").read_text(), editable=False)
+        if any(".whl" in word or word.startswith("$wheel") for word in words)
+    ]
+    readme = readme_setup_install()
+    extras = readme[readme.index("-e") + 1].removeprefix(".")
+    assert wheel_installs == [
+        [word for word in readme if word != "-e" and not word.startswith(".[")] + [f"$wheel{extras}"]
+    ]
+
+
+def test_every_extra_has_its_install_line():
+    """docs/install.md shows `pip install "elmo-transformers[EXTRA]"` for every extra users install (the test extra is
+    a checkout's, in the quick start)."""
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    page = (REPO_ROOT / "docs" / "install.md").read_text()
+    missing = [name for name in extras if name != "test" and f'pip install "elmo-transformers[{name}]"' not in page]
+    assert missing == []
+
+
+def test_check_dist_names_what_the_wheel_lacks_and_what_it_should_not_hold():
+    package_files = ["modeling_elmo/__init__.py", "modeling_elmo/engine/__init__.py", "modeling_elmo/model_cards/a.md"]
+    wheel = [
+        "modeling_elmo/__init__.py",
+        "modeling_elmo/model_cards/a.md",
+        "tests/test_x.py",
+        "elmo_transformers-0.1.0.dist-info/METADATA",
+    ]
+    assert check_dist.wheel_problems(wheel, package_files) == [
+        "the wheel lacks modeling_elmo/engine/__init__.py",
+        "the wheel holds tests/test_x.py, which is neither modeling_elmo/ nor the distribution's metadata",
+    ]
+    assert check_dist.wheel_problems([*package_files, "elmo_transformers-0.1.0.dist-info/RECORD"], package_files) == []
+
+
+def test_check_dist_names_what_the_sdist_lacks():
+    package_files = ["modeling_elmo/__init__.py", "modeling_elmo/model_cards/a.md"]
+    top = "elmo_transformers-0.1.0"
+    sdist = [top, f"{top}/pyproject.toml", f"{top}/README.md", f"{top}/modeling_elmo/__init__.py"]
+    assert check_dist.sdist_problems(sdist, package_files) == [
+        "the sdist lacks LICENSE",
+        "the sdist lacks modeling_elmo/model_cards/a.md",
+    ]
+    complete = [*sdist, f"{top}/LICENSE", f"{top}/modeling_elmo/model_cards/a.md"]
+    assert check_dist.sdist_problems(complete, package_files) == []

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from shared_paths import PACKAGE_DIR
 
-PACKAGE = Path(__file__).resolve().parent.parent / "modeling_elmo"
+PACKAGE = PACKAGE_DIR
 
 # Each wing may import the wings of lower levels only: the model files (the Hub remote code) import nothing of the
 # package's subpackages; the CPU engine (which registers its implementations with the model's registry) and the process
@@ -23,6 +24,7 @@ LEVELS = {
     "commands": 2,
     "formats": 3,
     "hub": 3,
+    "model_cards": 3,  # the card templates (data, read by hub/model_card.py)
     "conversion": 4,
     "deploy": 4,
     "embed": 4,

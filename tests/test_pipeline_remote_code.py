@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from shared_paths import PACKAGE_DIR
 from test_ner_pipeline import LABELS, TRICKY, elmo_pipeline, tagger_folder
 from test_sequence_classification import PIPELINE_INPUTS, classifier_folder
 from transformers import pipeline
@@ -26,7 +27,6 @@ from modeling_elmo import (
 from modeling_elmo.configuration_elmo import CUSTOM_PIPELINES
 from modeling_elmo.hub.remote_code import CONFIG_AUTO_MAP, remote_code_problems
 
-PACKAGE_DIR = Path(__file__).resolve().parent.parent / "modeling_elmo"
 SCRIPT = Path(__file__).resolve().parent / "load_without_package.py"
 STRATEGIES = ["none", "simple", "first", "max", "average"]
 # the pipelines that the interpreter without the package runs, each compared with the package's own code

@@ -1,6 +1,6 @@
-"""Model cards (the `README.md` of a published folder) rendered from the templates in `model_cards/`, for the
-commands that write a model folder: `elmo-convert` (and `elmo-publish`), `elmo-train-ner`, `elmo-train-classifier`
-and `elmo-pretrain`.
+"""Model cards (the `README.md` of a published folder) rendered from the templates in `modeling_elmo/model_cards/`,
+for the commands that write a model folder: `elmo-convert` (and `elmo-publish`), `elmo-train-ner`,
+`elmo-train-classifier` and `elmo-pretrain`.
 
 Templates are Jinja2 rendered with `StrictUndefined`: a field the template uses but the renderer does not supply is an
 error that names the template and the field, never a silently empty spot on a published card.

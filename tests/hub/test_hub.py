@@ -17,6 +17,7 @@ import transformers.utils.hub
 from hub_server import GITATTRIBUTES, LocalHub
 from huggingface_hub import ModelCard, constants
 from original_numpy import original_layers
+from shared_paths import PACKAGE_DIR, REPO_ROOT
 from transformers import AutoModel, AutoModelForTokenClassification, AutoTokenizer
 from transformers.dynamic_module_utils import get_relative_import_files
 
@@ -38,10 +39,8 @@ from modeling_elmo.hub.remote_code import CONFIG_AUTO_MAP, code_folder_problems
 # huggingface_hub's LFS upload streams a file object, which httpx2 reports as deprecated
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 REPO_ID = "org/elmo-fixture"
 ORIGINAL_TOLERANCE = 2e-6
-PACKAGE_DIR = REPO_ROOT / "modeling_elmo"
 ENTRY_MODULES = ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py")
 # what save_pretrained copies: the modules of the registered classes and, recursively, what they import relatively
 CODE_FILES = set(ENTRY_MODULES) | {
