@@ -1,6 +1,6 @@
-"""Throughput of `elmo-embed` (HDF5 and Parquet) and of the Ray Data pipeline (`examples/ray_embed.py`: `ElmoBatchEmbedder` in
-an actor pool of 2 actors x 1 thread) on the same sentences and the same CPUs, side by side in one run, for the
-"Scale out" page (docs/scale-out.md).
+"""Throughput of `elmo-embed` (HDF5 and Parquet) and of the Ray Data pipeline (`examples/ray_embed.py`:
+`ElmoBatchEmbedder` in an actor pool of 2 actors x 1 thread) on the same sentences and the same CPUs, side by side in
+one run, for the "Scale out" page (docs/scale-out.md).
 
 The corpus: the first `--sentences` sentences of CoNLL-2003 (`--conll`, default ../shared/data/conll2003/dev.txt),
 one per line with their words joined by spaces. Models: random-weight 'original' (the original architecture, converted

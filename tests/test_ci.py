@@ -71,8 +71,9 @@ def test_pip_install_commands_reads_a_chain():
     assert pip_install_commands(text) == [["pip", "install", "torch==2.13.0", "-e", ".[test]"]]
 
 
-def test_the_wheel_job_installs_the_readme_set_up_from_the_wheel():
-    """Job 4 installs the README's torch and extras, from the built wheel instead of the checkout."""
+def test_the_wheel_jobs_install_the_readme_set_up_from_the_wheel():
+    """Job 4 installs the README's torch and extras from the built wheel instead of the checkout; job 5 the same with
+    the optional engines' extras (ray, spark, gpu) added."""
     wheel_installs = [
         words
         for words in pip_install_commands((REPO_ROOT / ".ci" / "run").read_text(), editable=False)
@@ -80,9 +81,9 @@ def test_the_wheel_job_installs_the_readme_set_up_from_the_wheel():
     ]
     readme = readme_setup_install()
     extras = readme[readme.index("-e") + 1].removeprefix(".")
-    assert wheel_installs == [
-        [word for word in readme if word != "-e" and not word.startswith(".[")] + [f"$wheel{extras}"]
-    ]
+    from_the_wheel = [word for word in readme if word != "-e" and not word.startswith(".[")]
+    with_engines = extras.removesuffix("]") + ",ray,spark,gpu]"
+    assert wheel_installs == [[*from_the_wheel, f"$wheel{extras}"], [*from_the_wheel, f"$wheel{with_engines}"]]
 
 
 def test_every_extra_has_its_install_line():

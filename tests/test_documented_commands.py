@@ -276,6 +276,8 @@ def environment_lacks(needs: str | None) -> str | None:
     if needs in ("ray", "pyspark") and importlib.util.find_spec(needs) is None:
         if not os.environ.get("ELMO_REQUIRE_SCALE_OUT"):
             return f"runs where {needs} is installed (CI's scale-out job, .[ray,spark])"
+    if needs == "pyspark" and shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "Spark needs Java: java is not on PATH and JAVA_HOME is unset"
     return None
 
 
