@@ -41,8 +41,9 @@ def register_auto_classes() -> None:
         AutoModelForTokenClassification,
     )
 
-    from . import engine  # noqa: F401  (registers the CPU inference engine's implementations)
-    from .transformers_compat import register_tokenizer
+    from .transformers_compat import register_tokenizer  # first: it names a Transformers below the floor in one line
+
+    importlib.import_module(".engine", __name__)  # registers the CPU and GPU engines' implementations
 
     for name, module in _EXPORTS.items():
         globals()[name] = getattr(importlib.import_module(f".{module}", __name__), name)
