@@ -90,6 +90,7 @@ def test_a_program_named_like_an_option_comes_after_a_double_dash(tmp_path, capf
     assert capfd.readouterr().out.strip() == "['-odd.py', 'x']"
 
 
+@pytest.mark.integration
 def test_a_console_script_of_the_environment_runs_by_name(tmp_path, capfd, monkeypatch):
     scripts = tmp_path / "bin"
     tool = write_program(scripts, "legacy-tool", f"#!{sys.executable}\nimport sys\nprint(sys.argv)\nsys.exit(5)\n")
@@ -170,6 +171,7 @@ def test_what_is_not_served_says_so(tmp_path, capfd):
     assert "ImportError: cannot import name 'ElmoLstm' from 'allennlp.modules.elmo'" in captured.err
 
 
+@pytest.mark.integration
 def test_the_names_exist_only_inside_run_legacy():
     """Importing modeling_elmo (and its AllenNLP module) never makes `allennlp` importable."""
     probe = "import modeling_elmo, modeling_elmo.allennlp, importlib.util; print(importlib.util.find_spec('allennlp'))"
