@@ -1,7 +1,8 @@
 """The suite's tiers and what a CI job that must run a tier in full sets: the default run (`python -m pytest -q`)
-deselects the `integration` tier (tests that start another interpreter, run a documented block or need minutes;
-docs/development.md gives the rule), `-m integration` runs it, and `ELMO_REQUIRE_INTEGRATION=1` turns every skip of
-one of its tests into a failure that names the variable and the skip's reason. Loaded by conftest.py as a plugin."""
+deselects the `integration` tier (tests that start another interpreter of torch, run a documented block, kill or
+compete with a process, or need minutes: docs/development.md gives the rule), `-m integration` runs it, and
+`ELMO_REQUIRE_INTEGRATION=1` turns every skip of one of its tests into a failure that names the variable and the
+skip's reason. Loaded by conftest.py as a plugin."""
 
 import os
 

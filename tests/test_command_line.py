@@ -157,7 +157,6 @@ print(code, heavy)
 """
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize(
     "arguments", [["--help"], ["in.txt", "out.h5", "--model", "m", "--batch-size", "0"], ["merge", "--help"]]
 )

@@ -90,7 +90,6 @@ def test_a_program_named_like_an_option_comes_after_a_double_dash(tmp_path, capf
     assert capfd.readouterr().out.strip() == "['-odd.py', 'x']"
 
 
-@pytest.mark.integration
 def test_a_console_script_of_the_environment_runs_by_name(tmp_path, capfd, monkeypatch):
     scripts = tmp_path / "bin"
     tool = write_program(scripts, "legacy-tool", f"#!{sys.executable}\nimport sys\nprint(sys.argv)\nsys.exit(5)\n")
@@ -107,6 +106,7 @@ def test_a_console_script_of_the_environment_runs_by_name(tmp_path, capfd, monke
     ]
 
 
+@pytest.mark.integration
 def test_every_served_name_is_modeling_elmo_allennlps_own(tmp_path, capfd):
     """Each module of the table imports in the program and holds the very objects of `modeling_elmo.allennlp`; a
     package holds its submodules (`allennlp.nn.util` after `import allennlp.nn`, as in AllenNLP 0.9)."""
@@ -142,6 +142,7 @@ def test_every_served_name_is_modeling_elmo_allennlps_own(tmp_path, capfd):
     assert {"allennlp.commands.elmo ElmoEmbedder True", "allennlp.modules.elmo _ElmoBiLm True"} <= set(lines)
 
 
+@pytest.mark.integration
 def test_what_is_not_served_says_so(tmp_path, capfd):
     program = write_program(
         tmp_path,

@@ -64,14 +64,12 @@ def test_every_subcommand_has_its_console_script():
     }
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_help_answers_before_torch_is_imported(name, tmp_path):
     code, heavy, stderr = run_as_script(name, ["--help"], tmp_path)
     assert (code, heavy) == ("0", "[]"), stderr
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_an_argument_error_is_one_line_before_torch_is_imported(name, tmp_path):
     code, heavy, stderr = run_as_script(name, ARGUMENT_ERRORS[name], tmp_path)
@@ -79,7 +77,6 @@ def test_an_argument_error_is_one_line_before_torch_is_imported(name, tmp_path):
     assert (code, heavy) == ("2", "[]") and len(error) == 1, stderr
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize(
     "name, arguments, message",
     [
@@ -95,7 +92,6 @@ def test_a_missing_model_folder_is_one_line_before_torch_is_imported(name, argum
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.onnx").exists()
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize(
     "name, subcommand", [("elmo-pretrain", "build-vocab"), ("elmo-train-classifier", "prepare-sst")]
 )
@@ -163,7 +159,6 @@ VALID_ARGUMENTS = {
 }
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("name", VALID_ARGUMENTS)
 def test_threads_are_chosen_before_torch_is_imported(name, tmp_path):
     """OpenMP reads its wait policy when torch loads: the commands choose their threads before that."""
