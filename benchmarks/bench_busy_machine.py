@@ -1,6 +1,6 @@
 """Every command that owns its process, on an idle machine and beside a busy process, under each thread setting.
 
-    python benchmarks/bench_busy_machine.py --work-dir /tmp/elmo-busy --baseline HEAD~1 --repeats 2
+    python benchmarks/bench_busy_machine.py --work-dir work/elmo-busy --baseline HEAD~1 --repeats 2
 
 Each run is a fresh process of the command on small inputs built from the fixture biLM and CoNLL-2003 (400 training
 sentences at batch 8 for the fine-tuning commands, 400 sentences at batch 8 for elmo-embed, 30 steps of elmo-pretrain,

@@ -28,6 +28,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -190,7 +191,7 @@ def main() -> None:
     parser.add_argument("--versus", type=Path)
     parser.add_argument("--code", type=Path)
     parser.add_argument("--conll", type=Path, default=DEFAULT_CONLL)
-    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/elmo-bench"))
+    parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "elmo-bench")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--setting", default="-", help=argparse.SUPPRESS)

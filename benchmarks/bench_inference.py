@@ -49,7 +49,7 @@ every fixed choice it picks from (oneDNN or `bmm` step products x `--threads` or
 process, interleaved; the table gives the default's tok/s as a fraction of the best fixed choice's.
 
     python benchmarks/bench_inference.py [--conll ../shared/data/conll2003/dev.txt] [--models small,original]
-        [--batch-sizes 1,32,64] [--paths fast,fast-int8,...] [--busy-paths fast,onnx] [--work-dir /tmp/elmo-bench]
+        [--batch-sizes 1,32,64] [--paths fast,fast-int8,...] [--busy-paths fast,onnx] [--work-dir DIR]
         [--threads 2] [--repeats 3] [--rounds 1] [--no-ceilings] [--omp-passive]
     python benchmarks/bench_inference.py --choice --models fixture,small,original [--repeats 3]
 """
@@ -64,6 +64,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -654,7 +655,9 @@ def main() -> None:
         default="fast,onnx" if HAS_ONNXRUNTIME else "fast",
         help="paths also timed with a competing busy process (one CPU kept busy) running beside the worker",
     )
-    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/elmo-bench"), help="checkpoints are kept here")
+    parser.add_argument(
+        "--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "elmo-bench", help="checkpoints are kept here"
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--long-sentence-words", type=int, default=2000, help="0 to skip")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per setting; the median is reported")

@@ -36,7 +36,7 @@ corpus.
 
     python benchmarks/bench_pretrain.py [--conll ../shared/data/conll2003/train.txt] [--parts step,bilm]
         [--batch-size 128] [--unroll 20] [--warmup 3] [--steps 1] [--passes 10] [--threads 2] [--omp-passive]
-        [--corpus-files] [--stream-steps 5] [--work-dir /tmp/elmo-bench-pretrain]
+        [--corpus-files] [--stream-steps 5] [--work-dir DIR]
 """
 
 import argparse
@@ -47,6 +47,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -433,7 +434,9 @@ def main() -> None:
     )
     parser.add_argument("--corpus-files", action="store_true", help="also measure RSS on 1x and 10x stream corpora")
     parser.add_argument("--stream-steps", type=int, default=5, help="training steps per corpus in --corpus-files")
-    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/elmo-bench-pretrain"), help="corpus files")
+    parser.add_argument(
+        "--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "elmo-bench-pretrain", help="corpus files"
+    )
     parser.add_argument("--worker", choices=["train", "stream"], help=argparse.SUPPRESS)
     parser.add_argument("--impl", choices=IMPLEMENTATIONS, help=argparse.SUPPRESS)
     parser.add_argument("--part", choices=["step", "bilm"], help=argparse.SUPPRESS)

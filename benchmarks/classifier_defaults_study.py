@@ -3,15 +3,15 @@ rate, schedule, epochs) on SST-2 and SST-5 with the biLM of `benchmarks/pretrain
 on dev, the chosen settings reported once on test; a logistic-regression baseline on the same pooled layers; the
 small separable set of the tests on the fixture biLM.
 
-    python benchmarks/pretrain_quality.py --work_dir /tmp/clf/bilm --steps prepare,vocab,options,pretrain,random \
+    python benchmarks/pretrain_quality.py --work_dir work/clf/bilm --steps prepare,vocab,options,pretrain,random \
         --data_dir ../shared/data/conll2003
-    elmo-train-classifier prepare-sst --data_dir ../shared/data/sst --output_dir /tmp/clf/data/sst2 --binary
-    elmo-train-classifier prepare-sst --data_dir ../shared/data/sst --output_dir /tmp/clf/data/sst5
-    python benchmarks/classifier_defaults_study.py --bilm /tmp/clf/bilm/pretrained --data_dir /tmp/clf/data \
-        --work_dir /tmp/clf/study --fixture_model /tmp/clf/tiny \
+    elmo-train-classifier prepare-sst --data_dir ../shared/data/sst --output_dir work/clf/data/sst2 --binary
+    elmo-train-classifier prepare-sst --data_dir ../shared/data/sst --output_dir work/clf/data/sst5
+    python benchmarks/classifier_defaults_study.py --bilm work/clf/bilm/pretrained --data_dir work/clf/data \
+        --work_dir work/clf/study --fixture_model work/clf/tiny \
         --steps features,baseline,grid,final,sizes,separable,report
 
-(/tmp/clf/tiny: the fixture biLM of ../shared/fixtures/elmo converted with `elmo-convert`.)
+(work/clf/tiny: the fixture biLM of ../shared/fixtures/elmo converted with `elmo-convert`.)
 
 Frozen runs are cheap: `features` runs the biLM once per distinct sentence (as the activation cache does) and keeps
 its layers; every head is then trained in this process on those layers with the model's own head modules
@@ -49,6 +49,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from itertools import product
 from pathlib import Path
@@ -121,7 +122,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bilm", type=Path, required=True, help="the pretrained biLM folder")
     parser.add_argument("--data_dir", type=Path, required=True, help="prepare-sst outputs: DIR/sst2, DIR/sst5")
-    parser.add_argument("--work_dir", type=Path, default=Path("/tmp/clf/study"))
+    parser.add_argument("--work_dir", type=Path, default=Path(tempfile.gettempdir()) / "elmo-clf-study")
     parser.add_argument("--fixture_model", type=Path, default=None, help="the fixture biLM converted (separable)")
     parser.add_argument("--steps", default="features,baseline,grid,final,sizes,separable,report")
     parser.add_argument("--tasks", default="sst2,sst5")

@@ -2,7 +2,7 @@
 CoNLL-2003's train file only, then train the same NER head on it and on the same architecture at random init, frozen
 and fine-tuned end to end.
 
-    python benchmarks/pretrain_quality.py --work_dir /tmp/quality --data_dir ../shared/data/conll2003
+    python benchmarks/pretrain_quality.py --work_dir work/quality --data_dir ../shared/data/conll2003
 
 Steps (all by default, in this order; `--steps` runs a subset, e.g. `--steps report`):
   prepare   the tokens of train.txt, one whitespace-joined sentence per line -> WORK/corpus/train.txt; dev.txt's
@@ -35,6 +35,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -86,7 +87,9 @@ NER_LABELS = {
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work_dir", type=Path, default=Path("/tmp/elmo-pretrain-quality"), help="all outputs")
+    parser.add_argument(
+        "--work_dir", type=Path, default=Path(tempfile.gettempdir()) / "elmo-pretrain-quality", help="all outputs"
+    )
     parser.add_argument("--data_dir", type=Path, default=DEFAULT_DATA, help="CoNLL-2003 train.txt, dev.txt, test.txt")
     parser.add_argument("--steps", default=",".join(DEFAULT_STEPS), help=f"comma-separated, of {', '.join(STEPS)}")
     parser.add_argument("--threads", type=int, default=2, help="threads of every process (OMP_NUM_THREADS)")

@@ -4,8 +4,8 @@ architecture at random init, frozen; (c) (a) fine-tuned end to end; (d) (b) fine
 throughput with a frozen biLM (first epoch, which runs the biLM, against cached epochs) and the inference throughput
 of `pipeline("text-classification")`.
 
-    python benchmarks/pretrain_quality.py --work_dir /tmp/quality --steps prepare,vocab,options,pretrain,random
-    python benchmarks/train_classifier_sst.py --bilm_dir /tmp/quality --work_dir /tmp/sst-bench
+    python benchmarks/pretrain_quality.py --work_dir work/quality --steps prepare,vocab,options,pretrain,random
+    python benchmarks/train_classifier_sst.py --bilm_dir work/quality --work_dir work/sst-bench
 
 Steps (`--steps`, all by default): `prepare` (prepare-sst for SST-2 and SST-5 -> WORK/data/TASK), `train` (the four
 runs per task, each `elmo-train-classifier` in its own process; wall time and that process's peak RSS recorded),
@@ -20,6 +20,7 @@ import platform
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,7 +42,7 @@ LABELS = {
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bilm_dir", type=Path, required=True, help="pretrain_quality.py's work dir")
-    parser.add_argument("--work_dir", type=Path, default=Path("/tmp/elmo-sst-bench"))
+    parser.add_argument("--work_dir", type=Path, default=Path(tempfile.gettempdir()) / "elmo-sst-bench")
     parser.add_argument("--sst_dir", type=Path, default=REPO.parent / "shared" / "data" / "sst")
     parser.add_argument("--steps", default="prepare,train,throughput,report")
     parser.add_argument("--tasks", default="sst2,sst5")

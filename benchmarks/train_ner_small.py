@@ -1,9 +1,9 @@
 """NER benchmark on CoNLL-2003 with `elmo-train-ner` (train on train, pick on dev, report test).
 
     # (a) the paper's setup on the fixture biLM: frozen, BiLSTM-CRF head, activation cache
-    python benchmarks/train_ner_small.py fixture --data_dir ../shared/data/conll2003 --output_dir /tmp/ner-fixture
+    python benchmarks/train_ner_small.py fixture --data_dir ../shared/data/conll2003 --output_dir work/ner-fixture
     # (b) a small ELMo, randomly initialised and trained end to end with the CRF head, 30-minute budget
-    python benchmarks/train_ner_small.py small --data_dir ../shared/data/conll2003 --output_dir /tmp/ner-small
+    python benchmarks/train_ner_small.py small --data_dir ../shared/data/conll2003 --output_dir work/ner-small
 
 Extra arguments after the known ones are passed to elmo-train-ner (they override the defaults below).
 """

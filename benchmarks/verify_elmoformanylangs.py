@@ -4,7 +4,7 @@ dependency): the original `Embedder.sents2elmo` runs in its own venv (elmoforman
 built by ../shared/peers/setup_legacy_oracles.sh efml) and ours in this one, on the same model folders and sentences;
 every output array is compared, and the default call is timed side by side.
 
-    python benchmarks/verify_elmoformanylangs.py --oracle-python /tmp/legacy-oracles/efml/bin/python
+    python benchmarks/verify_elmoformanylangs.py [--oracle-python ORACLES/efml/bin/python]
 
 Models (ELMoForManyLangs' exact folder format, written as tests/efml_numpy.py writes them): the small test model with
 a word embedding, the same without one, and one of the released size (the packaged architecture: 2048 filters, LSTM
@@ -39,6 +39,8 @@ from efml_numpy import NON_LATIN_CHARS, NON_LATIN_WORDS, write_efml_model  # noq
 from modeling_elmo.elmoformanylangs import Embedder  # noqa: E402
 from modeling_elmo.formats.efml import PACKAGED_ARCHITECTURE  # noqa: E402
 
+# where ../shared/peers/setup_legacy_oracles.sh builds its venvs: $LEGACY_ORACLES, or legacy-oracles in the temp dir
+ORACLES = Path(os.environ.get("LEGACY_ORACLES") or Path(tempfile.gettempdir()) / "legacy-oracles")
 OUTPUT_LAYERS = (-2, -1, 0, 1, 2)
 STATEFUL_BATCH_SIZE = 16
 
@@ -165,7 +167,7 @@ def compare(theirs: dict[str, np.ndarray], ours: dict[str, np.ndarray]) -> tuple
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--oracle-python", default="/tmp/legacy-oracles/efml/bin/python")
+    parser.add_argument("--oracle-python", default=str(ORACLES / "efml" / "bin" / "python"))
     parser.add_argument("--sentences", type=int, default=100, help="sentences per small model (default 100)")
     parser.add_argument("--released-sentences", type=int, default=8, help="sentences compared on the released size")
     parser.add_argument("--timing-sentences", type=int, default=64, help="sentences timed on the released size")

@@ -5,7 +5,9 @@ scenarios run once on simple_elmo (TensorFlow 2.21 with tf-keras, in the venv th
 every output is compared; then both time the same job side by side.
 
     bash ../shared/peers/setup_legacy_oracles.sh simple_elmo
-    python benchmarks/verify_simple_elmo.py --oracle-python /tmp/legacy-oracles/simple_elmo/bin/python
+    python benchmarks/verify_simple_elmo.py --oracle-python ORACLES/simple_elmo/bin/python
+
+(ORACLES: where that script builds its venvs, `$LEGACY_ORACLES` or `legacy-oracles` in the temp dir.)
 
 Models: the fixture biLM as NLPL ships models (`options.json` + `model.hdf5` + a `vocab.txt` of `<S>`, `</S>`,
 `<UNK>` and the fixture's words), as a folder and as a ZIP; the fixture without a vocabulary and with its weights

@@ -1,11 +1,14 @@
 """Shared test fixtures. `../shared` (reference fixtures, data) is found beside the repo root or via
-`ELMO_SHARED_DIR`; when it is missing, tests that need it fail in CI (`CI` set) and are skipped elsewhere."""
+`ELMO_SHARED_DIR`; when it is missing, tests that need it fail in CI (`CI` set) and are skipped elsewhere. The tiers
+(`integration`, deselected by default) and their REQUIRE variables: `require_tiers`."""
 
 import os
 from pathlib import Path
 
 import pytest
 from shared_paths import require_shared
+
+pytest_plugins = ["pytester", "require_tiers"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Before torch is imported: idle OpenMP threads sleep instead of spinning, which keeps the many small per-step

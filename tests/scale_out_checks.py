@@ -29,15 +29,18 @@ def corpus_lines(fixture_dir: Path) -> list[str]:
 
 
 def require_engine(module: str) -> None:
-    """Skip where `module` (ray, pyspark) is missing, fail where `ELMO_REQUIRE_SCALE_OUT=1` says it is installed.
-    Spark also needs Java, which no pip install brings: a machine without it skips Spark's tests with the reason."""
+    """Skip where `module` (ray, pyspark) is missing, fail where `ELMO_REQUIRE_SCALE_OUT=1` says it must run. Spark
+    also needs Java, which no pip install brings: a machine without it skips Spark's tests, or fails them the same."""
+    lacking = None
     if importlib.util.find_spec(module) is None:
         lacking = f"{module} is not installed (pip install -e '.[ray,spark]')"
-        if os.environ.get("ELMO_REQUIRE_SCALE_OUT") == "1":
-            pytest.fail(f"{lacking}, and ELMO_REQUIRE_SCALE_OUT=1")
-        pytest.skip(lacking)
-    if module == "pyspark" and shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs Java: java is not on PATH and JAVA_HOME is unset")
+    elif module == "pyspark" and shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        lacking = "Spark needs Java: java is not on PATH and JAVA_HOME is unset"
+    if lacking is None:
+        return
+    if os.environ.get("ELMO_REQUIRE_SCALE_OUT") == "1":
+        pytest.fail(f"{lacking}, and ELMO_REQUIRE_SCALE_OUT=1", pytrace=False)
+    pytest.skip(lacking)
 
 
 def elmo_embed_vectors(input_path: Path, output: Path, model_dir: Path, layers: str, pooling, *extra: str):

@@ -35,6 +35,7 @@ def test_roofline_of_original_on_an_h100_and_an_h200():
     assert bench_gpu.ceiling(bench_gpu.roofline(ORIGINAL, "cpu"), "fp32", 1, 1.0) == (None, None)
 
 
+@pytest.mark.integration
 def test_dry_run_writes_the_json_and_the_table(tmp_path):
     completed = subprocess.run(
         [sys.executable, str(BENCHMARKS / "bench_gpu.py"), "--dry-run", "--out-dir", str(tmp_path)],
@@ -53,6 +54,7 @@ def test_dry_run_writes_the_json_and_the_table(tmp_path):
     assert not list(tmp_path.glob("*.partial"))
 
 
+@pytest.mark.integration
 def test_bad_arguments_are_one_line(tmp_path):
     script = str(BENCHMARKS / "bench_gpu.py")
     completed = subprocess.run(

@@ -86,6 +86,23 @@ def test_the_wheel_jobs_install_the_readme_set_up_from_the_wheel():
     assert wheel_installs == [[*from_the_wheel, f"$wheel{extras}"], [*from_the_wheel, f"$wheel{with_engines}"]]
 
 
+def tier_commands() -> list[str]:
+    """The documented commands that run a whole tier of the suite: the README's, then docs/development.md's."""
+    pages = [path for path in documentation_files(REPO_ROOT) if path.name in ("README.md", "development.md")]
+    texts = [block.text.strip() for page in pages for block in read_blocks(page, REPO_ROOT)]
+    return [text for text in texts if text.startswith("python -m pytest")]
+
+
+def test_ci_runs_each_tier_with_its_documented_command():
+    """Job 1 runs the README's command as written (the whole unit tier); job 4 runs docs/development.md's command of
+    the integration tier, with the variable that fails its skips."""
+    unit, integration = tier_commands()
+    assert (unit, integration) == ("python -m pytest -q", "python -m pytest -q -m integration")
+    lines = (REPO_ROOT / ".ci" / "run").read_text().replace("\\\n", " ").splitlines()
+    assert any(line.endswith(f" {unit}") for line in lines)
+    assert any(f" {integration} " in line and "ELMO_REQUIRE_INTEGRATION=1" in line for line in lines)
+
+
 def test_every_extra_has_its_install_line():
     """docs/install.md shows `pip install "elmo-transformers[EXTRA]"` for every extra users install (the test extra is
     a checkout's, in the quick start)."""

@@ -130,6 +130,7 @@ def test_a_mistyped_model_folder_is_no_such_folder_for_elmo_embed(tmp_path, caps
     assert code == 2 and len(error) == 1 and "elmo-fixtur (no such folder" in error[0], (code, error)
 
 
+@pytest.mark.integration
 def test_a_mistyped_model_folder_makes_no_hub_round_trip(tmp_path):
     """Online, with the Hub unreachable (a closed local port): the answer comes without a connection attempt."""
     (tmp_path / "in.txt").write_text("a sentence\n")

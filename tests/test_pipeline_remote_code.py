@@ -80,6 +80,7 @@ def _scores(outputs: list) -> list[float]:
     return [float(entity["score"]) for entity in outputs]
 
 
+@pytest.mark.integration
 def test_tagging_raw_text_through_remote_code_only(remote_runs):
     folder, results = remote_runs
     for run, result in zip(RUNS, results, strict=True):
@@ -100,6 +101,7 @@ def test_tagging_raw_text_through_remote_code_only(remote_runs):
         assert {e["entity"] for e in entities} == ({"B-PER"} if text.strip() else set())
 
 
+@pytest.mark.integration
 def test_feature_extraction_through_remote_code_only(remote_runs):
     folder, results = remote_runs
     runs = [(run, result) for run, result in zip(RUNS, results, strict=True) if run["task"] == "feature-extraction"]
@@ -119,6 +121,7 @@ def test_feature_extraction_through_remote_code_only(remote_runs):
             torch.testing.assert_close(torch.tensor(found), torch.tensor(single(text)), rtol=0, atol=1e-6)
 
 
+@pytest.mark.integration
 def test_text_pair_classification_through_remote_code_only(tmp_path):
     folder = classifier_folder(tmp_path, classifier_sentence_pairs=True)
     runs = [
@@ -153,6 +156,7 @@ def test_every_saved_folder_declares_the_pipeline(tmp_path, model_class):
     assert remote_code_problems(tmp_path) == []
 
 
+@pytest.mark.integration
 def test_importing_the_package_or_a_config_leaves_transformers_pipelines_unimported():
     # the pipeline class comes on first use; the package and a config alone (as remote code) need no pipeline code
     code = (

@@ -638,6 +638,7 @@ def test_added_tokens_survive_save_and_load(tmp_path):
         assert loaded.all_special_tokens == ["<pad>", "[E1]", "[/E1]"]
 
 
+@pytest.mark.integration
 def test_added_tokens_survive_remote_code_loading(tmp_path):
     """Where the package is not installed: `AutoTokenizer.from_pretrained(..., trust_remote_code=True)`."""
     tokenizer_with_markers().save_pretrained(tmp_path / "tokenizer")

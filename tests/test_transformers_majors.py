@@ -14,6 +14,8 @@ import pytest
 import torch
 import transformers
 
+pytestmark = pytest.mark.integration
+
 WORKER = Path(__file__).with_name("other_major_worker.py")
 SENTENCES = [["The", "U.S.", "didn't", "say", "."], ["Ünïcödé", "👍🏽"], ["a"]]
 LABELS = ["O", "B-PER", "I-PER"]

@@ -106,6 +106,7 @@ def test_a_console_script_of_the_environment_runs_by_name(tmp_path, capfd, monke
     ]
 
 
+@pytest.mark.integration
 def test_every_served_name_is_modeling_elmo_allennlps_own(tmp_path, capfd):
     """Each module of the table imports in the program and holds the very objects of `modeling_elmo.allennlp`; a
     package holds its submodules (`allennlp.nn.util` after `import allennlp.nn`, as in AllenNLP 0.9)."""
@@ -141,6 +142,7 @@ def test_every_served_name_is_modeling_elmo_allennlps_own(tmp_path, capfd):
     assert {"allennlp.commands.elmo ElmoEmbedder True", "allennlp.modules.elmo _ElmoBiLm True"} <= set(lines)
 
 
+@pytest.mark.integration
 def test_what_is_not_served_says_so(tmp_path, capfd):
     program = write_program(
         tmp_path,
@@ -170,6 +172,7 @@ def test_what_is_not_served_says_so(tmp_path, capfd):
     assert "ImportError: cannot import name 'ElmoLstm' from 'allennlp.modules.elmo'" in captured.err
 
 
+@pytest.mark.integration
 def test_the_names_exist_only_inside_run_legacy():
     """Importing modeling_elmo (and its AllenNLP module) never makes `allennlp` importable."""
     probe = "import modeling_elmo, modeling_elmo.allennlp, importlib.util; print(importlib.util.find_spec('allennlp'))"

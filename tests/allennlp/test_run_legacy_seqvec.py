@@ -15,6 +15,8 @@ import pytest
 from modeling_elmo.allennlp import ElmoEmbedder
 from modeling_elmo.commands import run_legacy
 
+pytestmark = pytest.mark.integration
+
 ORIGINAL_TOLERANCE = 2e-6  # float32 outputs against the original TensorFlow code's (the project's standard)
 PROTEINS = {  # seqvec reads FASTA; the fixture's characters include every amino-acid letter
     "P1": "MKTAYIAKQRQISFVKSHFSRQ",

@@ -266,6 +266,7 @@ def test_cli_reports_errors_without_traceback(random_checkpoint, tmp_path, capsy
         main(["--output", str(tmp_path / "out")])
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "command",
     [["elmo-convert"], [sys.executable, str(REPO_ROOT / "conversion" / "convert_elmo_original_to_hf.py")]],
@@ -531,6 +532,7 @@ def write_owner(folder: Path, pid: int, host: str | None = None) -> None:
     (folder / OWNER_FILE).write_text(json.dumps(record))
 
 
+@pytest.mark.integration
 def test_a_killed_conversion_leaves_a_partial_folder_that_the_next_run_removes(random_checkpoint, tmp_path):
     options, weights = random_checkpoint()
     output = tmp_path / "out"

@@ -297,6 +297,7 @@ def test_from_elmoformanylangs_takes_model_dir_only(extra, tmp_path, capsys):
     assert exit_info.value.code == 2 and "--from elmoformanylangs takes --model-dir" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_remote_code_without_the_package_extracts_the_same_features(tmp_path):
     """`pipeline("feature-extraction", trust_remote_code=True)` where `modeling_elmo` is not importable: the saved
     code files carry the lexicon tokenizer and the word embedding."""

@@ -228,6 +228,7 @@ def test_an_unusable_device_names_it(converted_fixture):
         ElmoBatchEmbedder(converted_fixture, device="nonsense")({"id": [0], "text": ["a"]})
 
 
+@pytest.mark.integration
 def test_importing_the_package_stays_light():
     """`import modeling_elmo.embed` (as `elmo-embed` does) imports neither pyarrow and pandas nor the engines."""
     script = (

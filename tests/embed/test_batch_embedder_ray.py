@@ -15,6 +15,8 @@ from scale_out_checks import assert_close, corpus_lines, elmo_embed_vectors, req
 from modeling_elmo.embed import ElmoBatchEmbedder
 from modeling_elmo.embed.arrow_layout import arrow_schema
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def ray_session():
@@ -23,7 +25,7 @@ def ray_session():
     import ray
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    temp_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    temp_dir = tempfile.mkdtemp(prefix="ray")
     try:
         ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp_dir, log_to_driver=False)
         ray.data.DataContext.get_current().enable_progress_bars = False

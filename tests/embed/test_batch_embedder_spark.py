@@ -15,6 +15,8 @@ from scale_out_checks import assert_close, corpus_lines, elmo_embed_vectors, req
 
 from modeling_elmo.embed import ElmoBatchEmbedder, spark_predict_batch_fn
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory):

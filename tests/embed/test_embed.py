@@ -123,6 +123,7 @@ def test_bucketing_groups_by_length_and_numbers_batches_by_window():
         next(bucketed_batches(iter(sentences), batch_size=2, max_tokens=3))
 
 
+@pytest.mark.integration
 def test_resume_after_kill_matches_uninterrupted_run(tmp_path, corpus, converted_fixture, monkeypatch):
     lines = [line for _ in range(8) for line in corpus]  # 272 lines in 68 batches: long enough to be killed mid-run
     input_path = _write(tmp_path / "in.txt", lines)
@@ -317,6 +318,7 @@ def test_merge_refuses_missing_mixed_or_overlapping_shards(tmp_path, three_shard
         assert not (tmp_path / "merged.hdf5").exists() and not _leftovers(tmp_path)
 
 
+@pytest.mark.integration
 def test_two_processes_then_merge_equal_single_run(tmp_path, corpus, converted_fixture):
     input_path = _write(tmp_path / "in.txt", corpus)
     args = ["--batch-size", "3", "--window", "4"]
@@ -372,6 +374,7 @@ def test_write_failure_is_one_line_and_keeps_finished_parts(
     assert (tmp_path / "out.hdf5").read_bytes() == (tmp_path / "fresh.hdf5").read_bytes()
 
 
+@pytest.mark.integration
 def test_real_file_size_limit_gives_one_line(tmp_path, corpus, converted_fixture):
     """HDF5 itself failing to write (here: over RLIMIT_FSIZE, as on a full disk) in a child process."""
     input_path = _write(tmp_path / "in.txt", corpus)
@@ -404,6 +407,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.integration
 def test_real_full_disk_and_read_only_folder(tmp_path, corpus, converted_fixture):
     """A 150 KiB tmpfs and a read-only one, mounted in a private mount namespace (skipped where that is refused)."""
     unshare = shutil.which("unshare")

@@ -118,6 +118,7 @@ def test_the_data_tools_read_the_folder_as_one_dataset(tmp_path, corpus, convert
     assert [row[0] for row in ids] == list(range(len(corpus)))
 
 
+@pytest.mark.integration
 def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path, corpus, converted_fixture, monkeypatch):
     lines = corpus * 4  # 148 lines: 19 windows of 8
     input_path = _write(tmp_path / "in.txt", lines)

@@ -454,6 +454,7 @@ def test_word_cache_under_cpu_autocast_is_bypassed(random_checkpoint):
     assert _max_difference(_layers(model, ids, reference=False), expected) <= TOLERANCE
 
 
+@pytest.mark.integration
 @pytest.mark.filterwarnings("ignore")
 def test_torch_compile_gives_the_eager_outputs(random_checkpoint):
     """Inductor cannot lower oneDNN's linear ops: inside `torch.compile` the products go through `bmm`."""

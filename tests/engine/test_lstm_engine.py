@@ -114,6 +114,7 @@ def test_concurrent_calls_give_the_serial_bits(random_checkpoint, two_threads):
 BUSY_LOOP = "import time\nend = time.time() + 60\nwhile time.time() < end:\n    pass\n"
 
 
+@pytest.mark.integration
 def test_same_bits_beside_a_busy_process(random_checkpoint, two_threads):
     """A process keeping a CPU busy changes nothing in the outputs (no timing decides anything)."""
     model = _model(random_checkpoint, seed=35, dim=256, projection_dim=64)

@@ -84,6 +84,7 @@ def compiled(tmp_path_factory) -> dict[int, list[dict]]:
         return dict(reports)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("arch", SHARED_MEMORY_PER_BLOCK)
 def test_every_shipped_configuration_compiles_fits_and_does_not_spill(compiled, arch):
     reports = compiled[arch]

@@ -50,6 +50,7 @@ def test_a_cpu_model_outside_the_interpreter_is_refused(random_checkpoint, monke
     assert {layer.implementation for layer in model.bilm.layers} == {None}
 
 
+@pytest.mark.integration
 def test_a_model_without_triton_imports_runs_and_refuses_it():
     """Triton made unimportable before `import modeling_elmo`: as where it is not installed."""
     result = _run_python(
@@ -76,6 +77,7 @@ def test_a_model_without_triton_imports_runs_and_refuses_it():
     )
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 def test_neither_the_import_nor_a_cpu_call_decorates_the_kernels():
     """(PyTorch's dynamo imports Triton itself where it is installed; the kernels' module is ours.)"""

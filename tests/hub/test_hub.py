@@ -179,6 +179,7 @@ def test_load_by_repo_id_from_cache_with_package(
     assert_matches_original(hidden_states, batch["attention_mask"], original_outputs)
 
 
+@pytest.mark.integration
 def test_load_by_repo_id_from_cache_without_package(published_folder, tmp_path, fixture_sentences, original_outputs):
     place_in_hub_cache(published_folder, tmp_path / "hf_home" / "hub", REPO_ID)
     result = run_without_package(
@@ -227,6 +228,7 @@ def subprocess_env(hub: LocalHub, tmp_path: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.integration
 def test_elmo_convert_push_then_load_by_repo_id_without_package(
     fixture_dir, tmp_path, fixture_sentences, original_outputs
 ):

@@ -141,6 +141,7 @@ with locked_output_dir(sys.argv[1], "elmo-pretrain"):
 """
 
 
+@pytest.mark.integration
 def test_a_killed_run_leaves_no_lock_behind(corpus):
     output = corpus["dir"] / "out"
     holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(output)], stdout=subprocess.PIPE, text=True)

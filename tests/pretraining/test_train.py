@@ -185,6 +185,7 @@ def test_bad_inputs_are_refused_with_one_clear_line(corpus, tmp_path, capsys, ca
     assert not (output / "model.safetensors").exists()
 
 
+@pytest.mark.integration
 def test_two_processes_train_with_ddp_each_on_its_own_shards(corpus):
     output = corpus["dir"] / "ddp"
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}

@@ -209,6 +209,7 @@ sys.exit(train.main(sys.argv[1:]))
 """
 
 
+@pytest.mark.integration
 def test_kill_9_while_saving_a_checkpoint_leaves_the_previous_one_to_resume_from(corpus, tmp_path, caplog):
     output = tmp_path / "out"
     process = subprocess.Popen(

@@ -100,6 +100,7 @@ def saved_model(corpus, tmp_path) -> Path:
     return folder
 
 
+@pytest.mark.integration
 def test_evaluation_only_says_so_first_and_writes_no_model(corpus, saved_model, tmp_path):
     output = tmp_path / "evaluation"
     result = subprocess.run(

@@ -83,6 +83,7 @@ def test_the_users_settings_are_kept(machine, monkeypatch):
     assert omp_environment() == {"OMP_NUM_THREADS": "4", "OMP_WAIT_POLICY": "ACTIVE"}
 
 
+@pytest.mark.integration
 def test_busy_cpus_sees_a_busy_process():
     cpu = min(os.sched_getaffinity(0))
     loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
