@@ -231,9 +231,15 @@ def check_output_file(output: Path, overwrite: bool, label: str, error: type[Exc
 
 
 @contextmanager
-def replaced_atomically(target: Path, error: type[Exception], folder: Path | None = None) -> Iterator[BinaryIO]:
-    """A binary stream to a temporary file in `folder` (default: beside `target`) that becomes `target` when the block
-    ends (synced, with the umask's permissions) and is deleted if anything fails; an OS or HDF5 failure becomes
+def replaced_atomically(
+    target: Path,
+    error: type[Exception],
+    folder: Path | None = None,
+    before_rename: Callable[[Path], None] | None = None,
+) -> Iterator[BinaryIO]:
+    """The one atomic write of the package: a binary stream to a temporary file in `folder` (default: beside
+    `target`) that becomes `target` when the block ends (synced, with the umask's permissions, `before_rename` called
+    with the finished temporary file just before) and is deleted if anything fails; an OS or HDF5 failure becomes
     `error("Cannot write TARGET: CAUSE")`."""
     try:
         descriptor, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder or target.parent)
@@ -246,6 +252,8 @@ def replaced_atomically(target: Path, error: type[Exception], folder: Path | Non
             stream.flush()
             os.fsync(stream.fileno())
         os.chmod(temporary, 0o666 & ~current_umask())  # as any new file (mkstemp creates it 0600)
+        if before_rename is not None:
+            before_rename(temporary)
         os.replace(temporary, target)
     except error:
         raise

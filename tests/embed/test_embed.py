@@ -349,7 +349,7 @@ def test_write_failure_is_one_line_and_keeps_finished_parts(
 ):
     input_path = _write(tmp_path / "in.txt", corpus)
     fail_at = 6 if stage == "part" else len(corpus) + 1  # in the 2nd part (4 lines each), or in the output file
-    original, calls = embed_store._write_dataset, []
+    original, calls = embed_store.write_line, []
 
     def failing(*args) -> None:
         calls.append(1)
@@ -358,7 +358,7 @@ def test_write_failure_is_one_line_and_keeps_finished_parts(
         original(*args)
 
     with monkeypatch.context() as patch:
-        patch.setattr(embed_store, "_write_dataset", failing)
+        patch.setattr(embed_store, "write_line", failing)
         assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES) == 1
     error = capsys.readouterr().err.strip()
     target = "out.hdf5.parts/part-" if stage == "part" else "out.hdf5:"
