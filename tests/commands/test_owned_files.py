@@ -19,8 +19,14 @@ class Killed(Exception):
     pass
 
 
-def _folder(path) -> OwnedFolder:
-    return OwnedFolder(path, "the-tool", (".record.json", ".lock", re.compile(r"part-\d\.bin")), Refused)
+def _folder_with_one_file(path, data: bytes) -> OwnedFolder:
+    """A folder of the run `{"run": 1}` in which `part-0.bin` (holding `data`) is finished."""
+    folder = OwnedFolder(path, "the-tool", (".record.json", ".lock", re.compile(r"part-\d\.bin")), Refused)
+    with folder.locked():
+        folder.start({"run": 1})
+        with folder.writing("part-0.bin") as stream:
+            stream.write(data)
+    return folder
 
 
 def test_sha256_of_is_the_files_sha256_and_sees_every_chunk(tmp_path):
@@ -42,11 +48,8 @@ def test_a_claimed_path_refuses_a_second_claim_until_released(tmp_path, target):
 
 
 def test_a_file_is_listed_before_it_takes_its_name(tmp_path):
-    folder = _folder(tmp_path / "out")
+    folder = _folder_with_one_file(tmp_path / "out", b"finished")
     with folder.locked():
-        folder.start({"run": 1})
-        with folder.writing("part-0.bin") as stream:
-            stream.write(b"finished")
         with pytest.raises(Killed), folder.writing("part-1.bin") as stream:  # killed while being written
             stream.write(b"half")
             raise Killed
@@ -61,11 +64,7 @@ def test_a_file_is_listed_before_it_takes_its_name(tmp_path):
 
 
 def test_only_listed_files_and_own_leftovers_are_removed(tmp_path):
-    folder = _folder(tmp_path / "out")
-    with folder.locked():
-        folder.start({"run": 1})
-        with folder.writing("part-0.bin") as stream:
-            stream.write(b"x")
+    folder = _folder_with_one_file(tmp_path / "out", b"x")
     (tmp_path / "out" / ".part-1.bin.abcd1234.tmp").write_bytes(b"left by a killed run")
     (tmp_path / "out" / ".notes.abcd1234.tmp").write_bytes(b"the user's")
     with pytest.raises(Refused, match=r"holds files the-tool did not write \(\.notes\.abcd1234\.tmp\)"):
