@@ -341,7 +341,7 @@ def _run_parquet(args, embedder: _Embedder, scan: InputScan, record: dict, windo
     from .parquet_store import ParquetFolder
 
     folder = ParquetFolder(Path(args.output), record, overwrite=args.overwrite)
-    if args.overwrite or any(not folder.is_done(window) for window in windows):
+    if args.overwrite or any(not folder.is_done(window, checksum=False) for window in windows):
         embedder.load()  # a model that cannot be loaded fails before anything is written
     with folder:
         todo = [window for window in windows if not folder.is_done(window)]

@@ -105,9 +105,10 @@ class ParquetFolder:
     def __exit__(self, *exc_info) -> None:
         self._claim.close()
 
-    def is_done(self, window: int) -> bool:
-        """Whether `window` has a part that the record lists with its size and checksum intact."""
-        return self.owned.is_intact(part_name(window))
+    def is_done(self, window: int, checksum: bool = True) -> bool:
+        """Whether `window` has a part that the record lists with its size and checksum intact (`checksum=False`:
+        its size only, a quick look)."""
+        return self.owned.is_intact(part_name(window), checksum)
 
     @contextlib.contextmanager
     def writing(self, window: int, schema: pa.Schema) -> Iterator[pq.ParquetWriter]:
