@@ -9,11 +9,15 @@ new output takes the place of the old one, so that a failed or killed run never 
   up by the next run.
 - One file (`elmo-embed`, `elmo-pretrain build-vocab`, `elmo-export-onnx`, the fine-tuning commands' result files):
   `check_output_file` refuses a folder, a missing parent folder, or an existing file without `--overwrite`;
-  `replaced_atomically` writes it under a temporary name beside it and renames it into place.
+  `replaced_atomically`, the package's one atomic write, writes it under a temporary name beside it, synced, and
+  renames it into place with the umask's permissions.
+- A folder filled file by file (`elmo-embed --format parquet`, its `merge` and `to-parquet`): `owned_files.OwnedFolder`
+  owns only the files its record lists (size and sha256); see that module for the rule.
 - A Trainer command's `--output_dir`, which the `Trainer` writes into as it goes (checkpoints, then the model):
   `check_run_folder` refuses a file, a folder that cannot be written, or one holding entries the run may not write
   over; a command that may reuse its own folders records what it wrote in a marker file (`claim_run_folder`,
-  `seal_run_folder`, `written_by`). `output_lock` keeps a second live run out of it.
+  `seal_run_folder`, `written_by`). `output_lock` keeps a second live run out of it with `owned_files.claimed`, the
+  package's one lock.
 """
 
 import json
