@@ -156,7 +156,7 @@ class ElmoEmbedder:
         self, path: Path, sentences: list[str], keys: list[str], output_format: str, batch_size: int, no_index: bool
     ) -> None:
         embedded = self.embed_sentences([sentence.split() for sentence in sentences], batch_size)
-        with hdf5_replaced_atomically(path) as output:
+        with hdf5_replaced_atomically(path, error=OSError) as output:  # AllenNLP's h5py raised OSError too
             for key, embeddings in tqdm(zip(keys, embedded, strict=True), total=len(keys)):
                 if output_format == "top":
                     embeddings = embeddings[-1]

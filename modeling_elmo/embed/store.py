@@ -60,9 +60,11 @@ def shard_output(output: Path, rank: int, world: int) -> Path:
 
 
 @contextlib.contextmanager
-def hdf5_replaced_atomically(target: Path, folder: Path | None = None) -> Iterator[h5py.File]:
+def hdf5_replaced_atomically(
+    target: Path, folder: Path | None = None, error: type[Exception] = EmbedOutputError
+) -> Iterator[h5py.File]:
     """`replaced_atomically` for an HDF5 file (written through Python, so that a failed write raises cleanly)."""
-    with replaced_atomically(target, EmbedOutputError, folder) as stream, h5py.File(stream, "w") as handle:
+    with replaced_atomically(target, error, folder) as stream, h5py.File(stream, "w") as handle:
         yield handle
 
 
