@@ -81,7 +81,8 @@ class OwnedFolder:
         self.record_name, self.lock_name, self.writes = names
 
     def read(self) -> dict | None:
-        """The whole record (None: there is none); an error naming it where it cannot be read."""
+        """The whole record (None: there is none); an error naming it where it cannot be read or lists a name the
+        tool does not write (so that nothing outside the folder is ever taken for a listed file)."""
         path = self.folder / self.record_name
         if not path.exists():
             return None
@@ -89,6 +90,8 @@ class OwnedFolder:
             record = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(record, dict) or not isinstance(record.get("files", {}), dict):
                 raise ValueError("not a JSON object")
+            if not all(self.writes.fullmatch(name) for name in record.get("files", {})):
+                raise ValueError(f"it lists files {self.tool} does not write")
         except (OSError, ValueError) as failure:
             raise self.error(f"{path} is unreadable ({reason_of(failure, with_file=False)}).") from failure
         return record

@@ -75,3 +75,14 @@ def test_only_listed_files_and_own_leftovers_are_removed(tmp_path):
         folder.start({"run": 2}, overwrite=True)
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [".lock", ".record.json"]
     assert folder.files() == {}
+
+
+def test_a_record_listing_a_name_the_tool_does_not_write_is_refused(tmp_path):
+    folder = _folder_with_one_file(tmp_path / "out", b"x")
+    (tmp_path / "keep").write_bytes(b"outside the folder")
+    record = json.loads((tmp_path / "out" / ".record.json").read_text())
+    record["files"]["../keep"] = record["files"]["part-0.bin"]
+    (tmp_path / "out" / ".record.json").write_text(json.dumps(record))
+    with pytest.raises(Refused, match="lists files the-tool does not write"), folder.locked():
+        folder.start({"run": 2}, overwrite=True)
+    assert (tmp_path / "keep").read_bytes() == b"outside the folder"
