@@ -2,19 +2,17 @@
 and `embed_file`, which writes them to HDF5 in the layout of `allennlp elmo` (one float32 dataset per line, keyed by
 line index or sentence, and a `sentence_to_index` JSON string)."""
 
-import contextlib
-import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from itertools import islice
+from pathlib import Path
 from typing import IO
 
-import h5py
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..embed.store import hdf5_replaced_atomically, write_line, write_sentence_to_index
 from .bilm import _ElmoBiLm
 from .boundaries import remove_sentence_boundaries
 from .characters import batch_to_ids
@@ -118,7 +116,8 @@ class ElmoEmbedder:
         the end, or a path) into the HDF5 file `output_file_path`: per line a float32 dataset named by its line index
         (or, with `use_sentence_keys`, by the sentence), shaped (num_layers, words, dim) for `"all"` and (words, dim)
         for `"top"` and `"average"`; unless `forget_sentences` or `use_sentence_keys`, `sentence_to_index` holds the
-        JSON map from sentence to key. The file appears complete or not at all.
+        JSON map from sentence to key. The file appears complete or not at all (the package's one atomic write: synced,
+        renamed into place, with the umask's permissions).
         """
         if output_format not in OUTPUT_FORMATS:
             raise ConfigurationError(
@@ -132,16 +131,8 @@ class ElmoEmbedder:
                 f"{input_file if isinstance(input_file, str | os.PathLike) else 'the input file'} repeats a sentence, "
                 "so use_sentence_keys cannot key each one: embed it without use_sentence_keys."
             )
-        output_file_path = os.fspath(output_file_path)
-        folder = os.path.dirname(os.path.abspath(output_file_path))
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".elmo-embed-", suffix=".hdf5.tmp")
-        os.close(handle)
-        try:
-            self._write(temporary, sentences, keys, output_format, batch_size, forget_sentences or use_sentence_keys)
-            os.replace(temporary, output_file_path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
+        no_index = forget_sentences or use_sentence_keys
+        self._write(Path(output_file_path), sentences, keys, output_format, batch_size, no_index)
 
     @staticmethod
     def _read_sentences(input_file: IO | str | os.PathLike) -> list[str]:
@@ -162,16 +153,15 @@ class ElmoEmbedder:
         return sentences
 
     def _write(
-        self, path: str, sentences: list[str], keys: list[str], output_format: str, batch_size: int, no_index: bool
+        self, path: Path, sentences: list[str], keys: list[str], output_format: str, batch_size: int, no_index: bool
     ) -> None:
         embedded = self.embed_sentences([sentence.split() for sentence in sentences], batch_size)
-        with h5py.File(path, "w") as output:
+        with hdf5_replaced_atomically(path, error=OSError) as output:  # AllenNLP's h5py raised OSError too
             for key, embeddings in tqdm(zip(keys, embedded, strict=True), total=len(keys)):
                 if output_format == "top":
                     embeddings = embeddings[-1]
                 elif output_format == "average":
                     embeddings = np.average(embeddings, axis=0)
-                output.create_dataset(key, embeddings.shape, dtype="float32", data=embeddings)
+                write_line(output, key, embeddings.astype(np.float32, copy=False))
             if not no_index:
-                index = output.create_dataset("sentence_to_index", (1,), dtype=h5py.special_dtype(vlen=str))
-                index[0] = json.dumps(dict(zip(sentences, keys, strict=True)))
+                write_sentence_to_index(output, dict(zip(sentences, keys, strict=True)))

@@ -9,11 +9,15 @@ new output takes the place of the old one, so that a failed or killed run never 
   up by the next run.
 - One file (`elmo-embed`, `elmo-pretrain build-vocab`, `elmo-export-onnx`, the fine-tuning commands' result files):
   `check_output_file` refuses a folder, a missing parent folder, or an existing file without `--overwrite`;
-  `replaced_atomically` writes it under a temporary name beside it and renames it into place.
+  `replaced_atomically`, the package's one atomic write, writes it under a temporary name beside it, synced, and
+  renames it into place with the umask's permissions.
+- A folder filled file by file (`elmo-embed --format parquet`, its `merge` and `to-parquet`): `owned_files.OwnedFolder`
+  owns only the files its record lists (size and sha256); see that module for the rule.
 - A Trainer command's `--output_dir`, which the `Trainer` writes into as it goes (checkpoints, then the model):
   `check_run_folder` refuses a file, a folder that cannot be written, or one holding entries the run may not write
   over; a command that may reuse its own folders records what it wrote in a marker file (`claim_run_folder`,
-  `seal_run_folder`, `written_by`). `output_lock` keeps a second live run out of it.
+  `seal_run_folder`, `written_by`). `output_lock` keeps a second live run out of it with `owned_files.claimed`, the
+  package's one lock.
 """
 
 import json
@@ -231,9 +235,15 @@ def check_output_file(output: Path, overwrite: bool, label: str, error: type[Exc
 
 
 @contextmanager
-def replaced_atomically(target: Path, error: type[Exception], folder: Path | None = None) -> Iterator[BinaryIO]:
-    """A binary stream to a temporary file in `folder` (default: beside `target`) that becomes `target` when the block
-    ends (synced, with the umask's permissions) and is deleted if anything fails; an OS or HDF5 failure becomes
+def replaced_atomically(
+    target: Path,
+    error: type[Exception],
+    folder: Path | None = None,
+    before_rename: Callable[[Path], None] | None = None,
+) -> Iterator[BinaryIO]:
+    """The one atomic write of the package: a binary stream to a temporary file in `folder` (default: beside
+    `target`) that becomes `target` when the block ends (synced, with the umask's permissions, `before_rename` called
+    with the finished temporary file just before) and is deleted if anything fails; an OS or HDF5 failure becomes
     `error("Cannot write TARGET: CAUSE")`."""
     try:
         descriptor, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder or target.parent)
@@ -246,6 +256,8 @@ def replaced_atomically(target: Path, error: type[Exception], folder: Path | Non
             stream.flush()
             os.fsync(stream.fileno())
         os.chmod(temporary, 0o666 & ~current_umask())  # as any new file (mkstemp creates it 0600)
+        if before_rename is not None:
+            before_rename(temporary)
         os.replace(temporary, target)
     except error:
         raise

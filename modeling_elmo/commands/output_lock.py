@@ -3,13 +3,13 @@ The kernel releases the lock when the process ends, however it ends (a killed ru
 file is written into the folder."""
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from .errors import ToolInputError
+from .owned_files import claimed
 
 
 class OutputFolderInUseError(ToolInputError, ValueError):
@@ -22,18 +22,10 @@ def locked_output_dir(output_dir: str | os.PathLike, prog: str) -> Iterator[Path
     at once if another process holds it."""
     folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise OutputFolderInUseError(
-                f"--output_dir {output_dir} is in use by another running {prog}; wait for it to end, or choose "
-                "another folder."
-            ) from None
+    busy = f"--output_dir {output_dir} is in use by another running {prog}; wait for it to end, or choose another "
+    busy += "folder."
+    with claimed(folder, busy, OutputFolderInUseError):
         yield folder
-    finally:
-        os.close(descriptor)  # releases the lock
 
 
 def run_output_dir_lock(training_args: Any, prog: str) -> contextlib.AbstractContextManager:

@@ -30,6 +30,7 @@ from transformers.utils import logging
 
 from ..commands.errors import ToolError
 from ..commands.output_folder import OutputKind, current_umask, move_into_place, prepare_output, reason_of, work_folder
+from ..commands.owned_files import sha256_of
 from ..configuration_elmo import ElmoConfig
 from ..formats.original_checkpoint import load_original_checkpoint
 from ..hub.model_card import render_base_model_card
@@ -116,14 +117,6 @@ def resolve_source(location: str, cache_dir: str | os.PathLike | None = None) ->
         if os.path.exists(partial.name):
             os.unlink(partial.name)
     return target
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _verification_batch(tokenizer: ElmoTokenizer) -> dict[str, torch.Tensor]:

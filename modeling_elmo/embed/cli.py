@@ -43,7 +43,7 @@ from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, subcomman
 from ..commands.errors import ToolError, ToolInputError, report
 from ..runtime.cpu_threads import configure_cpu_threads
 from .batching import Batch, EmbedInputError, Sentence, bucketed_batches, read_sentences
-from .run_identity import InputScan, model_identity, rank_windows, scan_input
+from .run_identity import InputScan, model_identity, rank_windows, scan_input, shared_window
 from .store import (
     PartStore,
     in_line_order,
@@ -231,7 +231,7 @@ def _run_record(args: argparse.Namespace, device: torch.device, scan: InputScan)
         "raw": args.raw,
         "batch_size": args.batch_size,
         "max_tokens_per_batch": args.max_tokens_per_batch,
-        "window": args.window,
+        "window": scan.window,
         "dtype": args.dtype,
         "vector_dtype": args.vector_dtype,
         "word_cache": args.word_cache,
@@ -251,7 +251,7 @@ class _Embedder:
         self.args, self.input_path, self.device = args, input_path, None
         self.input_state = _input_state(input_path)
         self.model = self.tokenizer = None
-        self.tokens, self.start = 0, time.perf_counter()
+        self.tokens, self.start = 0, None  # the tok/s clock starts with the first batch, not with the model's loading
 
     def check_input_unchanged(self) -> None:
         """Before an output takes its place: refuse an input that changed since the run began."""
@@ -276,18 +276,20 @@ class _Embedder:
         if args.word_cache:
             self.model.set_word_cache(args.word_cache)
         split = (lambda text: [word for word, _, _ in self.tokenizer.split_words(text)]) if args.raw else None
-        lines = scan.window_lines(args.window, window)
+        lines = scan.window_lines(window)
         sentences = read_sentences(self.input_path, split, (lines.start, scan.window_starts[window]), lines.stop)
         return bucketed_batches(
             sentences,
             batch_size=args.batch_size,
             max_tokens=args.max_tokens_per_batch,
-            window=args.window,
+            window=scan.window,
             first_window=window,
         )
 
     def embed(self, batch: Batch) -> dict[int, np.ndarray]:
         """`embed_batch`, checked finite; counts the tokens for the progress bar."""
+        if self.start is None:
+            self.start = time.perf_counter()
         arrays = embed_batch(self.model, self.tokenizer, batch, self.args.layers, self.args.pooling)
         _check_finite(arrays, self.input_path, self.args.dtype, self.args.vector_dtype)
         self.tokens += sum(len(sentence.words) for sentence in batch.sentences)
@@ -312,7 +314,7 @@ def _run_hdf5(args, embedder: _Embedder, scan: InputScan, record: dict, windows:
     output = shard_output(Path(args.output), rank, world)
     store = PartStore(output, {**record, "rank": rank, "world": world}, overwrite=args.overwrite)
     sentence_to_index: dict[str, str] = {}
-    share = sum(len(scan.window_lines(args.window, window)) for window in windows)
+    share = sum(len(scan.window_lines(window)) for window in windows)
     embedder.load()  # a model that cannot be loaded fails before anything is written
     with store, _progress(args, output.name, share) as bar:
         for window in windows:
@@ -339,14 +341,14 @@ def _run_parquet(args, embedder: _Embedder, scan: InputScan, record: dict, windo
     from .parquet_store import ParquetFolder
 
     folder = ParquetFolder(Path(args.output), record, overwrite=args.overwrite)
-    if args.overwrite or any(not folder.is_done(window, scan.window_lines(args.window, window)) for window in windows):
+    if args.overwrite or any(not folder.is_done(window, checksum=False) for window in windows):
         embedder.load()  # a model that cannot be loaded fails before anything is written
     with folder:
-        todo = [window for window in windows if not folder.is_done(window, scan.window_lines(args.window, window))]
+        todo = [window for window in windows if not folder.is_done(window)]
         if not todo:
             share = "every line" if len(windows) == len(scan.window_starts) else "this process's share"
             return f"nothing: {args.output} already holds {share} of {args.input} (complete)"
-        share = sum(len(scan.window_lines(args.window, window)) for window in todo)
+        share = sum(len(scan.window_lines(window)) for window in todo)
         with _progress(args, Path(args.output).name, share) as bar:
             for window in todo:
                 batches = embedder.window_batches(scan, window)
@@ -372,6 +374,9 @@ def run(args: argparse.Namespace) -> str:
     _check_input(input_path, Path(args.output))
     embedder = _Embedder(args, input_path)
     scan = scan_input(input_path, args.window)  # a line that is not UTF-8 fails here, before any writing
+    window = shared_window(args.window, scan.lines, world)
+    if window != args.window:  # a small input: windows small enough that every process gets lines
+        scan = scan_input(input_path, window)
     device = _device(args.device)
     record = _run_record(args, device, scan)
     embedder.device = process_device(device, world)
@@ -432,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_integer(1),
         default=4096,
         help="lines sorted together by length; the word cache is emptied at each window, the unit of a "
-        "process's share and of a Parquet part (default 4096)",
+        "process's share (smaller where a process would get none) and of a Parquet part (default 4096)",
     )
     parser.add_argument("--overwrite", action="store_true", help="start over: replace the output, drop finished parts")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

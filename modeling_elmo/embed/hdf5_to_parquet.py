@@ -74,7 +74,7 @@ def hdf5_to_parquet(source: Path, output: Path, vector_dtype: str = "float32", r
         with folder:
             for part in range(-(-lines // rows_per_part)):
                 ids = range(part * rows_per_part, min((part + 1) * rows_per_part, lines))
-                if folder.is_done(part, ids):
+                if folder.is_done(part):
                     continue
                 with folder.writing(part, schema) as writer:
                     for start in range(ids.start, ids.stop, ROWS_PER_GROUP):

@@ -3,7 +3,8 @@
 Paths and modification times are left out, so copies of the input and model on other machines (another path, another
 mtime) make the same run, and their outputs merge. `scan_input` reads the input once, as fast as the disk allows: its
 SHA-256, its number of lines, a UTF-8 check, and the byte offset of every window's first line, so that each process
-of a multi-process run can seek to its own windows (`rank_windows`) and read nothing else.
+of a multi-process run can seek to its own windows (`rank_windows`) and read nothing else. `shared_window` is the
+grain at which processes share the input: small enough that every process gets lines.
 """
 
 import codecs
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..commands.owned_files import feed
 from .batching import EmbedInputError, read_sentences
 
-CHUNK_BYTES = 1 << 22
+MIN_LINES_PER_RANK = 64  # below this many lines per process, a share may be empty
 MODEL_FILES_LEFT_OUT = ("README.md",)  # besides hidden files: documentation does not change the vectors
 
 
@@ -24,30 +26,33 @@ class InputScan:
     sha256: str
     size: int  # bytes
     lines: int
-    window_starts: list[int]  # byte offset of the first line of each window of `window` lines
+    window: int  # lines per window
+    window_starts: list[int]  # byte offset of the first line of each window
 
-    def window_lines(self, window: int, number: int) -> range:
+    def window_lines(self, number: int) -> range:
         """The line indices of window `number`."""
-        return range(number * window, min((number + 1) * window, self.lines))
+        return range(number * self.window, min((number + 1) * self.window, self.lines))
 
 
 def scan_input(path: Path, window: int) -> InputScan:
     """Hash `path`, count its lines (as `read_sentences` splits them), check it is UTF-8 and find where each window of
     `window` lines starts; a line that is not UTF-8 is an `EmbedInputError` naming it."""
-    digest, decoder = hashlib.sha256(), codecs.getincrementaldecoder("utf-8")()
+    decoder = codecs.getincrementaldecoder("utf-8")()
     starts, newlines, offset, last = [0], 0, 0, b"\n"
+
+    def scan(chunk: bytes) -> None:
+        nonlocal newlines, offset, last
+        decoder.decode(chunk)
+        ends = np.flatnonzero(np.frombuffer(chunk, np.uint8) == ord("\n"))
+        # line k starts after newline number k (1-based): the window starts in this chunk are newlines
+        # number len(starts) * window, ... counted from the start of the file
+        first = len(starts) * window - newlines
+        starts.extend(int(offset + ends[k - 1] + 1) for k in range(first, len(ends) + 1, window))
+        newlines, offset, last = newlines + len(ends), offset + len(chunk), chunk[-1:]
+
     try:
-        with open(path, "rb") as handle:
-            while chunk := handle.read(CHUNK_BYTES):
-                digest.update(chunk)
-                decoder.decode(chunk)
-                ends = np.flatnonzero(np.frombuffer(chunk, np.uint8) == ord("\n"))
-                # line k starts after newline number k (1-based): the window starts in this chunk are newlines
-                # number len(starts) * window, ... counted from the start of the file
-                first = len(starts) * window - newlines
-                starts.extend(int(offset + ends[k - 1] + 1) for k in range(first, len(ends) + 1, window))
-                newlines, offset, last = newlines + len(ends), offset + len(chunk), chunk[-1:]
-            decoder.decode(b"", final=True)
+        digest = feed(hashlib.sha256(), path, scan)
+        decoder.decode(b"", final=True)
     except UnicodeDecodeError:
         for _ in read_sentences(path):  # finds and names the line
             pass
@@ -55,7 +60,7 @@ def scan_input(path: Path, window: int) -> InputScan:
     except OSError as error:
         raise EmbedInputError(f"Cannot read input file {path}: {error.strerror}") from error
     lines = newlines + (last != b"\n")
-    return InputScan(digest.hexdigest(), offset, lines, [start for start in starts if start < offset])
+    return InputScan(digest.hexdigest(), offset, lines, window, [start for start in starts if start < offset])
 
 
 def model_identity(model: str) -> dict[str, str]:
@@ -68,12 +73,19 @@ def model_identity(model: str) -> dict[str, str]:
     for path in sorted(folder.iterdir()):
         if path.is_file() and not path.name.startswith(".") and path.name not in MODEL_FILES_LEFT_OUT:
             digest.update(f"{path.name}\0{path.stat().st_size}\0".encode())
-            with open(path, "rb") as handle:
-                while chunk := handle.read(CHUNK_BYTES):
-                    digest.update(chunk)
+            feed(digest, path)
     return {"model_sha256": digest.hexdigest()}
 
 
 def rank_windows(windows: int, rank: int, world: int) -> range:
     """The windows of process `rank` of `world`: a contiguous share, the sizes differing by at most one."""
     return range(rank * windows // world, (rank + 1) * windows // world)
+
+
+def shared_window(requested: int, lines: int, world: int) -> int:
+    """The window (lines embedded together, the unit of a process's share) of a run of `world` processes on `lines`
+    lines: `requested`, unless that leaves a process without a window although there are `MIN_LINES_PER_RANK` lines
+    per process; then `lines // world`, so that every process gets one."""
+    if -(-lines // requested) >= world or lines < MIN_LINES_PER_RANK * world:
+        return requested
+    return lines // world

@@ -15,7 +15,6 @@ of input `lines`), which `merge_files` checks before joining shards: every shard
 """
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -24,13 +23,13 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 import h5py
 import numpy as np
 
 from ..commands.errors import ToolError
 from ..commands.output_folder import check_output_file, replaced_atomically
+from ..commands.owned_files import claimed
 
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_RECORD = "elmo_embed_run"
@@ -61,17 +60,21 @@ def shard_output(output: Path, rank: int, world: int) -> Path:
 
 
 @contextlib.contextmanager
-def _hdf5_replaced_atomically(target: Path, folder: Path) -> Iterator[h5py.File]:
+def hdf5_replaced_atomically(
+    target: Path, folder: Path | None = None, error: type[Exception] = EmbedOutputError
+) -> Iterator[h5py.File]:
     """`replaced_atomically` for an HDF5 file (written through Python, so that a failed write raises cleanly)."""
-    with replaced_atomically(target, EmbedOutputError, folder) as stream, h5py.File(stream, "w") as handle:
+    with replaced_atomically(target, error, folder) as stream, h5py.File(stream, "w") as handle:
         yield handle
 
 
-def _write_dataset(handle: h5py.File, name: str, data: np.ndarray) -> None:
-    handle.create_dataset(name, data=data, track_times=False)
+def write_line(handle: h5py.File, key: str, array: np.ndarray) -> None:
+    """The `allennlp elmo` layout's dataset of one line, named `key` (its index, or its sentence), stored as is."""
+    handle.create_dataset(key, data=array, track_times=False)
 
 
-def _write_sentence_to_index(handle: h5py.File, sentence_to_index: dict[str, str]) -> None:
+def write_sentence_to_index(handle: h5py.File, sentence_to_index: dict[str, str]) -> None:
+    """The `allennlp elmo` layout's index: a one-element string dataset holding the JSON map sentence -> key."""
     dataset = handle.create_dataset(SENTENCE_TO_INDEX, (1,), dtype=h5py.string_dtype(), track_times=False)
     dataset[0] = json.dumps(sentence_to_index)
 
@@ -148,31 +151,26 @@ class PartStore:
         check_output_file(output, overwrite or self.folder.exists(), "Output", EmbedOutputError)
         if not overwrite:
             self._check_manifest()
-        self._lock: BinaryIO | None = None
 
     def __enter__(self) -> "PartStore":
         try:
             self.folder.mkdir(exist_ok=True)
-            self._lock = open(self.folder / LOCK, "ab")
         except OSError as error:
             raise EmbedOutputError(f"Cannot write {self.folder}: {_cause(error)}") from error
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        stack = contextlib.ExitStack()
+        with stack:
+            busy = f"{self.folder} is in use by another elmo-embed process."
+            stack.enter_context(claimed(self.folder / LOCK, busy, EmbedOutputError))
             self._clean()
             self._check_manifest()  # again, now that no other run can change it
             if not (self.folder / MANIFEST).exists():
                 with replaced_atomically(self.folder / MANIFEST, EmbedOutputError) as stream:
                     stream.write(json.dumps(self.manifest, indent=1, sort_keys=True).encode("utf-8"))
-        except BlockingIOError as error:
-            self._lock.close()
-            raise EmbedOutputError(f"{self.folder} is in use by another elmo-embed process.") from error
-        except BaseException:
-            self._lock.close()
-            raise
+            self._claim = stack.pop_all()
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self._lock.close()
+        self._claim.close()
 
     def _clean(self) -> None:
         """Delete the files of a part being written when a previous run died; on --overwrite, everything."""
@@ -220,17 +218,17 @@ class PartStore:
 
     def write(self, name: str, arrays: dict[int, np.ndarray], dtype: str = "float32") -> None:
         """Store the finished batch `name`: one array per line index, as `dtype`."""
-        with _hdf5_replaced_atomically(self._part(name), self.folder) as handle:
+        with hdf5_replaced_atomically(self._part(name), self.folder) as handle:
             for index, array in arrays.items():
-                _write_dataset(handle, str(index), array.astype(dtype, copy=False))
+                write_line(handle, str(index), array.astype(dtype, copy=False))
 
     def finalize(self, sentence_to_index: dict[str, str], lines: int) -> None:
         """Copy every part, in line order, into the output file with the run record; drop the folder."""
         parts = sorted(self.folder.glob("part-*.h5"))
         owners = _line_owners(parts, "part", lines)
-        with _hdf5_replaced_atomically(self.output, self.folder) as handle:
+        with hdf5_replaced_atomically(self.output, self.folder) as handle:
             _copy_in_line_order(handle, parts, owners, "part")
-            _write_sentence_to_index(handle, sentence_to_index)
+            write_sentence_to_index(handle, sentence_to_index)
             handle.attrs[RUN_RECORD] = json.dumps({**self.manifest, "lines": lines}, sort_keys=True)
         try:
             shutil.rmtree(self.folder)
@@ -291,7 +289,7 @@ def _copy_in_line_order(handle: h5py.File, files: list[Path], owners: array, kin
     with _OpenSources(kind) as sources:
         for line, number in enumerate(owners):
             if number >= 0:
-                _write_dataset(handle, str(line), sources.get(files[number]).array(line))
+                write_line(handle, str(line), sources.get(files[number]).array(line))
 
 
 def _file_key(path: Path) -> tuple[int, int]:
@@ -355,8 +353,8 @@ def merge_files(output: Path, shards: list[Path], overwrite: bool = False) -> in
         with _Source(shard, "shard") as source:
             for sentence, index in source.sentence_to_index().items():
                 keep_last_index(sentence_to_index, sentence, int(index))
-    with _hdf5_replaced_atomically(output, output.parent) as handle:
+    with hdf5_replaced_atomically(output) as handle:
         _copy_in_line_order(handle, shards, owners, "shard")
-        _write_sentence_to_index(handle, in_line_order(sentence_to_index))
+        write_sentence_to_index(handle, in_line_order(sentence_to_index))
         handle.attrs[RUN_RECORD] = json.dumps({**record, "rank": 0, "world": 1}, sort_keys=True)
     return len(owners)

@@ -2,6 +2,7 @@
 `embed_file`'s HDF5 layout in every format."""
 
 import json
+import os
 
 import h5py
 import numpy as np
@@ -105,4 +106,23 @@ def test_embed_file_refuses_blank_lines_and_repeated_keys_without_writing(files,
     write_corpus(corpus, [sentences[0], sentences[0]])
     with pytest.raises(ConfigurationError, match="repeats a sentence"):
         ElmoEmbedder(*files).embed_file(str(corpus), tmp_path / "out.hdf5", use_sentence_keys=True)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_embed_file_gets_the_permissions_of_the_umask_and_leaves_no_temporary_file(files, sentences, tmp_path, umask):
+    corpus = write_corpus(tmp_path / "in.txt", sentences[:3])
+    previous = os.umask(umask)
+    try:
+        ElmoEmbedder(*files).embed_file(str(corpus), tmp_path / "out.hdf5")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "out.hdf5").stat().st_mode & 0o777 == 0o666 & ~umask  # 0644 under umask 022, not 0600
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "out.hdf5"]
+
+
+def test_embed_file_into_a_missing_folder_raises_oserror_and_writes_nothing(files, sentences, tmp_path):
+    corpus = write_corpus(tmp_path / "in.txt", sentences[:2])
+    with pytest.raises(OSError, match="Cannot write .*out.hdf5: No such file or directory"):
+        ElmoEmbedder(*files).embed_file(str(corpus), tmp_path / "missing" / "out.hdf5")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]

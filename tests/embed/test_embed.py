@@ -1,5 +1,7 @@
-"""`elmo-embed`: output layout, batching, resume after kill -9, multi-process shards + merge, write failures."""
+"""`elmo-embed`: output layout, batching, resume after kill -9, multi-process shards + merge (small inputs shared by
+every process), write failures, the progress bar's tok/s."""
 
+import argparse
 import errno
 import json
 import os
@@ -17,7 +19,7 @@ import torch
 
 from modeling_elmo.embed import cli as embed
 from modeling_elmo.embed import store as embed_store
-from modeling_elmo.embed.batching import Sentence, bucketed_batches
+from modeling_elmo.embed.batching import Batch, Sentence, bucketed_batches
 from modeling_elmo.embed.cli import main
 
 LAYER_WIDTH = 32  # the fixture model: 2 * projection_dim 16
@@ -351,7 +353,7 @@ def test_write_failure_is_one_line_and_keeps_finished_parts(
 ):
     input_path = _write(tmp_path / "in.txt", corpus)
     fail_at = 6 if stage == "part" else len(corpus) + 1  # in the 2nd part (4 lines each), or in the output file
-    original, calls = embed_store._write_dataset, []
+    original, calls = embed_store.write_line, []
 
     def failing(*args) -> None:
         calls.append(1)
@@ -360,7 +362,7 @@ def test_write_failure_is_one_line_and_keeps_finished_parts(
         original(*args)
 
     with monkeypatch.context() as patch:
-        patch.setattr(embed_store, "_write_dataset", failing)
+        patch.setattr(embed_store, "write_line", failing)
         assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES) == 1
     error = capsys.readouterr().err.strip()
     target = "out.hdf5.parts/part-" if stage == "part" else "out.hdf5:"
@@ -492,3 +494,53 @@ def test_each_process_of_a_multi_gpu_run_takes_its_own_accelerator(monkeypatch):
     assert process_device(torch.device("cuda", 0), world=2) == torch.device("cuda", 0)  # named explicitly: kept
     assert process_device(torch.device("cuda"), world=1) == torch.device("cuda")
     assert process_device(torch.device("cpu"), world=2) == torch.device("cpu")
+
+
+def _shard_lines(path: Path) -> int:
+    with h5py.File(path, "r") as handle:
+        return sum(name != "sentence_to_index" for name in handle)
+
+
+def test_three_ranks_share_400_lines_and_merge_into_a_single_run(
+    tmp_path, fixture_dir, converted_fixture, monkeypatch
+):
+    sentences = [sentence for row in json.loads((fixture_dir / "sentences.json").read_text()) for sentence in row]
+    input_path = _write(tmp_path / "in.txt", [sentences[line % len(sentences)] for line in range(400)])
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    for rank in range(3):
+        monkeypatch.setenv("RANK", str(rank))
+        assert _embed(input_path, tmp_path / "multi.hdf5", converted_fixture) == 0
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    shards = [embed.shard_output(tmp_path / "multi.hdf5", rank, 3) for rank in range(3)]
+    assert [_shard_lines(shard) for shard in shards] == [133, 133, 134]  # windows of 400 // 3 lines
+    with h5py.File(shards[0], "r") as handle:
+        assert json.loads(handle.attrs["elmo_embed_run"])["window"] == 133
+    assert main(["merge", str(tmp_path / "merged.hdf5"), *map(str, shards)]) == 0
+    assert _embed(input_path, tmp_path / "single.hdf5", converted_fixture, "--window", "133") == 0
+    assert (tmp_path / "merged.hdf5").read_bytes() == (tmp_path / "single.hdf5").read_bytes()
+
+
+def test_a_single_process_keeps_the_requested_window(tmp_path, fixture_dir, converted_fixture):
+    input_path = _write(tmp_path / "in.txt", ["a b c ."] * 200)
+    assert _embed(input_path, tmp_path / "single.hdf5", converted_fixture) == 0
+    with h5py.File(tmp_path / "single.hdf5", "r") as handle:
+        assert json.loads(handle.attrs["elmo_embed_run"])["window"] == 4096
+
+
+def test_tok_per_second_counts_from_the_first_batch(tmp_path, monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(embed.time, "perf_counter", lambda: now[0])
+
+    def embed_batch(model, tokenizer, batch, layers, pooling) -> dict[int, np.ndarray]:
+        now[0] += 1.0  # one second per batch
+        return {sentence.index: np.zeros((len(sentence.words), 4), np.float32) for sentence in batch.sentences}
+
+    monkeypatch.setattr(embed, "embed_batch", embed_batch)
+    args = argparse.Namespace(layers="top", pooling="none", dtype="float32", vector_dtype="float32")
+    embedder = embed._Embedder(args, _write(tmp_path / "in.txt", ["x"]))
+    now[0] = 100.0  # the model took 100 s to load
+    embedder.embed(Batch(0, [Sentence(0, "ten words", ["w"] * 10)]))
+    assert embedder.rate() == "10 tok/s"
+    embedder.embed(Batch(1, [Sentence(1, "thirty words", ["w"] * 30)]))
+    assert embedder.rate() == "20 tok/s"

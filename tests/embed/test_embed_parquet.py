@@ -1,7 +1,9 @@
 """`elmo-embed --format parquet`, `elmo-embed to-parquet`, and multi-process runs identified by content: resume after
 kill -9, a finished folder left alone, another run's folder refused, the folder read by the data tools, and shards of
-two "machines" (their own copies of input and model) merged into a single process's output bit for bit."""
+two "machines" (their own copies of input and model) merged into a single process's output bit for bit; issue 41's
+data-loss cases: the folder owns only the files its run record lists (with size and sha256)."""
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -16,6 +18,7 @@ import h5py
 import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
 from modeling_elmo.embed import cli as embed
@@ -279,3 +282,80 @@ def test_parquet_merge_refuses_missing_or_mixed_folders(tmp_path, corpus, conver
         error = capsys.readouterr().err
         assert len(error.strip().splitlines()) == 1 and expected in error, error
         assert not (tmp_path / "merged").exists()
+
+
+def _users_part(path: Path, ids: list[int]) -> bytes:
+    """A Parquet file of the user's, named like one of elmo-embed's parts."""
+    pq.write_table(pa.table({"id": ids, "note": [f"mine {i}" for i in ids]}), path)
+    return path.read_bytes()
+
+
+def _one_line(capsys) -> str:
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1, error
+    return error
+
+
+@pytest.fixture(scope="module")
+def four_lines(fixture_dir) -> list[str]:
+    return [row[0] for row in json.loads((fixture_dir / "sentences.json").read_text())][:3] + ["a last line ."]
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_a_users_part_file_in_the_output_folder_is_never_overwritten(
+    tmp_path, four_lines, converted_fixture, capsys, overwrite
+):
+    input_path = _write(tmp_path / "in.txt", four_lines)
+    (tmp_path / "out").mkdir()
+    mine = _users_part(tmp_path / "out" / "part-00000000.parquet", [0, 1])
+    assert _parquet(input_path, tmp_path / "out", converted_fixture, *overwrite) == 1
+    error = _one_line(capsys)
+    assert "part-00000000.parquet" in error and "did not write" in error, error
+    assert [path.name for path in (tmp_path / "out").iterdir()] == ["part-00000000.parquet"]
+    assert (tmp_path / "out" / "part-00000000.parquet").read_bytes() == mine
+
+
+def test_a_stray_part_is_never_read_into_the_result_nor_the_run_called_complete(
+    tmp_path, four_lines, converted_fixture, capsys
+):
+    input_path = _write(tmp_path / "in.txt", four_lines)
+    assert _parquet(input_path, tmp_path / "out", converted_fixture) == 0
+    stray = _users_part(tmp_path / "out" / "part-00000007.parquet", [7])
+    capsys.readouterr()
+    for command in (
+        [str(input_path), str(tmp_path / "out"), "--model", str(converted_fixture), "--format", "parquet"],
+        [
+            str(input_path),
+            str(tmp_path / "out"),
+            "--model",
+            str(converted_fixture),
+            "--format",
+            "parquet",
+            "--overwrite",
+        ],
+        ["merge", str(tmp_path / "merged"), str(tmp_path / "out")],
+    ):
+        assert main([*command, "--no-progress"] if command[0] != "merge" else command) == 1
+        error = _one_line(capsys)
+        assert "part-00000007.parquet" in error and "(complete)" not in error, error
+    assert (tmp_path / "out" / "part-00000007.parquet").read_bytes() == stray
+    assert (tmp_path / "out" / "part-00000000.parquet").exists() and not (tmp_path / "merged").exists()
+    record = json.loads((tmp_path / "out" / ".elmo-embed-run.json").read_text())
+    assert record["files"] == {
+        "part-00000000.parquet": {
+            "bytes": (tmp_path / "out" / "part-00000000.parquet").stat().st_size,
+            "sha256": hashlib.sha256((tmp_path / "out" / "part-00000000.parquet").read_bytes()).hexdigest(),
+        }
+    }
+
+
+def test_a_listed_part_that_fails_its_checksum_is_computed_again(tmp_path, four_lines, converted_fixture):
+    input_path = _write(tmp_path / "in.txt", four_lines)
+    assert _parquet(input_path, tmp_path / "out", converted_fixture, "--window", "2") == 0
+    part = tmp_path / "out" / "part-00000001.parquet"
+    original = part.read_bytes()
+    damaged = bytearray(original)
+    damaged[len(damaged) // 2] ^= 0xFF  # a value's bits: still a readable part with the right ids
+    part.write_bytes(bytes(damaged))
+    assert _parquet(input_path, tmp_path / "out", converted_fixture, "--window", "2") == 0
+    assert part.read_bytes() == original

@@ -1,0 +1,88 @@
+"""`commands.owned_files`, the foundation of every file the package writes: one lock, one file hash, and a folder
+owned by content (its record lists each finished file with size and sha256 before the file takes its name)."""
+
+import hashlib
+import json
+import os
+import re
+
+import pytest
+
+from modeling_elmo.commands.owned_files import OwnedFolder, claimed, sha256_of
+
+
+class Refused(Exception):
+    pass
+
+
+class Killed(Exception):
+    pass
+
+
+def _folder_with_one_file(path, data: bytes) -> OwnedFolder:
+    """A folder of the run `{"run": 1}` in which `part-0.bin` (holding `data`) is finished."""
+    folder = OwnedFolder(path, "the-tool", (".record.json", ".lock", re.compile(r"part-\d\.bin")), Refused)
+    with folder.locked():
+        folder.start({"run": 1})
+        with folder.writing("part-0.bin") as stream:
+            stream.write(data)
+    return folder
+
+
+def test_sha256_of_is_the_files_sha256_and_sees_every_chunk(tmp_path):
+    data = os.urandom(5 << 20)  # more than one chunk
+    (tmp_path / "data").write_bytes(data)
+    chunks = []
+    assert sha256_of(tmp_path / "data", chunks.append) == hashlib.sha256(data).hexdigest()
+    assert b"".join(chunks) == data and len(chunks) == 2
+
+
+@pytest.mark.parametrize("target", ["folder", "lock file"])
+def test_a_claimed_path_refuses_a_second_claim_until_released(tmp_path, target):
+    path = tmp_path if target == "folder" else tmp_path / "lock"
+    with claimed(path, "busy: one line", Refused):
+        with pytest.raises(Refused, match="^busy: one line$"), claimed(path, "busy: one line", Refused):
+            pass
+    with claimed(path, "busy", Refused):  # released
+        pass
+
+
+def test_a_file_is_listed_before_it_takes_its_name(tmp_path):
+    folder = _folder_with_one_file(tmp_path / "out", b"finished")
+    with folder.locked():
+        with pytest.raises(Killed), folder.writing("part-1.bin") as stream:  # killed while being written
+            stream.write(b"half")
+            raise Killed
+    record = json.loads((tmp_path / "out" / ".record.json").read_text())
+    assert record == {
+        "run": 1,
+        "files": {"part-0.bin": {"bytes": 8, "sha256": hashlib.sha256(b"finished").hexdigest()}},
+    }
+    assert folder.is_intact("part-0.bin") and not folder.is_intact("part-1.bin")
+    (tmp_path / "out" / "part-0.bin").write_bytes(b"FINISHED")  # same size, other bytes: not trusted
+    assert not folder.is_intact("part-0.bin")
+
+
+def test_only_listed_files_and_own_leftovers_are_removed(tmp_path):
+    folder = _folder_with_one_file(tmp_path / "out", b"x")
+    (tmp_path / "out" / ".part-1.bin.abcd1234.tmp").write_bytes(b"left by a killed run")
+    (tmp_path / "out" / ".notes.abcd1234.tmp").write_bytes(b"the user's")
+    with pytest.raises(Refused, match=r"holds files the-tool did not write \(\.notes\.abcd1234\.tmp\)"):
+        folder.check_foreign()
+    (tmp_path / "out" / ".notes.abcd1234.tmp").unlink()
+    folder.check_foreign()
+    with folder.locked():
+        folder.start({"run": 2}, overwrite=True)
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [".lock", ".record.json"]
+    assert folder.files() == {}
+
+
+def test_a_record_listing_a_name_the_tool_does_not_write_is_refused(tmp_path):
+    folder = _folder_with_one_file(tmp_path / "out", b"x")
+    (tmp_path / "keep").write_bytes(b"outside the folder")
+    record = json.loads((tmp_path / "out" / ".record.json").read_text())
+    record["files"]["../keep"] = record["files"]["part-0.bin"]
+    (tmp_path / "out" / ".record.json").write_text(json.dumps(record))
+    with pytest.raises(Refused, match="lists files the-tool does not write"), folder.locked():
+        folder.start({"run": 2}, overwrite=True)
+    assert (tmp_path / "keep").read_bytes() == b"outside the folder"
