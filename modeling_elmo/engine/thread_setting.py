@@ -2,12 +2,13 @@
 torch's intra-op thread count, set for a block of work and put back after: the one way the package changes it for a
 call (`ElmoBatchEmbedder`'s `threads`, the engine's pinned and chosen counts, `recurrence_tuning`'s measurements).
 
-`torch.set_num_threads` is one setting for the whole process, not for a Python thread, so two Python threads that
-each set their own count and restore the one they found would leave the process on the other's count (the second
-finds the first's count, and restores it). Every block that sets the count holds `THREAD_SETTING`, one reentrant lock
-of the process, from reading the count to putting it back: blocks that set it run one at a time (nested blocks of
-one Python thread included), and the count is the one they found when the last leaves. Work that does not set the
-count (the model's default calls) takes no lock and runs under whatever count is set at the time.
+`torch.set_num_threads` changes settings the whole process shares (the count that threads start from, MKL's), not
+only the calling Python thread's, so two Python threads that each set their own count and restore the one they found
+can leave the process on the other's count (the second finds the first's count, and restores it). Every block that
+sets the count holds `THREAD_SETTING`, one reentrant lock of the process, from reading the count to putting it back:
+blocks that set it run one at a time (nested blocks of one Python thread included), and the count is the one they
+found when the last leaves. Work that does not set the count (the model's default calls) takes no lock and runs
+under whatever count is set at the time.
 """
 
 import contextlib

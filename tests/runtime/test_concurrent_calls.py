@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from modeling_elmo import ElmoModel, ElmoTokenizer
+from modeling_elmo.engine import tuned_call
 from modeling_elmo.word_embedding_store import WordEmbeddingStore, word_keys
 
 THREADS = 4
@@ -107,3 +108,42 @@ def test_threads_calling_one_model_at_once_get_its_one_at_a_time_outputs(model_a
                 assert torch.equal(output, alone[thread]), f"thread {thread}"
     model.set_word_cache(None)
     model.char_encoder.token_embedding_table = None
+
+
+@pytest.fixture
+def two_caller_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield 2
+    torch.set_num_threads(before)
+
+
+def test_threads_through_the_thread_chooser_get_the_same_outputs_and_leave_the_count(
+    model_and_tokenizer, two_caller_threads
+):
+    """`elmo-embed`'s way ("cpu_threads" and `tuned_call`, each setting torch's process-wide thread count for a
+    call or a block of time steps) from several Python threads at once: the outputs of one call at a time, and the
+    caller's count after (without one lock over setting, running and restoring, a thread restores the count another
+    set)."""
+    model, tokenizer = model_and_tokenizer
+    encoded = [
+        dict(tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt"))
+        for batch in thread_batches()
+    ]
+
+    def tuned_layers(batch) -> torch.Tensor:
+        with torch.inference_mode():
+            compute = lambda: model(**batch, output_hidden_states=True)  # noqa: E731
+            return torch.stack(tuned_call(model, compute, batch["attention_mask"]).hidden_states)
+
+    model.set_implementation("cpu_threads")
+    try:
+        alone = [tuned_layers(batch) for batch in encoded]
+        for _ in range(ROUNDS):
+            outputs = _at_once(lambda index: [tuned_layers(encoded[index]) for _ in range(CALLS)], THREADS)
+            assert torch.get_num_threads() == two_caller_threads
+            for thread, calls in enumerate(outputs):
+                for output in calls:
+                    assert torch.equal(output, alone[thread]), f"thread {thread}"
+    finally:
+        model.set_implementation(None)
