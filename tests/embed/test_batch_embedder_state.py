@@ -24,7 +24,8 @@ def test_the_model_cache_keeps_the_most_recently_used_models(monkeypatch, no_mod
 
     def load_model(model, dtype, device, progress=True):
         loads.append(model)
-        return SimpleNamespace(name=f"tokenizer of {model}"), SimpleNamespace(name=model, set_word_cache=lambda size: None)
+        tokenizer = SimpleNamespace(name=f"tokenizer of {model}")
+        return tokenizer, SimpleNamespace(name=model, set_word_cache=lambda size: None)
 
     monkeypatch.setattr(batch_embedder, "load_model", load_model)
     embedders = {name: ElmoBatchEmbedder(name) for name in ("a", "b", "c")}
