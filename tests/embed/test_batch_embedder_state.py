@@ -2,10 +2,10 @@
 recently used dropped first; a word cache of each embedder's own; and calls from several Python threads at once that
 give what the calls give one after the other."""
 
-import threading
 from types import SimpleNamespace
 
 import pytest
+from python_threads import at_once
 
 from modeling_elmo.embed import ElmoBatchEmbedder, batch_embedder
 
@@ -74,20 +74,6 @@ def test_threads_calling_one_embedder_at_once_get_its_one_at_a_time_results(conv
     one_at_a_time = _primed(converted_fixture, word_cache)
     alone = [one_at_a_time(batch) for batch in batches]
     embedder = _primed(converted_fixture, word_cache)
-    results, errors, barrier = [[] for _ in batches], [], threading.Barrier(THREADS)
-
-    def calls(index: int) -> None:
-        try:
-            barrier.wait()
-            results[index].extend(embedder(batches[index]) for _ in range(CALLS))
-        except BaseException as error:  # noqa: BLE001  (re-raised in the test's thread)
-            errors.append(error)
-
-    threads = [threading.Thread(target=calls, args=(index,)) for index in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
+    results = at_once(lambda index: [embedder(batches[index]) for _ in range(CALLS)], THREADS)
     for index, tables in enumerate(results):
         assert len(tables) == CALLS and all(table.equals(alone[index]) for table in tables), f"thread {index}"

@@ -6,6 +6,7 @@ import time
 
 import pytest
 import torch
+from python_threads import at_once, caller_threads
 
 from modeling_elmo.engine.recurrence_tuning import ThreadCountChooser
 from modeling_elmo.engine.thread_setting import THREAD_SETTING, num_threads
@@ -15,34 +16,12 @@ BLOCKS = 20  # per Python thread
 
 
 @pytest.fixture
-def caller_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield 2
-    torch.set_num_threads(before)
+def two_threads():
+    with caller_threads(2) as count:
+        yield count
 
 
-def _at_once(work, count: int) -> None:
-    """`work(index)` from `count` Python threads started together (a thread's exception is raised here)."""
-    errors, barrier = [], threading.Barrier(count)
-
-    def run(index: int) -> None:
-        try:
-            barrier.wait()
-            work(index)
-        except BaseException as error:  # noqa: BLE001  (re-raised in the calling thread)
-            errors.append(error)
-
-    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-
-
-def test_blocks_of_several_python_threads_each_run_at_their_count(caller_threads):
+def test_blocks_of_several_python_threads_each_run_at_their_count(two_threads):
     seen = []
 
     def blocks(index: int) -> None:
@@ -52,12 +31,12 @@ def test_blocks_of_several_python_threads_each_run_at_their_count(caller_threads
                 time.sleep(1e-4)  # the other threads run meanwhile
                 seen.append((count, torch.get_num_threads()))
 
-    _at_once(blocks, THREADS)
+    at_once(blocks, THREADS)
     assert len(seen) == THREADS * BLOCKS and all(wanted == ran for wanted, ran in seen)
-    assert torch.get_num_threads() == caller_threads
+    assert torch.get_num_threads() == two_threads
 
 
-def test_the_chooser_from_several_python_threads_leaves_the_caller_s_count(caller_threads):
+def test_the_chooser_from_several_python_threads_leaves_the_caller_s_count(two_threads):
     chooser, seen = ThreadCountChooser(), []
 
     def blocks(index: int) -> None:
@@ -66,12 +45,12 @@ def test_the_chooser_from_several_python_threads_leaves_the_caller_s_count(calle
                 time.sleep(1e-4)
                 seen.append((count, torch.get_num_threads()))
 
-    _at_once(blocks, THREADS)
+    at_once(blocks, THREADS)
     assert {count for count, _ in seen} == {1, 2}  # both counts measured, so the count changed between blocks
-    assert all(chosen == ran for chosen, ran in seen) and torch.get_num_threads() == caller_threads
+    assert all(chosen == ran for chosen, ran in seen) and torch.get_num_threads() == two_threads
 
 
-def test_the_setting_is_held_for_the_whole_block_and_nests(caller_threads):
+def test_the_setting_is_held_for_the_whole_block_and_nests(two_threads):
     """A block holds `THREAD_SETTING` from setting to restoring (another Python thread cannot take it meanwhile);
     a block inside a block of the same Python thread does not wait for itself."""
     taken = []
@@ -82,4 +61,4 @@ def test_the_setting_is_held_for_the_whole_block_and_nests(caller_threads):
         with num_threads(3):
             assert torch.get_num_threads() == 3
         assert torch.get_num_threads() == 1
-    assert taken == [False] and torch.get_num_threads() == caller_threads
+    assert taken == [False] and torch.get_num_threads() == two_threads

@@ -3,11 +3,11 @@ forward pass with the default implementation on the CPU, with the character-CNN 
 compared bit for bit with the same batch's output computed alone."""
 
 import sys
-import threading
 import time
 
 import pytest
 import torch
+from python_threads import at_once, caller_threads
 
 from modeling_elmo import ElmoModel, ElmoTokenizer
 from modeling_elmo.engine import tuned_call
@@ -68,28 +68,6 @@ def frequent_thread_switches(monkeypatch):
     sys.setswitchinterval(interval)
 
 
-def _at_once(call, count: int) -> list:
-    """`call(index)` from `count` Python threads started together; their results by index (a thread's exception is
-    raised here)."""
-    results, errors, barrier = [None] * count, [], threading.Barrier(count)
-
-    def run(index: int) -> None:
-        try:
-            barrier.wait()
-            results[index] = call(index)
-        except BaseException as error:  # noqa: BLE001  (re-raised in the calling thread)
-            errors.append(error)
-
-    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return results
-
-
 @pytest.mark.parametrize("word_cache", [None, 256], ids=["no-word-cache", "word-cache"])
 def test_threads_calling_one_model_at_once_get_its_one_at_a_time_outputs(model_and_tokenizer, word_cache):
     model, tokenizer = model_and_tokenizer
@@ -102,7 +80,7 @@ def test_threads_calling_one_model_at_once_get_its_one_at_a_time_outputs(model_a
     alone = [_layers(model, batch) for batch in encoded]
     for _ in range(ROUNDS):
         model.set_word_cache(word_cache)  # new and empty: the threads fill it
-        outputs = _at_once(lambda index: [_layers(model, encoded[index]) for _ in range(CALLS)], THREADS)
+        outputs = at_once(lambda index: [_layers(model, encoded[index]) for _ in range(CALLS)], THREADS)
         for thread, calls in enumerate(outputs):
             for output in calls:
                 assert torch.equal(output, alone[thread]), f"thread {thread}"
@@ -112,10 +90,8 @@ def test_threads_calling_one_model_at_once_get_its_one_at_a_time_outputs(model_a
 
 @pytest.fixture
 def two_caller_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield 2
-    torch.set_num_threads(before)
+    with caller_threads(2) as count:
+        yield count
 
 
 def test_threads_through_the_thread_chooser_get_the_same_outputs_and_leave_the_count(
@@ -140,7 +116,7 @@ def test_threads_through_the_thread_chooser_get_the_same_outputs_and_leave_the_c
     try:
         alone = [tuned_layers(batch) for batch in encoded]
         for _ in range(ROUNDS):
-            outputs = _at_once(lambda index: [tuned_layers(encoded[index]) for _ in range(CALLS)], THREADS)
+            outputs = at_once(lambda index: [tuned_layers(encoded[index]) for _ in range(CALLS)], THREADS)
             assert torch.get_num_threads() == two_caller_threads
             for thread, calls in enumerate(outputs):
                 for output in calls:

@@ -5,12 +5,12 @@ included) and compared after."""
 
 import os
 import random
-from argparse import Namespace
 
 import numpy as np
 import pytest
 import torch
 from huggingface_hub.utils import are_progress_bars_disabled
+from python_threads import caller_threads
 from transformers.utils import logging as hf_logging
 
 from modeling_elmo.allennlp import Elmo, ElmoEmbedder, batch_to_ids
@@ -57,12 +57,10 @@ def process_state() -> dict[str, object]:
 
 
 @pytest.fixture
-def caller_threads():
+def caller_count():
     """The caller runs at `CALLER_THREADS` threads (given back to the suite's count after)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(CALLER_THREADS)
-    yield CALLER_THREADS
-    torch.set_num_threads(before)
+    with caller_threads(CALLER_THREADS) as count:
+        yield count
 
 
 def _batch_embedder(folder):
@@ -91,29 +89,20 @@ def _simple_elmo(folder):
     return lambda: (model.get_elmo_vectors(SENTENCES), model.get_elmo_vector_average(SENTENCES))
 
 
-def _elmo_embed_main(folder, tmp_path):
+def _elmo_embed(folder, tmp_path, entry: str):
+    """`elmo-embed` called in-process: `main(argv)` (HDF5) or `run(args)` (Parquet), a new output each call."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(" ".join(words) for words in SENTENCES) + "\n", encoding="utf-8")
     runs = iter(range(100))
 
     def call():
-        output = tmp_path / f"out-{next(runs)}.hdf5"
-        assert cli.main([str(corpus), str(output), "--model", str(folder), "--batch-size", "2", "--no-progress"]) == 0
-
-    return call
-
-
-def _elmo_embed_run(folder, tmp_path):
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(" ".join(words) for words in SENTENCES) + "\n", encoding="utf-8")
-    runs = iter(range(100))
-
-    def call():
-        output = tmp_path / f"out-{next(runs)}"
-        args = cli.build_parser().parse_args(
-            [str(corpus), str(output), "--model", str(folder), "--format", "parquet", "--batch-size", "2"]
-        )
-        assert isinstance(args, Namespace) and cli.run(args)
+        argv = [str(corpus), "", "--model", str(folder), "--batch-size", "2"]
+        if entry == "main":
+            argv[1] = str(tmp_path / f"out-{next(runs)}.hdf5")
+            assert cli.main([*argv, "--no-progress"]) == 0
+        else:
+            argv[1] = str(tmp_path / f"out-{next(runs)}")
+            assert cli.run(cli.build_parser().parse_args([*argv, "--format", "parquet"]))
 
     return call
 
@@ -124,13 +113,13 @@ APIS = {
     "allennlp.Elmo": lambda folder, tmp_path: _allennlp_elmo(folder),
     "elmoformanylangs.Embedder": lambda folder, tmp_path: _efml_embedder(folder),
     "simple_elmo.ElmoModel": lambda folder, tmp_path: _simple_elmo(folder),
-    "elmo-embed main(argv)": _elmo_embed_main,
-    "elmo-embed run(args)": _elmo_embed_run,
+    "elmo-embed main(argv)": lambda folder, tmp_path: _elmo_embed(folder, tmp_path, "main"),
+    "elmo-embed run(args)": lambda folder, tmp_path: _elmo_embed(folder, tmp_path, "run"),
 }
 
 
 @pytest.mark.parametrize("api", list(APIS))
-def test_a_call_leaves_the_process_as_it_found_it(api, converted_fixture, tmp_path, caller_threads):
+def test_a_call_leaves_the_process_as_it_found_it(api, converted_fixture, tmp_path, caller_count):
     before = process_state()
     call = APIS[api](converted_fixture, tmp_path)  # loading included
     call()
@@ -142,7 +131,7 @@ def test_a_call_leaves_the_process_as_it_found_it(api, converted_fixture, tmp_pa
 
 
 def test_the_thread_count_is_the_api_s_during_the_call_and_the_caller_s_after(
-    converted_fixture, caller_threads, monkeypatch
+    converted_fixture, caller_count, monkeypatch
 ):
     """ElmoBatchEmbedder(threads=2) runs its forward passes at 2 threads, then gives the caller's 3 back."""
     seen = []
@@ -156,4 +145,4 @@ def test_the_thread_count_is_the_api_s_during_the_call_and_the_caller_s_after(
 
     monkeypatch.setattr(batch_embedder, "embed_batch", recording)
     ElmoBatchEmbedder(converted_fixture, "top", threads=2, batch_size=2)({"id": [0, 1, 2], "words": SENTENCES})
-    assert seen == [2, 2] and torch.get_num_threads() == caller_threads
+    assert seen == [2, 2] and torch.get_num_threads() == caller_count
