@@ -142,7 +142,7 @@ class ElmoBatchEmbedder:
         arrays: dict[int, np.ndarray] = {}
         pooling = self.pooling or "none"
         window = max(len(rows), 1)  # the whole engine batch is sorted by length, then cut
-        with self._using_model() as (tokenizer, model), num_threads(self.threads):
+        with num_threads(self.threads), self._using_model() as (tokenizer, model):  # the thread setting first
             for inner in bucketed_batches(
                 iter(rows), batch_size=self.batch_size, max_tokens=self.max_tokens, window=window
             ):
@@ -185,7 +185,8 @@ class ElmoBatchEmbedder:
 
     @contextlib.contextmanager
     def _using_model(self) -> Iterator[tuple[Any, Any]]:
-        """(tokenizer, model) for one call, holding the model's lock, with this embedder's word cache on it."""
+        """(tokenizer, model) for one call, holding the model's lock, with this embedder's word cache on it. Locks
+        are taken in one order: the thread setting (`num_threads`), the model, its word cache."""
         loaded = self._loaded_model()
         encoder = loaded.model.char_encoder
         with loaded.lock:
