@@ -30,7 +30,7 @@ What a call leaves behind in the caller's process: nothing it did not find. torc
 the call and the caller's again after it (`engine.thread_setting.num_threads`; calls that set it take turns). The
 models loaded are kept for the next calls, at most `MODEL_CACHE_SIZE` of them (the least recently used goes first):
 a worker serves one model, and a notebook comparing two keeps both, while a process that goes through many models
-holds no more than two in memory (the 'original' model is about 360 MB). Each embedder has its own word cache (a
+holds no more than two in memory (the 'original' model, 93.6M float32 parameters, takes about 375 MB). Each embedder has its own word cache (a
 call's results depend on the words it has seen, not on another embedder's), used on the shared model for the length
 of its call; calls of one model take turns.
 """
@@ -79,18 +79,20 @@ class ElmoBatchEmbedder:
 
     Args:
         model: a model folder or a Hub repo id; loaded once per process, on the first call (so the object pickles
-            small and travels to Ray actors and Spark workers before any loading).
+            small and travels to Ray actors and Spark workers before any loading), and kept among the
+            `MODEL_CACHE_SIZE` most recently used.
         layers: `"all"` (`layer_0` ... `layer_N`: the character CNN, then each biLM layer), `"top"` or `"average"`
             (one `embedding` column: the top layer, or the mean of all layers).
         pooling: `None` (a vector per word) or `"mean"` (one vector per row: the mean over its words, zeros for an
             empty text).
         dtype: the type of the vectors returned: `"float32"`, or `"float16"` (half the size). The model always
             computes in float32; the values are rounded once, on output.
-        threads: torch's intra-op threads in the worker (Ray actors otherwise run with `OMP_NUM_THREADS=1`).
+        threads: torch's intra-op threads during each call, the caller's count restored after (Ray actors
+            otherwise run with `OMP_NUM_THREADS=1`).
         device: a torch device (`"cpu"`, `"cuda"`, `"cuda:1"`); `None` is the CPU.
         batch_size: sentences per forward pass (`elmo-embed --batch-size`); give this or `max_tokens`.
         max_tokens: words per forward pass instead (`elmo-embed --max-tokens-per-batch`).
-        word_cache: words kept in the character-CNN cache (`elmo-embed --word-cache`; 0: none).
+        word_cache: words kept in this embedder's own character-CNN cache (`elmo-embed --word-cache`; 0: none).
     """
 
     def __init__(
