@@ -30,9 +30,9 @@ What a call leaves behind in the caller's process: nothing it did not find. torc
 the call and the caller's again after it (`engine.thread_setting.num_threads`; calls that set it take turns). The
 models loaded are kept for the next calls, at most `MODEL_CACHE_SIZE` of them (the least recently used goes first):
 a worker serves one model, and a notebook comparing two keeps both, while a process that goes through many models
-holds no more than two in memory (the 'original' model, 93.6M float32 parameters, takes about 375 MB). Each embedder has its own word cache (a
-call's results depend on the words it has seen, not on another embedder's), used on the shared model for the length
-of its call; calls of one model take turns.
+holds no more than two in memory (the 'original' model, 93.6M float32 parameters, takes about 375 MB). Each embedder
+has its own word cache (a call's results depend on the words it has seen, not on another embedder's), used on the
+shared model for the length of its call; calls of one model take turns.
 """
 
 from __future__ import annotations  # torch, numpy, pandas and pyarrow types in annotations: imported on first use
