@@ -257,11 +257,11 @@ class ElmoCharacterEncoder(nn.Module):
         unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
         if torch.is_grad_enabled() or torch.is_autocast_enabled(char_ids.device.type):  # stores hold exact rows
             return self._embed_by_length(unique)[inverse]
-        if self.word_cache is not None:
-            self.word_cache.forget_if_changed(list(self.parameters()))
-        embeddings = stored_or_computed(
-            unique, self._embed_by_length, self.projection.bias, self.token_embedding_table, self.word_cache
-        )
+        cache = self.word_cache  # one read: `set_word_cache` may replace it meanwhile
+        with cache.in_use(list(self.parameters())) if cache is not None else contextlib.nullcontext():
+            embeddings = stored_or_computed(
+                unique, self._embed_by_length, self.projection.bias, self.token_embedding_table, cache
+            )
         return embeddings[inverse]
 
     def _embed_by_length(self, token_ids: torch.Tensor) -> torch.Tensor:

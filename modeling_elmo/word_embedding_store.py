@@ -3,11 +3,17 @@
 It serves the inference of `ElmoCharacterEncoder.embed_words`, which looks words up here before running the character
 CNN on the others (`stored_or_computed`). `WordEmbeddingStore` holds a fixed precomputed token-embedding table
 (`capacity=None`, never evicts); `WordEmbeddingCache` is a bounded LRU store of character-CNN outputs that empties
-itself whenever the weights they were computed with change.
+itself whenever the weights they were computed with change. A cache is changed by every call that reads it, so a
+call holds it for its whole look-up, computation and update (`WordEmbeddingCache.in_use`): calls from several Python
+threads take turns, and each gets what it would get one after the other (a computed row depends in its last bits on
+the words computed alongside it, so a call that filled the cache halfway through another's would change the other's
+results).
 """
 
+import contextlib
+import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -88,6 +94,21 @@ class WordEmbeddingCache(WordEmbeddingStore):
     def __init__(self, capacity: int):
         super().__init__(capacity)
         self._weights: WeightSnapshot | None = None  # the weights the stored rows were computed with
+        self._lock = threading.Lock()  # held by the call using the cache (`in_use`)
+
+    def __getstate__(self) -> dict:
+        return {key: value for key, value in self.__dict__.items() if key != "_lock"}  # a lock does not copy
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
+
+    @contextlib.contextmanager
+    def in_use(self, weights: list[torch.Tensor]) -> Iterator["WordEmbeddingCache"]:
+        """Hold the cache for one call (other Python threads wait), emptied first if `weights` changed
+        (`forget_if_changed`)."""
+        with self._lock:
+            self.forget_if_changed(weights)
+            yield self
 
     def forget_if_changed(self, weights: list[torch.Tensor]) -> None:
         """Empty the cache unless `weights` hold the values of those its rows were computed with (reads them all)."""

@@ -25,14 +25,27 @@ What comes back is the kind that came in:
 Rows whose ids repeat are embedded like any others and kept in place (the embedder is a map; ids are passed through).
 ELMo has no window: a sentence of any length runs (its memory grows with its length); with `max_tokens`, a sentence
 longer than the bound runs alone.
+
+What a call leaves behind in the caller's process: nothing it did not find. torch's thread count is `threads` during
+the call and the caller's again after it (`engine.thread_setting.num_threads`; calls that set it take turns). The
+models loaded are kept for the next calls, at most `MODEL_CACHE_SIZE` of them (the least recently used goes first):
+a worker serves one model, and a notebook comparing two keeps both, while a process that goes through many models
+holds no more than two in memory (the 'original' model, 93.6M float32 parameters, takes about 375 MB). Each embedder
+has its own word cache (a call's results depend on the words it has seen, not on another embedder's), used on the
+shared model for the length of its call; calls of one model take turns.
 """
 
 from __future__ import annotations  # torch, numpy, pandas and pyarrow types in annotations: imported on first use
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..engine.thread_setting import num_threads
+from ..word_embedding_store import WordEmbeddingCache
 from .arrow_layout import LAYERS, VALUE_TYPES, vectors_table
 from .batching import Sentence, bucketed_batches
 from .cli import _device, embed_batch, load_model
@@ -44,8 +57,20 @@ if TYPE_CHECKING:
 POOLINGS = (None, "mean")
 DEFAULT_BATCH_SIZE = 64  # sentences per forward pass, as `elmo-embed`'s default
 DEFAULT_WORD_CACHE = 20_000  # words in the character-CNN cache, as `elmo-embed`'s default
+MODEL_CACHE_SIZE = 2  # models kept loaded in a process (module docstring)
 
-_LOADED: dict[tuple, tuple[Any, Any]] = {}  # (model, device, word cache) -> (tokenizer, model), once per process
+
+@dataclass
+class _LoadedModel:
+    """A model kept in `_LOADED`, its tokenizer, and the lock its calls hold (one call at a time uses a model)."""
+
+    tokenizer: Any
+    model: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_LOADED: dict[tuple[str, str], _LoadedModel] = {}  # (model, device) -> loaded, least recently used first
+_LOADING = threading.Lock()  # held while `_LOADED` is read or changed
 
 
 class ElmoBatchEmbedder:
@@ -54,18 +79,20 @@ class ElmoBatchEmbedder:
 
     Args:
         model: a model folder or a Hub repo id; loaded once per process, on the first call (so the object pickles
-            small and travels to Ray actors and Spark workers before any loading).
+            small and travels to Ray actors and Spark workers before any loading), and kept among the
+            `MODEL_CACHE_SIZE` most recently used.
         layers: `"all"` (`layer_0` ... `layer_N`: the character CNN, then each biLM layer), `"top"` or `"average"`
             (one `embedding` column: the top layer, or the mean of all layers).
         pooling: `None` (a vector per word) or `"mean"` (one vector per row: the mean over its words, zeros for an
             empty text).
         dtype: the type of the vectors returned: `"float32"`, or `"float16"` (half the size). The model always
             computes in float32; the values are rounded once, on output.
-        threads: torch's intra-op threads in the worker (Ray actors otherwise run with `OMP_NUM_THREADS=1`).
+        threads: torch's intra-op threads during each call, the caller's count restored after (Ray actors
+            otherwise run with `OMP_NUM_THREADS=1`).
         device: a torch device (`"cpu"`, `"cuda"`, `"cuda:1"`); `None` is the CPU.
         batch_size: sentences per forward pass (`elmo-embed --batch-size`); give this or `max_tokens`.
         max_tokens: words per forward pass instead (`elmo-embed --max-tokens-per-batch`).
-        word_cache: words kept in the character-CNN cache (`elmo-embed --word-cache`; 0: none).
+        word_cache: words kept in this embedder's own character-CNN cache (`elmo-embed --word-cache`; 0: none).
     """
 
     def __init__(
@@ -100,6 +127,10 @@ class ElmoBatchEmbedder:
         self.model, self.layers, self.pooling, self.dtype = os.fspath(model), layers, pooling, dtype
         self.threads, self.device = threads, device or "cpu"
         self.batch_size, self.max_tokens, self.word_cache = batch_size, max_tokens, word_cache
+        self._word_cache: WordEmbeddingCache | None = None  # this embedder's own, made on first use
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_word_cache": None}  # travels small; the copy fills a cache of its own
 
     def __call__(self, batch):
         """The vectors of `batch`: a DataFrame for a pandas DataFrame, a pyarrow Table for a Table or a dict."""
@@ -109,19 +140,15 @@ class ElmoBatchEmbedder:
 
     def embed(self, ids: Sequence[int], sentences: Sequence[list[str]]) -> pa.Table:
         """The `arrow_layout` table of `sentences` (lists of words), row `k` with id `ids[k]`, in the order given."""
-        import torch
-
-        tokenizer, model = self.loaded()
-        if torch.get_num_threads() != self.threads:
-            torch.set_num_threads(self.threads)
         rows = [Sentence(position, "", list(words)) for position, words in enumerate(sentences)]
         arrays: dict[int, np.ndarray] = {}
         pooling = self.pooling or "none"
         window = max(len(rows), 1)  # the whole engine batch is sorted by length, then cut
-        for inner in bucketed_batches(
-            iter(rows), batch_size=self.batch_size, max_tokens=self.max_tokens, window=window
-        ):
-            arrays.update(embed_batch(model, tokenizer, inner, self.layers, pooling))
+        with num_threads(self.threads), self._using_model() as (tokenizer, model):  # the thread setting first
+            for inner in bucketed_batches(
+                iter(rows), batch_size=self.batch_size, max_tokens=self.max_tokens, window=window
+            ):
+                arrays.update(embed_batch(model, tokenizer, inner, self.layers, pooling))
         import numpy as np
 
         bad = [ids[row.index] for row in rows if not np.isfinite(arrays[row.index]).all()]
@@ -140,15 +167,38 @@ class ElmoBatchEmbedder:
         )
 
     def loaded(self):
-        """(tokenizer, model) of this process, loaded on first use and shared by the embedders of the same model."""
-        key = (self.model, self.device, self.word_cache)
-        if key not in _LOADED:
-            import torch
+        """(tokenizer, model) of this process, loaded on first use and shared by the embedders of the same model;
+        the `MODEL_CACHE_SIZE` most recently used models stay loaded."""
+        loaded = self._loaded_model()
+        return loaded.tokenizer, loaded.model
 
-            tokenizer, model = load_model(self.model, torch.float32, _device(self.device), progress=False)
-            model.set_word_cache(self.word_cache or None)
-            _LOADED[key] = tokenizer, model
-        return _LOADED[key]
+    def _loaded_model(self) -> _LoadedModel:
+        key = (self.model, self.device)
+        with _LOADING:
+            loaded = _LOADED.pop(key, None)
+            if loaded is None:
+                import torch
+
+                loaded = _LoadedModel(*load_model(self.model, torch.float32, _device(self.device), progress=False))
+            _LOADED[key] = loaded  # the most recently used last
+            while len(_LOADED) > MODEL_CACHE_SIZE:
+                del _LOADED[next(iter(_LOADED))]
+        return loaded
+
+    @contextlib.contextmanager
+    def _using_model(self) -> Iterator[tuple[Any, Any]]:
+        """(tokenizer, model) for one call, holding the model's lock, with this embedder's word cache on it. Locks
+        are taken in one order: the thread setting (`num_threads`), the model, its word cache."""
+        loaded = self._loaded_model()
+        encoder = loaded.model.char_encoder
+        with loaded.lock:
+            if self._word_cache is None and self.word_cache:
+                self._word_cache = WordEmbeddingCache(self.word_cache)
+            encoder.word_cache = self._word_cache
+            try:
+                yield loaded.tokenizer, loaded.model
+            finally:
+                encoder.word_cache = None
 
 
 def _check_choice(name: str, value: Any, choices: tuple) -> None:

@@ -98,22 +98,37 @@ def process_device(device: torch.device, world: int) -> torch.device:
 
 
 def load_model(model_id: str, dtype: torch.dtype, device: torch.device, progress: bool = True):
-    """Load tokenizer and model (a folder or Hub repo id) of an ELMo model, in eval mode on `device`."""
+    """Load tokenizer and model (a folder or Hub repo id) of an ELMo model, in eval mode on `device`; `progress=False`:
+    without progress bars (the process's setting is left as it was)."""
     from transformers import AutoConfig, AutoModel, AutoTokenizer
-    from transformers.utils import logging
 
     start_work()  # registers the Auto classes
 
-    if not progress:
-        logging.disable_progress_bar()
-    with _loading(model_id):
-        model_type = AutoConfig.from_pretrained(model_id).model_type
-    if model_type != "elmo":
-        raise EmbedModelError(f"Model '{model_id}' is a '{model_type}' model, not an ELMo model.")
-    with _loading(model_id):
-        tokenizer = AutoTokenizer.from_pretrained(model_id)
-        model = AutoModel.from_pretrained(model_id, dtype=dtype).to(device).eval()
+    with contextlib.nullcontext() if progress else _without_progress_bars():
+        with _loading(model_id):
+            model_type = AutoConfig.from_pretrained(model_id).model_type
+        if model_type != "elmo":
+            raise EmbedModelError(f"Model '{model_id}' is a '{model_type}' model, not an ELMo model.")
+        with _loading(model_id):
+            tokenizer = AutoTokenizer.from_pretrained(model_id)
+            model = AutoModel.from_pretrained(model_id, dtype=dtype).to(device).eval()
     return tokenizer, model
+
+
+@contextlib.contextmanager
+def _without_progress_bars() -> Iterator[None]:
+    """No progress bars from Transformers or the Hub in the block; both shown after as they were before."""
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging
+
+    shown = logging.is_progress_bar_enabled()
+    with disable_progress_bars():  # the Hub's: enabled again on leaving where it was
+        logging.disable_progress_bar()
+        try:
+            yield
+        finally:
+            if shown:
+                logging.enable_progress_bar()
 
 
 @contextlib.contextmanager

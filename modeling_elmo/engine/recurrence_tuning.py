@@ -11,30 +11,24 @@ threads are faster. Neither a fixed count nor a rule by shape is right in both c
 (`ThreadCountChooser`), from the measured time of the work itself, and only for work whose results do not depend on
 it (`same_results_at`). The step products ("packed" oneDNN weights or `bmm`) are chosen once per process and shape by
 timing a few steps of the recurrence with each (`choose_step_products`).
+
+What stays process-wide, and why: the thread count itself (torch has one per process, set only under
+`thread_setting.THREAD_SETTING`), the chooser's measurements (`THREAD_CHOOSER`: the load of other processes it
+follows is the machine's, and every model of the process runs beside it), and what was measured or probed once per
+shape (`_STEP_PRODUCTS_CHOICES`, `_SAME_RESULTS`: facts of this CPU and PyTorch build, the same for every model of a
+shape). All of it is read and written under `THREAD_SETTING`, as is every block run at a chosen count, so Python
+threads that use it at once take turns and the caller's count is the one it set.
 """
 
 import contextlib
 import math
-import threading
 import time
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 
 import torch
 
-
-@contextlib.contextmanager
-def num_threads(count: int) -> Iterator[None]:
-    """Run the block with `torch.set_num_threads(count)`, then restore the previous count."""
-    before = torch.get_num_threads()
-    if count == before:
-        yield
-        return
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+from .thread_setting import THREAD_SETTING, num_threads
 
 
 def rows_bucket(rows: int) -> int:
@@ -58,11 +52,15 @@ def choose_step_products(key: Hashable, candidates: Callable[[], dict[str, Calla
     (`STEP_PRODUCTS_MARGIN`). The same measurement also decides for the smaller thread settings whose counts it
     timed (1 thread, where the thread chooser runs a call on one), so they are not measured again.
     """
-    available = torch.get_num_threads()
-    choice = _STEP_PRODUCTS_CHOICES.get((key, available))
-    if choice is not None:
-        return choice
-    candidates = candidates()
+    with THREAD_SETTING:
+        available = torch.get_num_threads()
+        if (key, available) not in _STEP_PRODUCTS_CHOICES:
+            _time_step_products(key, candidates(), available)
+        return _STEP_PRODUCTS_CHOICES[key, available]
+
+
+def _time_step_products(key: Hashable, candidates: dict[str, Callable[[], object]], available: int) -> None:
+    """Time `candidates` at each count of `thread_counts(available)`; record the choices (`choose_step_products`)."""
     counts = thread_counts(available)
     seconds = {count: dict.fromkeys(candidates, math.inf) for count in counts}  # best time per count and candidate
     with torch.inference_mode():
@@ -79,7 +77,6 @@ def choose_step_products(key: Hashable, candidates: Callable[[], dict[str, Calla
         if set(thread_counts(setting)) <= set(counts):
             best = {name: min(seconds[count][name] for count in thread_counts(setting)) for name in candidates}
             _STEP_PRODUCTS_CHOICES.setdefault((key, setting), _clearly_fastest(best))
-    return _STEP_PRODUCTS_CHOICES[key, available]
 
 
 def _clearly_fastest(seconds: dict[str, float]) -> str:
@@ -162,8 +159,7 @@ class ThreadCountChooser:
     MAX_TRIAL_INTERVAL = 1024
 
     def __init__(self) -> None:
-        self._stats: dict[Hashable, _ThreadCountStats] = {}
-        self._lock = threading.Lock()
+        self._stats: dict[Hashable, _ThreadCountStats] = {}  # read and written under `THREAD_SETTING`
 
     @classmethod
     def trial_interval(cls, slowdown: float) -> int:
@@ -180,45 +176,48 @@ class ThreadCountChooser:
 
     @contextlib.contextmanager
     def run(self, key: Hashable, steps: int) -> Iterator[int]:
-        """Run a block of `steps` steps of work under the chosen thread count (yielded), timing it."""
-        available = torch.get_num_threads()
-        with self._lock:
+        """Run a block of `steps` steps of work under the chosen thread count (yielded), timing it; the whole block
+        holds `THREAD_SETTING` (one block at a time in the process: the count is process-wide)."""
+        with THREAD_SETTING:
+            available = torch.get_num_threads()
             entry = self._stats.setdefault((key, available), _ThreadCountStats(thread_counts(available)))
             count = entry.next_count()
-        with num_threads(count):
-            start = time.perf_counter()
-            yield count
-            elapsed = time.perf_counter() - start
-        with self._lock:
+            with num_threads(count):
+                start = time.perf_counter()
+                yield count
+                elapsed = time.perf_counter() - start
             entry.record(count, elapsed / max(steps, 1))
 
 
 THREAD_CHOOSER = ThreadCountChooser()
 
 _SAME_RESULTS: dict[Hashable, bool] = {}
+Probes = Callable[[], list[Callable[[], list[torch.Tensor]]]]  # makes the callables that run a step's products
 
 
-def same_results_at(
-    key: Hashable, counts: tuple[int, ...], probes: Callable[[], list[Callable[[], list[torch.Tensor]]]]
-) -> bool:
+def same_results_at(key: Hashable, counts: tuple[int, ...], probes: Probes) -> bool:
     """
     Whether every probe of `probes()` (callables running a step's products on fixed inputs) gives the same bits at
     every thread count in `counts`, checked once per process and `key`. oneDNN's products with packed weights split
     the output columns among threads, so they pass; MKL's `bmm` may split the inner dimension of large products, and
     then the thread count is left alone.
     """
-    known = _SAME_RESULTS.get(key)
-    if known is not None:
+    with THREAD_SETTING:  # probed once, by one Python thread
+        known = _SAME_RESULTS.get(key)
+        if known is None:
+            known = _SAME_RESULTS[key] = _same_at_every_count(counts, probes)
         return known
+
+
+def _same_at_every_count(counts: tuple[int, ...], probes: Probes) -> bool:
+    """Whether the probes of `probes()` give the same bits at every count of `counts` (`same_results_at`)."""
     with torch.inference_mode():
         probes = probes()
         results = []
         for count in counts:
             with num_threads(count):
                 results.append([out for probe in probes for out in probe()])
-    same = all(
+    return all(
         len(other) == len(results[0]) and all(torch.equal(a, b) for a, b in zip(results[0], other, strict=True))
         for other in results[1:]
     )
-    _SAME_RESULTS[key] = same
-    return same

@@ -1,0 +1,44 @@
+"""Helpers of the tests that call the package from several Python threads at once, and of those that need the
+caller's torch thread count set to a known value."""
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import torch
+
+Result = TypeVar("Result")
+
+
+def at_once(call: Callable[[int], Result], count: int) -> list[Result]:
+    """`call(index)` from `count` Python threads started together; their results by index (a thread's exception is
+    raised in the caller)."""
+    results, errors, barrier = [None] * count, [], threading.Barrier(count)
+
+    def run(index: int) -> None:
+        try:
+            barrier.wait()
+            results[index] = call(index)
+        except BaseException as error:  # noqa: BLE001  (re-raised in the calling thread)
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+@contextlib.contextmanager
+def caller_threads(count: int) -> Iterator[int]:
+    """torch at `count` threads in the block (whatever the machine has), the previous count restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield count
+    finally:
+        torch.set_num_threads(before)
