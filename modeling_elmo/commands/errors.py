@@ -5,6 +5,11 @@
 failed on something else (a download, the Hub, a write, a model that does not load)."""
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+_TYPED_COMMAND: ContextVar[str | None] = ContextVar("typed_command", default=None)
 
 
 class ToolError(Exception):
@@ -23,3 +28,18 @@ def report(prog: str, error: ToolError) -> int:
     """Print `error` as the one line `PROG: error: MESSAGE` on stderr; the command's exit status."""
     print(f"{prog}: error: {error}", file=sys.stderr)
     return error.exit_status
+
+
+@contextmanager
+def typed_as(command: str) -> Iterator[None]:
+    """Within the block, the running command is named `command` (`elmo NAME` or `elmo-NAME`, as the user typed it)."""
+    token = _TYPED_COMMAND.set(command)
+    try:
+        yield
+    finally:
+        _TYPED_COMMAND.reset(token)
+
+
+def command_as_typed(prog: str) -> str:
+    """The running command's name as typed (see `typed_as`); `prog` when it was not started through `elmo`."""
+    return _TYPED_COMMAND.get() or prog
