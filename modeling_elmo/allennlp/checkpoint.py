@@ -5,6 +5,7 @@ import os
 
 from ..conversion.convert import ConversionError, resolve_source
 from ..formats.original_checkpoint import OriginalCheckpointError, load_original_checkpoint
+from ..hub.pretrained import ModelLoadError, load_pretrained_model
 from ..modeling_elmo import ElmoModel
 
 
@@ -47,10 +48,9 @@ def _load_converted(location: str) -> ElmoModel:
             "file: pass the original weight file (HDF5) as weight_file."
         )
     try:
-        model = ElmoModel.from_pretrained(location, add_scalar_mixes=False)
-    except (OSError, ValueError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ConfigurationError(f"{location}: not a converted ELMo model folder or Hub id ({first_line})") from None
+        model = load_pretrained_model(location, add_scalar_mixes=False)
+    except ModelLoadError as error:
+        raise ConfigurationError(f"{location}: not a converted ELMo model folder or Hub id ({error.reason})") from None
     if model.config.char_input != "bytes" or model.config.has_word_embeddings:
         raise ConfigurationError(
             f"{location}: this model reads a character lexicon or word ids, not AllenNLP's byte character ids."
