@@ -4,6 +4,7 @@ or URLs, downloaded once into the converter's cache), or a converted folder or H
 import os
 
 from ..conversion.convert import ConversionError, resolve_source
+from ..error_messages import one_line
 from ..formats.original_checkpoint import OriginalCheckpointError, load_original_checkpoint
 from ..hub.pretrained import ModelLoadError, load_pretrained_model
 from ..modeling_elmo import ElmoModel
@@ -34,7 +35,7 @@ def load_elmo_model(options_file: str | os.PathLike, weight_file: str | os.PathL
             resolve_source(os.fspath(options_file)), resolve_source(os.fspath(weight_file))
         )
     except (OriginalCheckpointError, ConversionError) as error:
-        raise ConfigurationError(" ".join(str(error).split())) from None  # one line (HTTP errors have several)
+        raise ConfigurationError(one_line(error)) from None  # HTTP errors have several lines
     model = ElmoModel(config, add_scalar_mixes=False)
     model.load_state_dict(state_dict, strict=True)
     return model.eval()

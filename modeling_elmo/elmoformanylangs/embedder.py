@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..argument_checks import check_count
 from ..lstm_states import ElmoLstmStates
 from ..modeling_elmo import ElmoModel
 from .loading import load_embedder_model
@@ -101,12 +102,6 @@ def _checked_output_layer(output_layer: Any, num_layers: int) -> int:
     return layer
 
 
-def _checked_batch_size(batch_size: Any) -> int:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}.")
-    return batch_size
-
-
 def efml_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     """ELMoForManyLangs' `create_batches` order without its shuffle of the batches: the sentence indices sorted by
     decreasing length (ties in input order), in groups of `batch_size`; a batch's rows in that order."""
@@ -127,7 +122,7 @@ class Embedder:
     """
 
     def __init__(self, model_dir: str | os.PathLike, batch_size: int = 64, *, stateful: bool = False) -> None:
-        self.batch_size = _checked_batch_size(batch_size)
+        self.batch_size = check_count("batch_size", batch_size)
         self.model_dir = model_dir
         self.stateful = bool(stateful)
         self.model, self.config = self.get_model()
@@ -158,7 +153,7 @@ class Embedder:
         """
         sentences = _checked_sentences(sents)
         layer = _checked_output_layer(output_layer, self.num_layers)
-        batch_size = _checked_batch_size(self.batch_size)
+        batch_size = check_count("batch_size", self.batch_size)
         width = 2 * self.model.elmo.config.projection_dim
         results: list[np.ndarray | None] = [None] * len(sentences)
         for position, sentence in enumerate(sentences):

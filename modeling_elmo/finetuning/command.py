@@ -35,6 +35,7 @@ from ..commands.output_folder import (
 )
 from ..commands.output_lock import run_output_dir_lock
 from ..commands.trainer_command import TrainerCommandLine
+from ..error_messages import one_line
 from .activation_cache import ElmoActivationCache
 from .trainer import ElmoCardTrainer, TimeBudgetCallback, attach_activation_cache
 
@@ -156,7 +157,7 @@ class FineTuningCommand:
             run.tokenizer = AutoTokenizer.from_pretrained(run.model_args.model_name_or_path)
             run.cache = attach_activation_cache(run.model, run.data_args.elmo_cache, run.data_args.elmo_cache_dir)
         except (OSError, ValueError, SafetensorError) as error:  # bad data, model, cache or option
-            self.fail(str(error).splitlines()[0] if str(error) else repr(error))
+            self.fail(one_line(error, first=True))
         try:
             with run_output_dir_lock(run.training_args, self.prog):
                 self.check_output_dir(run.output_dir)  # again, locked: another run may have written there since

@@ -19,6 +19,7 @@ import torch
 from ..character_ids import LEXICON_CHAR_SPECIALS, LEXICON_WORD_SPECIALS
 from ..commands.errors import ToolError
 from ..configuration_elmo import ElmoConfig, ElmoConfigError
+from ..error_messages import one_line
 
 # The two architecture files packaged with elmoformanylangs 0.0.4 (`elmoformanylangs/configs/`), byte-identical;
 # EFML falls back on them when a model folder lacks its `config_path`. Only the keys the embedder reads are kept.
@@ -94,7 +95,7 @@ def _read_json(path: Path) -> Any:
     except OSError as error:
         raise EfmlFormatError(f"{path} is unreadable ({error.strerror}).") from error
     except (ValueError, UnicodeDecodeError) as error:
-        raise EfmlFormatError(f"{path} is not valid JSON ({' '.join(str(error).split())}).") from error
+        raise EfmlFormatError(f"{path} is not valid JSON ({one_line(error)}).") from error
 
 
 def find_architecture(model_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:

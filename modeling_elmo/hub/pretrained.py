@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..commands.arguments import NO_SUCH_FOLDER, first_line, missing_model_folder
+from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder
 from ..commands.errors import ToolError
 from ..configuration_elmo import ElmoConfig
+from ..error_messages import one_line
 from ..modeling_elmo import ElmoModel
 from ..tokenization_elmo import ElmoTokenizer
 
@@ -48,7 +49,7 @@ def check_reachable(location: str) -> None:
     try:
         get_hf_file_metadata(hf_hub_url(location, CONFIG_FILE))  # one request: no retries (retry_on_errors=False)
     except Exception as error:  # the Hub's answer (no such repo, no access) or the network's
-        reason = f"not loadable from the Hub ({type(error).__name__}: {first_line(error)})"
+        reason = f"not loadable from the Hub ({type(error).__name__}: {one_line(error, first=True)})"
         raise ModelLoadError(location, reason) from None
 
 
@@ -79,4 +80,4 @@ def _one_line(location: str) -> Iterator[None]:
     try:
         yield
     except (OSError, ValueError) as error:
-        raise ModelLoadError(location, first_line(error)) from None
+        raise ModelLoadError(location, one_line(error, first=True)) from None

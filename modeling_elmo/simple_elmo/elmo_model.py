@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
+from ..argument_checks import check_count
 from ..lstm_states import ElmoLstmStates
 from .characters import SPECIAL_TOKENS_ONLY, SimpleElmoCharacters, cached_words
 from .errors import SimpleElmoError
@@ -35,11 +36,6 @@ NO_SOFTMAX = (
     "needs a TensorFlow training checkpoint with the language model's softmax (simple_elmo's load(full=True)); "
     "this drop-in reads the HDF5 weights, which hold no softmax, so it has no get_elmo_substitutes."
 )
-
-
-def _check_count(name: str, value: object, minimum: int, hint: str = "") -> None:
-    if type(value) is not int or value < minimum:
-        raise SimpleElmoError(f"{name} must be an int >= {minimum}, got {value!r}.{hint}")
 
 
 def check_texts(texts: object) -> list[Sequence[str]]:
@@ -102,10 +98,11 @@ class ElmoModel:
         argument of simple_elmo before 0.6 (accepted with a warning: `top=True` makes `layers="top"` the default);
         `stateful=False` (new) runs every chunk from zero states.
         """
-        _check_count(
+        check_count(
             "max_batch_size",
             max_batch_size,
             1,
+            SimpleElmoError,
             " (simple_elmo before 0.6 took top as the second argument: pass layers='top' to the methods instead.)"
             if isinstance(max_batch_size, bool)
             else "",
