@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from ..argument_checks import TokenListWording, check_token_lists
 from ..character_ids import (
     BEGIN_OF_SENTENCE_CHAR,
     BEGIN_OF_WORD_CHAR,
@@ -66,14 +67,20 @@ class ELMoCharacterMapper:
         return NotImplemented
 
 
+_NOT_A_BATCH = "batch_to_ids takes a list of tokenized sentences (lists of str)."
+BATCH_WORDING = TokenListWording(
+    batch=_NOT_A_BATCH,
+    batch_is_str=_NOT_A_BATCH,
+    text_is_str=_NOT_A_BATCH,
+    text=_NOT_A_BATCH,
+    token="batch_to_ids: sentence {index} holds a token that is not a str.",
+)
+
+
 def batch_to_ids(batch: list[list[str]]) -> torch.Tensor:
     """Tokenized sentences -> character ids (len(batch), longest sentence, 50), long, zero rows after each sentence
     ((len(batch), 0) when no sentence has a word, as in AllenNLP)."""
-    if not isinstance(batch, list | tuple) or not all(isinstance(sentence, list | tuple) for sentence in batch):
-        raise TypeError("batch_to_ids takes a list of tokenized sentences (lists of str).")
-    for index, sentence in enumerate(batch):
-        if not all(isinstance(token, str) for token in sentence):
-            raise TypeError(f"batch_to_ids: sentence {index} holds a token that is not a str.")
+    batch = check_token_lists(batch, BATCH_WORDING, TypeError, batch_types=(list, tuple))
     if not any(batch):  # AllenNLP's shape when no sentence has a word
         return torch.zeros(len(batch), 0, dtype=torch.long)
     return char_ids_tensor(batch, ELMoCharacterMapper.max_word_length, cached_char_ids)
