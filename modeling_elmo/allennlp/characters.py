@@ -7,7 +7,6 @@ from typing import Any
 
 import torch
 
-from ..argument_checks import TokenListWording, check_token_lists
 from ..character_ids import (
     BEGIN_OF_SENTENCE_CHAR,
     BEGIN_OF_WORD_CHAR,
@@ -19,6 +18,7 @@ from ..character_ids import (
     char_row,
     word_to_char_ids,
 )
+from ..commands.checks import TokenListWording, check_token_lists
 from ..tokenization_elmo import cached_char_ids, char_ids_tensor
 
 

@@ -7,7 +7,7 @@ import os
 import torch
 from torch import nn
 
-from ..argument_checks import check_count
+from ..commands.checks import check_count
 from ..conversion.presets import PRESETS
 from .bilm import _ElmoBiLm
 from .boundaries import remove_sentence_boundaries

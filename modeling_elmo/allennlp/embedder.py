@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..argument_checks import check_count
+from ..commands.checks import check_count
 from .bilm import _ElmoBiLm
 from .boundaries import remove_sentence_boundaries
 from .characters import batch_to_ids

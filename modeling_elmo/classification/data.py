@@ -15,8 +15,7 @@ from pathlib import Path
 import datasets
 from datasets import Dataset
 
-from ..commands.errors import ToolInputError
-from ..error_messages import one_line
+from ..commands.errors import ToolInputError, one_line
 
 FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json"}
 REGRESSION = "regression"

@@ -37,10 +37,9 @@ import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
 
-from ..commands.errors import ToolError, report
+from ..commands.errors import ToolError, one_line, report
 from ..commands.output_folder import OutputKind, current_umask, move_into_place, prepare_output, reason_of, work_folder
 from ..configuration_elmo import ElmoConfig
-from ..error_messages import one_line
 from ..formats.original_checkpoint import (
     LSTM_CELL_PATH,
     N_CHARACTERS,

@@ -41,9 +41,8 @@ import torch
 from torch import nn
 
 from ..character_ids import word_to_char_ids
-from ..commands.errors import ToolError, report
+from ..commands.errors import ToolError, one_line, report
 from ..commands.output_folder import current_umask, parent_folders, reason_of
-from ..error_messages import one_line
 from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, model_folder_problem, onnx_export_parser
 
 INPUT_NAMES = ["input_ids", "attention_mask"]

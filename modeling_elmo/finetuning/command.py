@@ -25,7 +25,7 @@ from safetensors import SafetensorError
 from transformers import AutoTokenizer, TrainingArguments, set_seed
 
 from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
-from ..commands.errors import ToolError
+from ..commands.errors import ToolError, one_line
 from ..commands.output_folder import (
     check_run_folder,
     claim_run_folder,
@@ -35,7 +35,6 @@ from ..commands.output_folder import (
 )
 from ..commands.output_lock import run_output_dir_lock
 from ..commands.trainer_command import TrainerCommandLine
-from ..error_messages import one_line
 from .activation_cache import ElmoActivationCache
 from .trainer import ElmoCardTrainer, TimeBudgetCallback, attach_activation_cache
 

@@ -17,9 +17,8 @@ from typing import Any, NamedTuple
 import torch
 
 from ..character_ids import LEXICON_CHAR_SPECIALS, LEXICON_WORD_SPECIALS
-from ..commands.errors import ToolError
+from ..commands.errors import ToolError, one_line
 from ..configuration_elmo import ElmoConfig, ElmoConfigError
-from ..error_messages import one_line
 
 # The two architecture files packaged with elmoformanylangs 0.0.4 (`elmoformanylangs/configs/`), byte-identical;
 # EFML falls back on them when a model folder lacks its `config_path`. Only the keys the embedder reads are kept.

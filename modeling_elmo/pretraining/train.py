@@ -39,11 +39,10 @@ from ..commands.arguments import (
     parse_trainer_arguments,
     training_arguments_problem,
 )
-from ..commands.errors import ToolError, ToolInputError, report
+from ..commands.errors import ToolError, ToolInputError, one_line, report
 from ..commands.output_folder import check_run_folder
 from ..commands.output_lock import run_output_dir_lock
 from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
-from ..error_messages import one_line
 from ..formats.corpus import count_positions, resolve_corpus_files
 from ..formats.original_checkpoint import read_softmax
 from ..formats.vocab import LmVocabulary

@@ -1,5 +1,5 @@
-"""Checks of the arguments the public APIs take (drop-ins, embedders), each refusal one line naming the argument. At
-the top of the package, so that every wing can use them."""
+"""Checks of the arguments the public APIs take (drop-ins, embedders), each refusal one line naming the argument: in
+the workshop every tool and drop-in builds on."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
