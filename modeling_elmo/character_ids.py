@@ -16,23 +16,27 @@ BOS_TOKEN = "<S>"
 EOS_TOKEN = "</S>"
 
 
-def _wrap(char_ids: list[int], max_characters_per_token: int) -> list[int]:
+def char_row(char_ids: list[int], max_characters_per_token: int) -> list[int]:
+    """The row of a word made of `char_ids`: begin-of-word, `char_ids`, end-of-word, then character padding."""
     ids = [BEGIN_OF_WORD_CHAR, *char_ids, END_OF_WORD_CHAR]
     return ids + [PADDING_CHAR] * (max_characters_per_token - len(ids))
 
 
-def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> list[int]:
-    """Map one word to its `max_characters_per_token` character ids, exactly like the original vocabulary.
+def byte_char_ids(word: str, max_characters_per_token: int = 50) -> list[int]:
+    """The `max_characters_per_token` character ids of `word` read as UTF-8 bytes, whatever it is (`<S>` and `</S>`
+    included), cut at `max_characters_per_token - 2` bytes, even inside a multi-byte character (as the original)."""
+    data = word.encode("utf-8", errors="ignore")[: max_characters_per_token - 2]
+    return char_row([b + 1 for b in data], max_characters_per_token)
 
-    Long words are cut at `max_characters_per_token - 2` bytes, even inside a multi-byte character. The literal
-    strings `<S>` and `</S>` map to the sentence boundary words, as in the original.
-    """
+
+def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> list[int]:
+    """Map one word to its `max_characters_per_token` character ids, exactly like the original vocabulary: its bytes
+    (`byte_char_ids`), except that the literal strings `<S>` and `</S>` map to the sentence boundary words."""
     if word == BOS_TOKEN:
-        return _wrap([BEGIN_OF_SENTENCE_CHAR], max_characters_per_token)
+        return char_row([BEGIN_OF_SENTENCE_CHAR], max_characters_per_token)
     if word == EOS_TOKEN:
-        return _wrap([END_OF_SENTENCE_CHAR], max_characters_per_token)
-    data = word.encode("utf-8", errors="ignore")[: max_characters_per_token - 2]  # as the original
-    return _wrap([b + 1 for b in data], max_characters_per_token)
+        return char_row([END_OF_SENTENCE_CHAR], max_characters_per_token)
+    return byte_char_ids(word, max_characters_per_token)
 
 
 # Every character id as a token, for the tokenizer's generic machinery (`get_vocab()`, `convert_ids_to_tokens()`):

@@ -9,7 +9,7 @@ registered in `elmo_implementations`, may replace (docs/design-notes.md, "Implem
 import contextlib
 import inspect
 import textwrap
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -580,32 +580,46 @@ class ElmoScalarMix(nn.Module):
     The task-specific combination of the biLM's layers (AllenNLP's `ScalarMix`, bilm-tf's `weight_layers` with its
     `ELMo_W` and `ELMo_gamma`): `gamma * sum_k softmax(s)_k * h_k` over all `num_hidden_layers + 1` layers `h_k`. With
     `config.scalar_mix_layer_norm`, each `h_k` is first normalised with the mean and variance of its unpadded
-    elements (words x features) per sentence or over the batch (`config.scalar_mix_layer_norm_scope`).
+    elements (words x features) per sentence or over the batch (`config.scalar_mix_layer_norm_scope`), `epsilon`
+    added to the variance (AllenNLP's `ScalarMix` uses 1e-13).
     """
 
     NORM_DIMS = {"sentence": (1, 2), "batch": (0, 1, 2)}  # per scope, the dimensions of (batch, words, dim) reduced
 
-    def __init__(self, config: ElmoConfig):
+    def __init__(self, config: ElmoConfig, epsilon: float = 1e-12):
         super().__init__()
         self.scalar_parameters = nn.Parameter(torch.zeros(config.num_hidden_layers + 1))
         self.gamma = nn.Parameter(torch.ones(1))
         self.norm_dims = self.NORM_DIMS[config.scalar_mix_layer_norm_scope] if config.scalar_mix_layer_norm else None
+        self.layer_norm = config.scalar_mix_layer_norm
+        self.epsilon = epsilon
+
+    def layer_weights(self) -> torch.Tensor:
+        """The softmax-normalised weight of each layer: (num_layers,)."""
+        return torch.softmax(self.scalar_parameters, dim=0)
 
     def _masked_layer_norm(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Normalise `hidden` (batch, words, dim) with the mean and variance of its unpadded elements (`norm_dims`)."""
+        """Normalise `hidden` (batch, words, dim) with the mean and variance of its unpadded elements (`norm_dims`; all
+        dimensions when `None`)."""
         mask = mask.unsqueeze(-1).to(hidden.dtype)
         count = (mask.sum(dim=self.norm_dims, keepdim=True) * hidden.shape[-1]).clamp(min=1)
         mean = (hidden * mask).sum(dim=self.norm_dims, keepdim=True) / count
         variance = (((hidden - mean) * mask) ** 2).sum(dim=self.norm_dims, keepdim=True) / count
-        return (hidden - mean) / torch.sqrt(variance + 1e-12)
+        return (hidden - mean) / torch.sqrt(variance + self.epsilon)
+
+    def mix(self, layers: Sequence[torch.Tensor], mask: torch.Tensor | None) -> torch.Tensor:
+        """`layers`: num_layers tensors (batch, words, dim); `mask` (batch, words), needed only with layer norm -> the
+        mix (batch, words, dim), padded positions not zeroed."""
+        weights = self.layer_weights()
+        if self.layer_norm:
+            layers = tuple(self._masked_layer_norm(layer, mask) for layer in layers)
+        return self.gamma * sum(weight * layer for weight, layer in zip(weights, layers, strict=True))
 
     def forward(self, layers: tuple[torch.Tensor, ...], mask: torch.Tensor) -> torch.Tensor:
-        """`layers`: num_layers tensors (batch, words, dim); `mask` (batch, words) -> (batch, words, dim)."""
-        weights = torch.softmax(self.scalar_parameters, dim=0)
-        if self.norm_dims is not None:
-            layers = tuple(self._masked_layer_norm(layer, mask) for layer in layers)
-        mixed = sum(weight * layer for weight, layer in zip(weights, layers, strict=True))
-        return self.gamma * mixed * mask.unsqueeze(-1).to(mixed.dtype)
+        """`layers`: num_layers tensors (batch, words, dim); `mask` (batch, words) -> (batch, words, dim), zero at
+        padded words."""
+        mixed = self.mix(layers, mask)
+        return mixed * mask.unsqueeze(-1).to(mixed.dtype)
 
 
 def _check_indices(name: str, values: torch.Tensor, size: int, ignore_index: int | None = None) -> None:

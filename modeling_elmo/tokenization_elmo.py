@@ -6,9 +6,9 @@ is an all-zero row. The sentence boundary words `<S>` / `</S>` are added by the 
 """
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import accumulate, groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from transformers.tokenization_utils_base import BatchEncoding, TruncationStrategy
@@ -27,14 +27,36 @@ from .character_ids import (
 from .transformers_compat import PythonBackend
 from .word_splitter import Word, split_words
 
+if TYPE_CHECKING:
+    import torch
+
 logger = logging.get_logger(__name__)
 
 _TOKEN_BYTES = {**BYTE_TOKENS, PAD_TOKEN: b"", CHAR_PAD_TOKEN: b""}  # what each token decodes to (others: itself)
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _cached_char_ids(word: str, max_characters_per_token: int) -> tuple[int, ...]:
+def cached_char_ids(word: str, max_characters_per_token: int = 50) -> tuple[int, ...]:
+    """`character_ids.word_to_char_ids`, cached: the ids the tokenizer gives a word without a lexicon."""
     return tuple(word_to_char_ids(word, max_characters_per_token))
+
+
+def char_ids_tensor(
+    sentences: Sequence[Sequence[str]], max_characters_per_token: int, word_char_ids: Callable[[str], Sequence[int]]
+) -> "torch.Tensor":
+    """
+    Tokenized sentences -> character ids (len(sentences), longest sentence, `max_characters_per_token`), int64, zero
+    rows after each sentence's words (the tokenizer's padded `input_ids`, without its checks, offsets and masks).
+    `word_char_ids` gives one word's row (`cached_char_ids` for the original vocabulary).
+    """
+    import torch
+
+    longest = max((len(sentence) for sentence in sentences), default=0)
+    ids = torch.zeros(len(sentences), longest, max_characters_per_token, dtype=torch.long)
+    for row, sentence in enumerate(sentences):
+        if sentence:
+            ids[row, : len(sentence)] = torch.tensor([word_char_ids(word) for word in sentence])
+    return ids
 
 
 def _is_rows(ids: Any) -> bool:
@@ -310,7 +332,7 @@ class ElmoTokenizer(PythonBackend):
             raise TypeError(f"word_to_char_ids() expects a str, got {type(word).__name__}.")
         if self.lexicon is not None:
             return self.lexicon.row(word)
-        return list(_cached_char_ids(word, self.max_characters_per_token))
+        return list(cached_char_ids(word, self.max_characters_per_token))
 
     def tokenize(self, text: str, **kwargs: Any) -> list[str]:
         """Split raw `text` into words (ELMo's tokens are words); with `is_split_into_words=True`, `text` is pre-split

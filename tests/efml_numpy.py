@@ -1,107 +1,16 @@
-"""ELMoForManyLangs (EFML) for the tests: random-weight model folders in EFML's exact format (its state-dict key names,
-`char.dic` / `word.dic`, `config.json` + architecture JSON, pickles of plain dicts of tensors) and an independent NumPy
+"""ELMoForManyLangs (EFML) for the tests: random-weight model folders in EFML's exact format (written by
+`modeling_elmo.conversion.testing_utils.write_random_efml_model`, which the docs use too) and an independent NumPy
 transcription of its `Embedder.sents2elmo(output_layer=-2)` from zero states, reading those files itself."""
 
 import json
-import random
 from pathlib import Path
 
 import numpy as np
 import torch
 
-CHAR_SPECIALS = ["<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>"]  # EFML's training order, after the corpus's
-WORD_SPECIALS = ["<oov>", "<bos>", "<eos>", "<pad>"]  # ids 0..3 in EFML's training
-# CJK, Cyrillic, Arabic, Latin with accents, U+3000 (a line whose token `strip()` removes)
-NON_LATIN_CHARS = list(dict.fromkeys("北京大学日本語中文приветмирاللغةالعربيةéàçñÅ")) + ["\u3000"]
-NON_LATIN_WORDS = ["北京", "大学", "日本語", "привет", "мир", "اللغة", "العربية", "café"]
-
-
-def small_architecture(word_dim: int, max_chars: int = 9, cell_clip: float = 3, proj_clip: float = 3) -> dict:
-    """An architecture JSON like EFML's packaged ones, at toy sizes."""
-    return {
-        "encoder": {
-            "name": "elmo",
-            "projection_dim": 6,
-            "cell_clip": cell_clip,
-            "proj_clip": proj_clip,
-            "dim": 10,
-            "n_layers": 2,
-        },
-        "token_embedder": {
-            "name": "cnn",
-            "activation": "relu",
-            "filters": [[1, 4], [2, 3], [3, 5]],
-            "n_highway": 2,
-            "word_dim": word_dim,
-            "char_dim": 5,
-            "max_characters_per_token": max_chars,
-        },
-        "classifier": {"name": "sampled_softmax", "n_samples": 8192},
-        "dropout": 0.1,
-    }
-
-
-def _write_lexicon(path: Path, tokens: list[str], rng: random.Random) -> None:
-    """`token<TAB>id` lines with ids 0..n-1 in token order, written in shuffled line order (EFML ignores the order)."""
-    lines = [f"{token}\t{index}\n" for index, token in enumerate(tokens)]
-    rng.shuffle(lines)
-    path.write_text("".join(lines), encoding="utf-8")
-
-
-def write_efml_model(
-    folder: Path,
-    *,
-    chars: list[str] = NON_LATIN_CHARS,
-    words: list[str] | None = NON_LATIN_WORDS,
-    architecture: dict | None = None,
-    seed: int = 0,
-    config_path: str = "arch.json",
-) -> Path:
-    """Write a random-weight EFML model folder (word embedding when `words` is given) and return it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
-    architecture = architecture or small_architecture(word_dim=7 if words is not None else 0)
-    embedder_cfg, encoder_cfg = architecture["token_embedder"], architecture["encoder"]
-    char_tokens = list(dict.fromkeys(chars)) + CHAR_SPECIALS
-    _write_lexicon(folder / "char.dic", char_tokens, rng)
-    if words is not None:
-        _write_lexicon(folder / "word.dic", WORD_SPECIALS + list(dict.fromkeys(words)), rng)
-    (folder / Path(config_path).name).write_text(json.dumps(architecture), encoding="utf-8")
-    (folder / "config.json").write_text(json.dumps({"config_path": config_path, "batch_size": 32}), encoding="utf-8")
-
-    def normal(*shape: int, scale: float = 0.5) -> torch.Tensor:
-        return torch.randn(*shape, generator=generator) * scale
-
-    features = sum(num for _, num in embedder_cfg["filters"])
-    projection, cell = encoder_cfg["projection_dim"], encoder_cfg["dim"]
-    embedder = {"char_emb_layer.embedding.weight": normal(len(char_tokens), embedder_cfg["char_dim"])}
-    if words is not None:
-        embedder["word_emb_layer.embedding.weight"] = normal(
-            len(WORD_SPECIALS) + len(dict.fromkeys(words)), embedder_cfg["word_dim"]
-        )
-    for index, (width, num) in enumerate(embedder_cfg["filters"]):
-        embedder[f"convolutions.{index}.weight"] = normal(num, embedder_cfg["char_dim"], width)
-        embedder[f"convolutions.{index}.bias"] = normal(num)
-    for index in range(embedder_cfg["n_highway"]):
-        embedder[f"highways._layers.{index}.weight"] = normal(2 * features, features, scale=0.3)
-        embedder[f"highways._layers.{index}.bias"] = normal(2 * features)
-    embedder["projection.weight"] = normal(
-        projection, (embedder_cfg["word_dim"] if words is not None else 0) + features
-    )
-    embedder["projection.bias"] = normal(projection)
-    encoder = {}
-    for layer in range(encoder_cfg["n_layers"]):
-        for direction in ("forward", "backward"):
-            prefix = f"{direction}_layer_{layer}"
-            encoder[f"{prefix}.input_linearity.weight"] = normal(4 * cell, projection)
-            encoder[f"{prefix}.state_linearity.weight"] = normal(4 * cell, projection)
-            encoder[f"{prefix}.state_linearity.bias"] = normal(4 * cell)
-            encoder[f"{prefix}.state_projection.weight"] = normal(projection, cell, scale=1.0)
-    # the released pickles use the legacy (non-zip) serialization of 2018 PyTorch
-    torch.save(embedder, folder / "token_embedder.pkl", _use_new_zipfile_serialization=False)
-    torch.save(encoder, folder / "encoder.pkl", _use_new_zipfile_serialization=False)
-    return folder
-
+from modeling_elmo.conversion.testing_utils import NON_LATIN_CHARS, NON_LATIN_WORDS
+from modeling_elmo.conversion.testing_utils import small_efml_architecture as small_architecture
+from modeling_elmo.conversion.testing_utils import write_random_efml_model as write_efml_model
 
 # ---- the NumPy transcription ----------------------------------------------------------------------------------------
 
@@ -189,3 +98,12 @@ def efml_numpy_layers(folder: Path, sentence: list[str]) -> np.ndarray:
         layers.append(np.concatenate([forward, backward], axis=-1))
         forward_in, backward_in = forward, backward
     return np.stack(layers)[:, 1:-1]
+
+
+__all__ = [
+    "NON_LATIN_CHARS",
+    "NON_LATIN_WORDS",
+    "efml_numpy_layers",
+    "small_architecture",
+    "write_efml_model",
+]

@@ -698,6 +698,15 @@ def check_efml_python(sandbox: Sandbox, output: str) -> None:
     assert np.abs(layers[0].numpy() - expected).max() <= 1e-5
 
 
+def check_efml_model(sandbox: Sandbox, output: str) -> None:
+    """A model folder in ELMoForManyLangs' released format, which `elmo-convert` reads and verifies."""
+    from modeling_elmo.formats.efml import read_efml_model
+
+    folder = sandbox.work / "zhs.model"
+    assert {"config.json", "char.dic", "word.dic", "token_embedder.pkl", "encoder.pkl"} <= set(os.listdir(folder))
+    assert read_efml_model(folder).config.projection_dim * 2 == 12
+
+
 def check_efml_drop_in(sandbox: Sandbox, output: str) -> None:
     """ELMoForManyLangs' `sents2elmo` outputs: float32 arrays in input order, each output layer as its computation."""
     from efml_numpy import efml_numpy_layers
@@ -853,7 +862,8 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "model-python": DocCommand(copy_converted_fixture, check_model_python),
     "states-python": DocCommand(copy_converted_fixture, check_states_python),
     "efml-python": DocCommand(nothing, check_efml_python, follows="efml-convert"),
-    "efml-drop-in": DocCommand(write_efml_folder, check_efml_drop_in),
+    "efml-model": DocCommand(nothing, check_efml_model),
+    "efml-drop-in": DocCommand(nothing, check_efml_drop_in, follows="efml-model"),
     "efml-stateful": DocCommand(nothing, check_efml_stateful, follows="efml-drop-in"),
     "embedding-sentence-transformers": DocCommand(copy_converted_fixture, check_embedding_sentence_transformers),
     "ner-pipeline-python": DocCommand(nothing, check_ner_pipeline_python, follows="ner"),

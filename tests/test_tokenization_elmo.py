@@ -798,3 +798,15 @@ def test_lexicon_vocab_names_the_padding_character_char_pad():
 def test_bad_lexicons_are_refused(chars, words, message):
     with pytest.raises(ValueError, match=message):
         ElmoTokenizer(char_lexicon=chars, word_lexicon=words)
+
+
+def test_char_ids_tensor_is_the_tokenizers_padded_input_ids(tok):
+    """The one words -> padded character-id tensor (`char_ids_tensor`, what AllenNLP's `batch_to_ids` and
+    simple_elmo's batcher use) gives the tokenizer's own padded `input_ids` (an empty sentence: all padding)."""
+    from modeling_elmo.allennlp import batch_to_ids
+    from modeling_elmo.tokenization_elmo import cached_char_ids, char_ids_tensor
+
+    sentences = [["Hello", "wörld", "<S>", "x" * 80], [], ["</S>"]]
+    expected = tok(sentences, is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
+    assert torch.equal(char_ids_tensor(sentences, 50, cached_char_ids), expected)
+    assert torch.equal(batch_to_ids(sentences), expected)

@@ -10,7 +10,7 @@ from torch import nn
 from ..lstm_states import ElmoLstmStates
 from ..modeling_elmo import ElmoModel
 from .boundaries import add_sentence_boundary_token_ids
-from .characters import ELMoCharacterMapper, batch_to_ids
+from .characters import batch_to_ids
 from .checkpoint import ConfigurationError, load_elmo_model
 
 logger = logging.getLogger(__name__)
@@ -62,8 +62,6 @@ class _ElmoCharacterEncoder(nn.Module):
         self.output_dim = model.config.projection_dim
         self.max_characters = model.config.max_characters_per_token
         self.requires_grad = requires_grad
-        self._beginning_of_sentence_characters = torch.tensor(ELMoCharacterMapper.beginning_of_sentence_characters) + 1
-        self._end_of_sentence_characters = torch.tensor(ELMoCharacterMapper.end_of_sentence_characters) + 1
 
     def get_output_dim(self) -> int:
         return self.output_dim
@@ -71,12 +69,8 @@ class _ElmoCharacterEncoder(nn.Module):
     def forward(self, inputs: torch.Tensor) -> dict[str, torch.Tensor]:
         check_character_ids("inputs", inputs, self.max_characters)
         mask = (inputs > 0).sum(dim=-1) > 0
-        ids, mask = add_sentence_boundary_token_ids(
-            inputs,
-            mask,
-            self._beginning_of_sentence_characters.to(inputs.device),
-            self._end_of_sentence_characters.to(inputs.device),
-        )
+        begin, end = self.char_encoder.boundary_char_ids(inputs.device)  # the model's `<S>` and `</S>` rows
+        ids, mask = add_sentence_boundary_token_ids(inputs, mask, begin, end)
         embeddings = self.char_encoder(ids.flatten(0, 1))  # (batch * (timesteps + 2), projection_dim)
         return {"mask": mask, "token_embedding": embeddings.view(*ids.shape[:2], -1)}
 

@@ -1,13 +1,25 @@
 """AllenNLP's character ids for ELMo: `ELMoCharacterMapper` (its constants and `convert_word_to_char_ids`) and
 `batch_to_ids`. The ids are the project's own (`character_ids.word_to_char_ids`, what `ElmoTokenizer` encodes): a
-word's UTF-8 bytes + 1, wrapped in begin/end-of-word, padded to 50; a padded word is all zeros."""
+word's UTF-8 bytes + 1, wrapped in begin/end-of-word, padded to 50; a padded word is all zeros. AllenNLP's constants
+are the same ids before the +1 shift."""
 
-import functools
 from typing import Any
 
 import torch
 
-from ..character_ids import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
+from ..character_ids import (
+    BEGIN_OF_SENTENCE_CHAR,
+    BEGIN_OF_WORD_CHAR,
+    BOS_TOKEN,
+    END_OF_SENTENCE_CHAR,
+    END_OF_WORD_CHAR,
+    EOS_TOKEN,
+    PADDING_CHAR,
+    char_row,
+    word_to_char_ids,
+)
+from ..commands.checks import TokenListWording, check_token_lists
+from ..tokenization_elmo import cached_char_ids, char_ids_tensor
 
 
 class _InstanceOrClassMethod:
@@ -22,23 +34,18 @@ class _InstanceOrClassMethod:
         return lambda word: self.function(instance, word)
 
 
-def _boundary_word(character: int) -> list[int]:
-    """The char ids (before the +1 shift) of a sentence boundary word made of `character`."""
-    ids = [ELMoCharacterMapper.padding_character] * ELMoCharacterMapper.max_word_length
-    ids[:3] = [ELMoCharacterMapper.beginning_of_word_character, character, ELMoCharacterMapper.end_of_word_character]
-    return ids
-
-
 class ELMoCharacterMapper:
     """Maps a word to its 50 ELMo character ids (shifted by +1 so that 0 is padding). `tokens_to_add` maps extra
     special tokens to one character id each (before the shift), as in AllenNLP 2.x."""
 
     max_word_length = 50
-    beginning_of_sentence_character = 256
-    end_of_sentence_character = 257
-    beginning_of_word_character = 258
-    end_of_word_character = 259
-    padding_character = 260
+    beginning_of_sentence_character = BEGIN_OF_SENTENCE_CHAR - 1
+    end_of_sentence_character = END_OF_SENTENCE_CHAR - 1
+    beginning_of_word_character = BEGIN_OF_WORD_CHAR - 1
+    end_of_word_character = END_OF_WORD_CHAR - 1
+    padding_character = PADDING_CHAR - 1
+    beginning_of_sentence_characters = [char - 1 for char in word_to_char_ids(BOS_TOKEN, max_word_length)]
+    end_of_sentence_characters = [char - 1 for char in word_to_char_ids(EOS_TOKEN, max_word_length)]
     bos_token = BOS_TOKEN
     eos_token = EOS_TOKEN
 
@@ -51,7 +58,7 @@ class ELMoCharacterMapper:
         if not isinstance(word, str):
             raise TypeError(f"convert_word_to_char_ids takes a str, got {type(word).__name__}.")
         if self is not None and word in self.tokens_to_add:
-            return [char + 1 for char in _boundary_word(self.tokens_to_add[word])]
+            return char_row([self.tokens_to_add[word] + 1], ELMoCharacterMapper.max_word_length)
         return word_to_char_ids(word, ELMoCharacterMapper.max_word_length)
 
     def __eq__(self, other: object) -> bool:
@@ -60,28 +67,20 @@ class ELMoCharacterMapper:
         return NotImplemented
 
 
-ELMoCharacterMapper.beginning_of_sentence_characters = _boundary_word(256)
-ELMoCharacterMapper.end_of_sentence_characters = _boundary_word(257)
-
-
-@functools.lru_cache(maxsize=100_000)
-def _word_ids(word: str) -> tuple[int, ...]:
-    return tuple(word_to_char_ids(word, ELMoCharacterMapper.max_word_length))
+_NOT_A_BATCH = "batch_to_ids takes a list of tokenized sentences (lists of str)."
+BATCH_WORDING = TokenListWording(
+    batch=_NOT_A_BATCH,
+    batch_is_str=_NOT_A_BATCH,
+    text_is_str=_NOT_A_BATCH,
+    text=_NOT_A_BATCH,
+    token="batch_to_ids: sentence {index} holds a token that is not a str.",
+)
 
 
 def batch_to_ids(batch: list[list[str]]) -> torch.Tensor:
     """Tokenized sentences -> character ids (len(batch), longest sentence, 50), long, zero rows after each sentence
     ((len(batch), 0) when no sentence has a word, as in AllenNLP)."""
-    if not isinstance(batch, list | tuple) or not all(isinstance(sentence, list | tuple) for sentence in batch):
-        raise TypeError("batch_to_ids takes a list of tokenized sentences (lists of str).")
-    for index, sentence in enumerate(batch):
-        if not all(isinstance(token, str) for token in sentence):
-            raise TypeError(f"batch_to_ids: sentence {index} holds a token that is not a str.")
-    length = max((len(sentence) for sentence in batch), default=0)
-    if length == 0:  # AllenNLP's shape when no sentence has a word
+    batch = check_token_lists(batch, BATCH_WORDING, TypeError, batch_types=(list, tuple))
+    if not any(batch):  # AllenNLP's shape when no sentence has a word
         return torch.zeros(len(batch), 0, dtype=torch.long)
-    ids = torch.zeros(len(batch), length, ELMoCharacterMapper.max_word_length, dtype=torch.long)
-    for row, sentence in enumerate(batch):
-        if sentence:
-            ids[row, : len(sentence)] = torch.tensor([_word_ids(token) for token in sentence])
-    return ids
+    return char_ids_tensor(batch, ELMoCharacterMapper.max_word_length, cached_char_ids)

@@ -3,8 +3,10 @@ or URLs, downloaded once into the converter's cache), or a converted folder or H
 
 import os
 
+from ..commands.errors import one_line
 from ..conversion.convert import ConversionError, resolve_source
 from ..formats.original_checkpoint import OriginalCheckpointError, load_original_checkpoint
+from ..hub.pretrained import ModelLoadError, load_pretrained_model
 from ..modeling_elmo import ElmoModel
 
 
@@ -33,7 +35,7 @@ def load_elmo_model(options_file: str | os.PathLike, weight_file: str | os.PathL
             resolve_source(os.fspath(options_file)), resolve_source(os.fspath(weight_file))
         )
     except (OriginalCheckpointError, ConversionError) as error:
-        raise ConfigurationError(" ".join(str(error).split())) from None  # one line (HTTP errors have several)
+        raise ConfigurationError(one_line(error)) from None  # HTTP errors have several lines
     model = ElmoModel(config, add_scalar_mixes=False)
     model.load_state_dict(state_dict, strict=True)
     return model.eval()
@@ -47,10 +49,9 @@ def _load_converted(location: str) -> ElmoModel:
             "file: pass the original weight file (HDF5) as weight_file."
         )
     try:
-        model = ElmoModel.from_pretrained(location, add_scalar_mixes=False)
-    except (OSError, ValueError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ConfigurationError(f"{location}: not a converted ELMo model folder or Hub id ({first_line})") from None
+        model = load_pretrained_model(location, add_scalar_mixes=False)
+    except ModelLoadError as error:
+        raise ConfigurationError(f"{location}: not a converted ELMo model folder or Hub id ({error.reason})") from None
     if model.config.char_input != "bytes" or model.config.has_word_embeddings:
         raise ConfigurationError(
             f"{location}: this model reads a character lexicon or word ids, not AllenNLP's byte character ids."

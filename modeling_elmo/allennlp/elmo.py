@@ -7,6 +7,7 @@ import os
 import torch
 from torch import nn
 
+from ..commands.checks import check_count
 from ..conversion.presets import PRESETS
 from .bilm import _ElmoBiLm
 from .boundaries import remove_sentence_boundaries
@@ -18,10 +19,7 @@ DEFAULT_OPTIONS_FILE, DEFAULT_WEIGHT_FILE = PRESETS["original"].source_urls()
 
 
 def _check_arguments(num_output_representations: object, dropout: object, scalar_mix_parameters: object) -> None:
-    if type(num_output_representations) is not int or num_output_representations < 0:
-        raise ConfigurationError(
-            f"num_output_representations must be an int >= 0, got {num_output_representations!r}."
-        )
+    check_count("num_output_representations", num_output_representations, 0, ConfigurationError)
     if isinstance(dropout, bool) or not isinstance(dropout, int | float) or not 0 <= dropout <= 1:
         raise ConfigurationError(f"dropout must be a probability in [0, 1], got {dropout!r}.")
     if scalar_mix_parameters is not None and (

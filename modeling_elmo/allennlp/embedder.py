@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..commands.checks import check_count
 from ..embed.store import hdf5_replaced_atomically, write_line, write_sentence_to_index
 from .bilm import _ElmoBiLm
 from .boundaries import remove_sentence_boundaries
@@ -27,11 +28,6 @@ def _groups_of(items: Iterable, size: int) -> Iterator[list]:
     iterator = iter(items)
     while group := list(islice(iterator, size)):
         yield group
-
-
-def _check_batch_size(batch_size: object) -> None:
-    if type(batch_size) is not int or batch_size < 1:
-        raise ConfigurationError(f"batch_size must be an int >= 1, got {batch_size!r}.")
 
 
 class ElmoEmbedder:
@@ -98,7 +94,7 @@ class ElmoEmbedder:
         self, sentences: Iterable[list[str]], batch_size: int = DEFAULT_BATCH_SIZE
     ) -> Iterator[np.ndarray]:
         """`embed_batch` over groups of `batch_size` sentences, one array per sentence (a generator)."""
-        _check_batch_size(batch_size)
+        check_count("batch_size", batch_size, error=ConfigurationError)
         for batch in _groups_of(sentences, batch_size):
             yield from self.embed_batch(batch)
 
@@ -123,7 +119,7 @@ class ElmoEmbedder:
             raise ConfigurationError(
                 f"output_format must be one of {', '.join(OUTPUT_FORMATS)}: got {output_format!r}."
             )
-        _check_batch_size(batch_size)
+        check_count("batch_size", batch_size, error=ConfigurationError)
         sentences = self._read_sentences(input_file)
         keys = sentences if use_sentence_keys else [str(index) for index in range(len(sentences))]
         if use_sentence_keys and len(set(keys)) != len(keys):

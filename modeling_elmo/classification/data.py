@@ -15,7 +15,7 @@ from pathlib import Path
 import datasets
 from datasets import Dataset
 
-from ..commands.errors import ToolInputError
+from ..commands.errors import ToolInputError, one_line
 
 FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json"}
 REGRESSION = "regression"
@@ -74,7 +74,7 @@ def read_table(path: str | os.PathLike) -> Dataset:
         table = datasets.load_dataset(builder, data_files=str(path), split="train")
     except Exception as error:  # datasets wraps pyarrow / pandas parse errors in several types
         cause = error.__cause__ or error
-        detail = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        detail = one_line(cause, first=True)
         raise DataError(f"{path}: not a valid {path.suffix} file: {detail}") from None
     finally:
         if bars_were_on:

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .errors import one_line
+
 # A model argument is a Hub repo id only in its `namespace/name` form: ELMo models on the Hub all have a namespace
 # (the legacy namespace-less ids are Transformers' own canonical models). Anything else that is not an existing folder
 # is a mistyped local path, refused at once instead of after the Hub's retries (see docs/bad-input.md).
@@ -86,16 +88,10 @@ def parse_trainer_arguments(parser, argv: Sequence[str]) -> tuple[Any, ...]:
     try:
         *outputs, unknown = parser.parse_args_into_dataclasses(list(argv), return_remaining_strings=True)
     except ValueError as error:
-        parser.error(first_line(error))
+        parser.error(one_line(error, first=True))
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     return tuple(outputs)
-
-
-def first_line(error: BaseException) -> str:
-    """The first line of an exception's message (its type's name if it has none)."""
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 _SEED_RANGE = (0, 2**32 - 1)  # what numpy's (and so `set_seed`'s) generators accept

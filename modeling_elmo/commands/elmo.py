@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from . import start_work
-from .errors import ToolError, report
+from .errors import ToolError, report, typed_as
 
 PROG = "elmo"
 
@@ -93,22 +93,24 @@ def load(target: str) -> Callable:
     return found
 
 
-def run_subcommand(name: str, argv: list[str]) -> int:
-    """Run the subcommand `name` with `argv` (the arguments after its name); its exit status."""
+def run_subcommand(name: str, argv: list[str], typed: str) -> int:
+    """Run the subcommand `name` with `argv` (the arguments after its name); its exit status. `typed`: the command as
+    the user typed it (`elmo NAME` or `elmo-NAME`), what its errors begin with."""
     from ..runtime.cpu_threads import configure_cpu_threads
 
     subcommand = SUBCOMMANDS[name]
-    if argv[:1] and argv[0] in subcommand.light:
-        return load(subcommand.light[argv[0]])(argv[1:])
-    try:
-        if subcommand.check is not None:
-            load(subcommand.check)(argv)
-        configure_cpu_threads()
-        if subcommand.check is not None:
-            start_work()
-        return load(subcommand.run)(argv)
-    except ToolError as error:  # one that the command's own `main` (or its check) does not report
-        return report(f"elmo-{name}", error)
+    with typed_as(typed):
+        if argv[:1] and argv[0] in subcommand.light:
+            return load(subcommand.light[argv[0]])(argv[1:])
+        try:
+            if subcommand.check is not None:
+                load(subcommand.check)(argv)
+            configure_cpu_threads()
+            if subcommand.check is not None:
+                start_work()
+            return load(subcommand.run)(argv)
+        except ToolError as error:  # one that the command's own `main` (or its check) does not report
+            return report(typed, error)
 
 
 def usage() -> str:
@@ -132,14 +134,14 @@ def main(argv: list[str] | None = None) -> int:
         given = f"unknown subcommand {argv[0]!r}" if argv else "a subcommand is required"
         print(f"{PROG}: error: {given}; one of {', '.join(SUBCOMMANDS)} (see {PROG} --help)", file=sys.stderr)
         return 2
-    return run_subcommand(argv[0], argv[1:])
+    return run_subcommand(argv[0], argv[1:], typed=f"{PROG} {argv[0]}")
 
 
 def alias(name: str) -> Callable[[], int]:
     """The console script `elmo-NAME`: `elmo NAME` with the script's arguments."""
 
     def run_alias() -> int:
-        return run_subcommand(name, sys.argv[1:])
+        return run_subcommand(name, sys.argv[1:], typed=f"elmo-{name}")
 
     run_alias.__name__ = run_alias.__qualname__ = name.replace("-", "_")
     run_alias.__doc__ = f"The console script `elmo-{name}`: `elmo {name}` ({SUBCOMMANDS[name].summary})."

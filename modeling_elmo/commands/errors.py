@@ -2,9 +2,15 @@
 (the message names the file, field, argument or shape). A command reports any of them the same way,
 `PROG: error: MESSAGE` on stderr, and exits with the error's `exit_status`: 2 where what the user gave cannot be used
 (arguments, input files, an output folder in use or not to be replaced, sizes beyond memory), 1 where the work
-failed on something else (a download, the Hub, a write, a model that does not load)."""
+failed on something else (a download, the Hub, a write, a model that does not load). `one_line` is the one way to
+put an exception's message on one line, for every wing."""
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+_TYPED_COMMAND: ContextVar[str | None] = ContextVar("typed_command", default=None)
 
 
 class ToolError(Exception):
@@ -19,7 +25,32 @@ class ToolInputError(ToolError):
     exit_status = 2
 
 
+def one_line(error: BaseException, *, first: bool = False) -> str:
+    """`error`'s message on one line: its lines joined by single spaces, or with `first=True` only its first line
+    (where the lines after it are hints, such as Transformers' advice on where a file may be); the error's type name
+    when the message is empty."""
+    text = str(error).strip()
+    if not text:
+        return type(error).__name__
+    return text.splitlines()[0] if first else " ".join(text.split())
+
+
 def report(prog: str, error: ToolError) -> int:
     """Print `error` as the one line `PROG: error: MESSAGE` on stderr; the command's exit status."""
     print(f"{prog}: error: {error}", file=sys.stderr)
     return error.exit_status
+
+
+@contextmanager
+def typed_as(command: str) -> Iterator[None]:
+    """Within the block, the running command is named `command` (`elmo NAME` or `elmo-NAME`, as the user typed it)."""
+    token = _TYPED_COMMAND.set(command)
+    try:
+        yield
+    finally:
+        _TYPED_COMMAND.reset(token)
+
+
+def command_as_typed(prog: str) -> str:
+    """The running command's name as typed (see `typed_as`); `prog` when it was not started through `elmo`."""
+    return _TYPED_COMMAND.get() or prog

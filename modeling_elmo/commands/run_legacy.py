@@ -33,9 +33,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .arguments import OneLineErrors
-from .errors import ToolError, ToolInputError, report
+from .errors import ToolError, ToolInputError, command_as_typed, report
 
-PROG = "elmo-run-legacy"
+PROG = "elmo-run-legacy"  # as a console script; `elmo run-legacy` when typed so (`command_as_typed`)
 LEGACY_PACKAGE = "allennlp"
 # The whole of the child's `allennlp/__init__.py`: AllenNLP's names are served by `modeling_elmo.allennlp`.
 LEGACY_PACKAGE_INIT = '''"""Not AllenNLP: `elmo run-legacy` serves AllenNLP's names from modeling_elmo.allennlp."""
@@ -61,9 +61,10 @@ class RunLegacyParser(OneLineErrors, argparse.ArgumentParser):
 
 
 def command_line_parser() -> RunLegacyParser:
+    prog = command_as_typed(PROG)
     return RunLegacyParser(
-        prog=PROG,
-        usage=f"{PROG} [-h] PROGRAM [ARGS ...]",
+        prog=prog,
+        usage=f"{prog} [-h] PROGRAM [ARGS ...]",
         description=(
             "Run an unchanged program written for AllenNLP's ELMo, with the module names allennlp.commands.elmo "
             "(ElmoEmbedder), allennlp.modules.elmo (Elmo, batch_to_ids, ...), allennlp.nn.util and "
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         script = resolve_program(program)
         refuse_a_real_allennlp(script, environment)
     except ToolError as error:
-        return report(PROG, error)
+        return report(command_as_typed(PROG), error)
     with legacy_names_folder() as folder:
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [folder, environment.get("PYTHONPATH")]))
         return run_program([sys.executable, "--", script, *arguments], environment)  # `--`: a script named -...

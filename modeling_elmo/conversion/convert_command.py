@@ -19,29 +19,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_convert_command_line(argv)
     try:
         token = check_push_target(args.push_to_hub, args.token) if args.push_to_hub else None
+        common = {"overwrite": args.overwrite, "verify": args.verify, "repo_id": args.push_to_hub}
         if args.source_format == "elmoformanylangs":
-            result = convert_efml(
-                args.model_dir, args.output, overwrite=args.overwrite, verify=args.verify, repo_id=args.push_to_hub
-            )
+            result = convert_efml(args.model_dir, args.output, **common)
         elif args.source_format == "nlpl":
-            result = convert_nlpl_model(
-                args.model_dir,
-                args.output,
-                overwrite=args.overwrite,
-                verify=args.verify,
-                cache_dir=args.cache_dir,
-                repo_id=args.push_to_hub,
-            )
+            result = convert_nlpl_model(args.model_dir, args.output, cache_dir=args.cache_dir, **common)
         else:
             result = convert_checkpoint(
-                args.options,
-                args.weights,
-                args.output,
-                overwrite=args.overwrite,
-                verify=args.verify,
-                cache_dir=args.cache_dir,
-                preset=args.preset,
-                repo_id=args.push_to_hub,
+                args.options, args.weights, args.output, cache_dir=args.cache_dir, preset=args.preset, **common
             )
         print(f"Wrote {result.output_dir}")
         if result.max_abs_difference is not None:

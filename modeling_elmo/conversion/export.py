@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
 
-from ..commands.errors import ToolError, report
+from ..commands.errors import ToolError, one_line, report
 from ..commands.output_folder import OutputKind, current_umask, move_into_place, prepare_output, reason_of, work_folder
 from ..configuration_elmo import ElmoConfig
 from ..formats.original_checkpoint import (
@@ -170,7 +170,7 @@ def _read_config(folder: Path) -> ElmoConfig:
     try:
         config = ElmoConfig.from_pretrained(folder)
     except (OSError, ValueError, TypeError) as error:
-        raise ExportError(f"{folder}/config.json: {' '.join(str(error).split())}") from error
+        raise ExportError(f"{folder}/config.json: {one_line(error)}") from error
     if config.char_input != "bytes":
         raise ExportError(
             f"{folder}/config.json: char_input is {config.char_input!r}: bilm-tf's format has no character lexicon "

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from ..character_ids import word_to_char_ids
-from ..commands.errors import ToolError, report
+from ..commands.errors import ToolError, one_line, report
 from ..commands.output_folder import current_umask, parent_folders, reason_of
 from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, model_folder_problem, onnx_export_parser
 
@@ -114,7 +114,7 @@ def load_model(model_dir: str | os.PathLike) -> nn.Module:
         # mismatched shapes reported below, by name, rather than in Transformers' multi-line report
         model, loading = AutoModel.from_pretrained(path, output_loading_info=True, ignore_mismatched_sizes=True)
     except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as error:
-        raise OnnxExportError(f"cannot load {path}: {' '.join(str(error).split())}") from error
+        raise OnnxExportError(f"cannot load {path}: {one_line(error)}") from error
     finally:
         hf_logging.set_verbosity(verbosity)
         if progress_bars:

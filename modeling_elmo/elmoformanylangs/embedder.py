@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..commands.checks import TokenListWording, check_count, check_token_lists
 from ..lstm_states import ElmoLstmStates
 from ..modeling_elmo import ElmoModel
 from .loading import load_embedder_model
@@ -63,28 +64,17 @@ class EmbedderModel(nn.Module):
         return torch.stack(output.hidden_states)
 
 
-def _checked_sentences(sents: Any) -> list[list[str]]:
-    """`sents` as a list of token lists; a string where a list is expected, or a token that is not a string, is
-    refused in one line (ELMoForManyLangs splits a string into characters silently)."""
-    if isinstance(sents, str | bytes) or not isinstance(sents, Iterable):
-        raise SentenceInputError(
-            f"sents must be a list of sentences, each a list of str tokens, got a {type(sents).__name__}"
-            + (" (ELMoForManyLangs would read each character as a sentence)." if isinstance(sents, str) else ".")
-        )
-    sentences = []
-    for number, sentence in enumerate(sents):
-        if isinstance(sentence, str):
-            raise SentenceInputError(
-                f"sents[{number}] is a str ({sentence[:30]!r}), not a list of tokens: ELMoForManyLangs would split "
-                "it into characters; pass sentence.split() (words) or list(sentence) (characters)."
-            )
-        if not isinstance(sentence, Sequence):
-            raise SentenceInputError(f"sents[{number}] must be a list of str tokens, got a {type(sentence).__name__}.")
-        for position, token in enumerate(sentence):
-            if not isinstance(token, str):
-                raise SentenceInputError(f"sents[{number}][{position}] must be a str token, got {token!r}.")
-        sentences.append(list(sentence))
-    return sentences
+# A string where a list is expected, or a token that is not a string, is refused in one line (ELMoForManyLangs
+# splits a string into characters silently).
+SENTENCES_WORDING = TokenListWording(
+    batch="sents must be a list of sentences, each a list of str tokens, got a {type}.",
+    batch_is_str="sents must be a list of sentences, each a list of str tokens, got a {type}"
+    " (ELMoForManyLangs would read each character as a sentence).",
+    text_is_str="sents[{index}] is a str ({head!r}), not a list of tokens: ELMoForManyLangs would split it into "
+    "characters; pass sentence.split() (words) or list(sentence) (characters).",
+    text="sents[{index}] must be a list of str tokens, got a {type}.",
+    token="sents[{index}][{position}] must be a str token, got {value!r}.",
+)
 
 
 def _checked_output_layer(output_layer: Any, num_layers: int) -> int:
@@ -99,12 +89,6 @@ def _checked_output_layer(output_layer: Any, num_layers: int) -> int:
             f"{output_layer!r}."
         )
     return layer
-
-
-def _checked_batch_size(batch_size: Any) -> int:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}.")
-    return batch_size
 
 
 def efml_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -127,7 +111,7 @@ class Embedder:
     """
 
     def __init__(self, model_dir: str | os.PathLike, batch_size: int = 64, *, stateful: bool = False) -> None:
-        self.batch_size = _checked_batch_size(batch_size)
+        self.batch_size = check_count("batch_size", batch_size)
         self.model_dir = model_dir
         self.stateful = bool(stateful)
         self.model, self.config = self.get_model()
@@ -156,9 +140,9 @@ class Embedder:
         than `max_characters_per_token - 2` characters are cut to that length. An empty sentence gives an empty
         array ((0, 2P), or (n_layers + 1, 0, 2P) for -2) and takes no part in the batches.
         """
-        sentences = _checked_sentences(sents)
+        sentences = check_token_lists(sents, SENTENCES_WORDING, SentenceInputError, text_types=Sequence)
         layer = _checked_output_layer(output_layer, self.num_layers)
-        batch_size = _checked_batch_size(self.batch_size)
+        batch_size = check_count("batch_size", self.batch_size)
         width = 2 * self.model.elmo.config.projection_dim
         results: list[np.ndarray | None] = [None] * len(sentences)
         for position, sentence in enumerate(sentences):

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from ..configuration_elmo import ElmoConfig
 from ..formats.efml import TOKEN_EMBEDDER_FILE, EfmlFormatError, find_architecture, read_efml_model
+from ..hub.pretrained import ModelLoadError, load_pretrained_model, load_pretrained_tokenizer
 from ..modeling_elmo import ElmoModel
 from ..tokenization_elmo import ElmoTokenizer
 
@@ -68,13 +69,12 @@ def _load_efml_folder(model_dir: Path) -> LoadedModel:
 
 def _load_converted(location: str) -> LoadedModel:
     try:
-        model = ElmoModel.from_pretrained(location, add_scalar_mixes=False)
-        tokenizer = ElmoTokenizer.from_pretrained(location)
-    except (OSError, ValueError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        model = load_pretrained_model(location, add_scalar_mixes=False)
+        tokenizer = load_pretrained_tokenizer(location)
+    except ModelLoadError as error:
         raise EfmlFormatError(
             f"{location}: neither an ELMoForManyLangs model folder (no {' or '.join(EFML_FILES)}) nor a converted "
-            f"model folder or Hub id ({first_line})"
+            f"model folder or Hub id ({error.reason})"
         ) from None
     return _loaded(model, tokenizer, architecture_of(model.config))
 

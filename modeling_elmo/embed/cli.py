@@ -100,19 +100,14 @@ def process_device(device: torch.device, world: int) -> torch.device:
 def load_model(model_id: str, dtype: torch.dtype, device: torch.device, progress: bool = True):
     """Load tokenizer and model (a folder or Hub repo id) of an ELMo model, in eval mode on `device`; `progress=False`:
     without progress bars (the process's setting is left as it was)."""
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from ..hub.pretrained import load_pretrained_model, load_pretrained_tokenizer
 
     start_work()  # registers the Auto classes
-
     with contextlib.nullcontext() if progress else _without_progress_bars():
         with _loading(model_id):
-            model_type = AutoConfig.from_pretrained(model_id).model_type
-        if model_type != "elmo":
-            raise EmbedModelError(f"Model '{model_id}' is a '{model_type}' model, not an ELMo model.")
-        with _loading(model_id):
-            tokenizer = AutoTokenizer.from_pretrained(model_id)
-            model = AutoModel.from_pretrained(model_id, dtype=dtype).to(device).eval()
-    return tokenizer, model
+            model = load_pretrained_model(model_id, dtype=dtype)
+            tokenizer = load_pretrained_tokenizer(model_id)
+    return tokenizer, model.to(device).eval()
 
 
 @contextlib.contextmanager
@@ -134,8 +129,12 @@ def _without_progress_bars() -> Iterator[None]:
 @contextlib.contextmanager
 def _loading(model_id: str) -> Iterator[None]:
     """Report any failure to load `model_id` (its files come from the user: anything can go wrong) on one line."""
+    from ..hub.pretrained import ModelLoadError
+
     try:
         yield
+    except ModelLoadError as error:
+        raise EmbedModelError(f"Cannot load model {error}") from error
     except Exception as error:
         raise EmbedModelError(f"Cannot load model '{model_id}': {type(error).__name__}: {one_line(error)}") from error
 

@@ -25,7 +25,7 @@ from safetensors import SafetensorError
 from transformers import AutoTokenizer, TrainingArguments, set_seed
 
 from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
-from ..commands.errors import ToolError
+from ..commands.errors import ToolError, one_line
 from ..commands.output_folder import (
     check_run_folder,
     claim_run_folder,
@@ -156,7 +156,7 @@ class FineTuningCommand:
             run.tokenizer = AutoTokenizer.from_pretrained(run.model_args.model_name_or_path)
             run.cache = attach_activation_cache(run.model, run.data_args.elmo_cache, run.data_args.elmo_cache_dir)
         except (OSError, ValueError, SafetensorError) as error:  # bad data, model, cache or option
-            self.fail(str(error).splitlines()[0] if str(error) else repr(error))
+            self.fail(one_line(error, first=True))
         try:
             with run_output_dir_lock(run.training_args, self.prog):
                 self.check_output_dir(run.output_dir)  # again, locked: another run may have written there since

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ..character_ids import LEXICON_CHAR_SPECIALS, LEXICON_WORD_SPECIALS
-from ..commands.errors import ToolError
+from ..commands.errors import ToolError, one_line
 from ..configuration_elmo import ElmoConfig, ElmoConfigError
 
 # The two architecture files packaged with elmoformanylangs 0.0.4 (`elmoformanylangs/configs/`), byte-identical;
@@ -94,7 +94,7 @@ def _read_json(path: Path) -> Any:
     except OSError as error:
         raise EfmlFormatError(f"{path} is unreadable ({error.strerror}).") from error
     except (ValueError, UnicodeDecodeError) as error:
-        raise EfmlFormatError(f"{path} is not valid JSON ({' '.join(str(error).split())}).") from error
+        raise EfmlFormatError(f"{path} is not valid JSON ({one_line(error)}).") from error
 
 
 def find_architecture(model_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:

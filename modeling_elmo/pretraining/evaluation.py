@@ -11,7 +11,6 @@ bilm-tf's own `test()` instead streams the sentences through windows with states
 sentence here starts from nothing.
 """
 
-import functools
 import math
 from collections.abc import Iterator, Sequence
 from itertools import islice
@@ -21,10 +20,10 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from ..character_ids import word_to_char_ids
 from ..formats.corpus import iter_sentences
 from ..formats.vocab import LmVocabulary
 from ..modeling_elmo import ElmoForPreTraining
+from ..tokenization_elmo import cached_char_ids, char_ids_tensor
 
 
 def _batches(sentences: Iterator[list[str]], batch_size: int) -> Iterator[list[list[str]]]:
@@ -38,13 +37,10 @@ def _batches(sentences: Iterator[list[str]], batch_size: int) -> Iterator[list[l
 
 def _encode(sentences: list[list[str]], vocab: LmVocabulary, width: int) -> dict[str, torch.Tensor]:
     """Character ids (batch, words, width), mask (batch, words) and vocabulary ids (batch, words) of a batch."""
-    char_ids = functools.cache(lambda word: word_to_char_ids(word, width))
-    longest = max(map(len, sentences))
-    input_ids = torch.zeros(len(sentences), longest, width, dtype=torch.long)
-    mask = torch.zeros(len(sentences), longest, dtype=torch.long)
-    labels = torch.zeros(len(sentences), longest, dtype=torch.long)
+    input_ids = char_ids_tensor(sentences, width, lambda word: cached_char_ids(word, width))
+    mask = torch.zeros(input_ids.shape[:2], dtype=torch.long)
+    labels = torch.zeros(input_ids.shape[:2], dtype=torch.long)
     for row, words in enumerate(sentences):
-        input_ids[row, : len(words)] = torch.tensor([char_ids(word) for word in words])
         mask[row, : len(words)] = 1
         labels[row, : len(words)] = torch.tensor(vocab.encode(words))
     return {"input_ids": input_ids, "attention_mask": mask, "labels": labels}

@@ -34,13 +34,12 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..commands.arguments import (
     NO_SUCH_FOLDER,
-    first_line,
     given,
     missing_model_folder,
     parse_trainer_arguments,
     training_arguments_problem,
 )
-from ..commands.errors import ToolError, ToolInputError, report
+from ..commands.errors import ToolError, ToolInputError, one_line, report
 from ..commands.output_folder import check_run_folder
 from ..commands.output_lock import run_output_dir_lock
 from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
@@ -133,7 +132,7 @@ def load_elmo_config(source: str | Path, what: str) -> ElmoConfig:
     try:
         config_dict, _ = ElmoConfig.get_config_dict(source)
     except OSError as error:
-        raise PretrainingError(f"{what} {source}: no ELMo model there ({first_line(error)}).") from None
+        raise PretrainingError(f"{what} {source}: no ELMo model there ({one_line(error, first=True)}).") from None
     model_type = config_dict.get("model_type")
     if model_type != ElmoConfig.model_type:
         raise PretrainingError(f"{what} {source} holds a {model_type!r} model, not an ELMo biLM ('elmo').")
@@ -175,7 +174,7 @@ def build_model(
         model = ElmoForPreTraining.from_pretrained(source, **lm_overrides)
     except (OSError, ValueError, RuntimeError, SafetensorError) as error:
         raise PretrainingError(
-            f"--model_name_or_path {source}: cannot load its weights ({first_line(error)})."
+            f"--model_name_or_path {source}: cannot load its weights ({one_line(error, first=True)})."
         ) from None
     if args.softmax_file:
         _load_softmax(model, args.softmax_file)

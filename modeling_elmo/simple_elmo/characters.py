@@ -19,16 +19,11 @@ from pathlib import Path
 
 import torch
 
-from ..character_ids import BEGIN_OF_WORD_CHAR, BOS_TOKEN, END_OF_WORD_CHAR, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
+from ..character_ids import BOS_TOKEN, EOS_TOKEN, byte_char_ids, word_to_char_ids
+from ..tokenization_elmo import char_ids_tensor
 
 SPECIAL_TOKENS_ONLY = (BOS_TOKEN, EOS_TOKEN, "<UNK>")  # simple_elmo's cache without a vocabulary file
 SKIPPED_LINE = "!!!MAXTERMID"
-
-
-def byte_char_ids(word: str, max_characters: int) -> list[int]:
-    """The `max_characters` ids of `word` read as bytes, whatever it is (`<S>` and `</S>` included)."""
-    ids = [BEGIN_OF_WORD_CHAR, *(byte + 1 for byte in word.encode("utf-8", "ignore")[: max_characters - 2])]
-    return [*ids, END_OF_WORD_CHAR] + [PADDING_CHAR] * (max_characters - len(ids) - 1)
 
 
 def cached_words(lines: Iterable[str], limit: int | None) -> list[str]:
@@ -84,9 +79,4 @@ class SimpleElmoCharacters:
         return special if special is not None else word_to_char_ids(word, self.max_characters)
 
     def __call__(self, texts: Sequence[Sequence[str]]) -> torch.Tensor:
-        longest = max(len(text) for text in texts)
-        ids = torch.zeros(len(texts), longest, self.max_characters, dtype=torch.long)
-        for row, text in enumerate(texts):
-            if text:
-                ids[row, : len(text)] = torch.tensor([self.word_char_ids(word) for word in text])
-        return ids
+        return char_ids_tensor(texts, self.max_characters, self.word_char_ids)

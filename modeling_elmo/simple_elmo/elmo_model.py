@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
+from ..commands.checks import TokenListWording, check_count, check_token_lists
 from ..lstm_states import ElmoLstmStates
 from .characters import SPECIAL_TOKENS_ONLY, SimpleElmoCharacters, cached_words
 from .errors import SimpleElmoError
@@ -37,33 +38,23 @@ NO_SOFTMAX = (
 )
 
 
-def _check_count(name: str, value: object, minimum: int, hint: str = "") -> None:
-    if type(value) is not int or value < minimum:
-        raise SimpleElmoError(f"{name} must be an int >= {minimum}, got {value!r}.{hint}")
+TEXTS_WORDING = TokenListWording(
+    batch="texts must be a list of texts, each a list of tokens (e.g. [sentence.split()]), got {type}.",
+    batch_is_str="texts must be a list of texts, each a list of tokens (e.g. [sentence.split()]), got a str.",
+    text_is_str="texts[{index}] is a str, not a list of tokens (simple_elmo would read each character as a word): "
+    "pass text.split() or your tokenizer's tokens.",
+    text="texts[{index}] must be a list of str tokens, got {type}.",
+    token="texts[{index}][{position}] must be a str token, got {type}.",
+)
 
 
-def check_texts(texts: object) -> list[Sequence[str]]:
+def check_texts(texts: object) -> list[list[str]]:
     """`texts` as a list of texts, each a list (or tuple) of str tokens; refused in one line otherwise (simple_elmo
     reads a str as a sequence of one-character tokens)."""
-    if isinstance(texts, str) or not isinstance(texts, Sequence):
-        raise SimpleElmoError(
-            f"texts must be a list of texts, each a list of tokens (e.g. [sentence.split()]), got "
-            f"{'a str' if isinstance(texts, str) else type(texts).__name__}."
-        )
-    if not texts:
+    checked = check_token_lists(texts, TEXTS_WORDING, SimpleElmoError, batch_types=Sequence)
+    if not checked:
         raise SimpleElmoError("texts is empty: give at least one text (a list of tokens).")
-    for index, text in enumerate(texts):
-        if isinstance(text, str):
-            raise SimpleElmoError(
-                f"texts[{index}] is a str, not a list of tokens (simple_elmo would read each character as a word): "
-                "pass text.split() or your tokenizer's tokens."
-            )
-        if not isinstance(text, list | tuple):
-            raise SimpleElmoError(f"texts[{index}] must be a list of str tokens, got {type(text).__name__}.")
-        for position, token in enumerate(text):
-            if not isinstance(token, str):
-                raise SimpleElmoError(f"texts[{index}][{position}] must be a str token, got {type(token).__name__}.")
-    return list(texts)
+    return checked
 
 
 class ElmoModel:
@@ -102,10 +93,11 @@ class ElmoModel:
         argument of simple_elmo before 0.6 (accepted with a warning: `top=True` makes `layers="top"` the default);
         `stateful=False` (new) runs every chunk from zero states.
         """
-        _check_count(
+        check_count(
             "max_batch_size",
             max_batch_size,
             1,
+            SimpleElmoError,
             " (simple_elmo before 0.6 took top as the second argument: pass layers='top' to the methods instead.)"
             if isinstance(max_batch_size, bool)
             else "",

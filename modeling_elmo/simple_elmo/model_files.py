@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..allennlp import ConfigurationError, load_elmo_model
+from ..commands.errors import one_line
 from ..formats.nlpl import OPTIONS_FILE, NlplModelError, model_message, open_nlpl_model
 from ..modeling_elmo import ElmoModel as ElmoBiLm
 from .characters import archive_vocabulary_lines, folder_vocabulary_lines
@@ -32,10 +33,6 @@ class LoadedModel:
     vocabulary_name: str | None
 
 
-def _one_line(error: Exception) -> str:
-    return " ".join(str(error).split())
-
-
 def _from_nlpl_files(path: Path, location: str) -> ElmoBiLm:
     """The biLM of the NLPL-layout folder or ZIP `path`; errors name `location` and the file at fault."""
     try:
@@ -43,16 +40,16 @@ def _from_nlpl_files(path: Path, location: str) -> ElmoBiLm:
             try:
                 return load_elmo_model(files.options, files.weights)
             except ConfigurationError as error:  # name the archive, not the folder its members were copied to
-                raise SimpleElmoError(model_message(_one_line(error), files.files_folder, location)) from None
+                raise SimpleElmoError(model_message(one_line(error), files.files_folder, location)) from None
     except NlplModelError as error:
-        raise SimpleElmoError(_one_line(error)) from None
+        raise SimpleElmoError(one_line(error)) from None
 
 
 def _converted(location: str) -> ElmoBiLm:
     try:
         return load_elmo_model(location, None)
     except ConfigurationError as error:
-        raise SimpleElmoError(_one_line(error)) from None
+        raise SimpleElmoError(one_line(error)) from None
 
 
 def _archive(path: Path, location: str) -> LoadedModel:

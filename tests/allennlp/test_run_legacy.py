@@ -225,3 +225,28 @@ def test_help_is_run_legacys_own_before_program(capfd):
     shown = capfd.readouterr().out
     assert shown.startswith("usage: elmo-run-legacy [-h] PROGRAM [ARGS ...]") and "seqvec" in shown
     assert "run-legacy" in SUBCOMMANDS and SUBCOMMANDS["run-legacy"].check is None
+
+
+@pytest.mark.parametrize("typed", ["elmo run-legacy", "elmo-run-legacy"])
+def test_errors_name_the_command_as_typed(tmp_path, capsys, monkeypatch, typed):
+    """`elmo run-legacy ...` and `elmo-run-legacy ...` each begin their errors (argument and input) with their name."""
+    from modeling_elmo.commands import elmo
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the thread chooser leaves this process as it is
+
+    def run(*arguments: str) -> int:
+        if typed == "elmo run-legacy":
+            return elmo.main(["run-legacy", *arguments])
+        monkeypatch.setattr(sys, "argv", ["elmo-run-legacy", *arguments])
+        return elmo.run_legacy()
+
+    missing = tmp_path / "missing.py"
+    assert run(str(missing)) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{typed}: error: {missing}: no such script, and no console script of that name in "
+        f"{run_legacy.environment_scripts_folder()}"
+    ]
+    with pytest.raises(SystemExit) as exited:
+        run("--bogus")
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.startswith(f"{typed}: error: unknown option --bogus: ")

@@ -1,0 +1,55 @@
+"""Checks of the arguments the public APIs take (drop-ins, embedders), each refusal one line naming the argument: in
+the workshop every tool and drop-in builds on."""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+def check_count(
+    name: str, value: object, minimum: int = 1, error: type[Exception] = ValueError, hint: str = ""
+) -> int:
+    """`value` when it is an int (not a bool) >= `minimum`; else `error("NAME must be an int >= MINIMUM, got VALUE.")`
+    with `hint` appended."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise error(f"{name} must be an int >= {minimum}, got {value!r}.{hint}")
+    return value
+
+
+@dataclass(frozen=True)
+class TokenListWording:
+    """How a caller words each refusal of `check_token_lists`. Fields of the templates: `type` (the offending value's
+    type name), `value` (the value), `head` (a str text's first 30 characters), `index` (the text's position) and
+    `position` (the token's)."""
+
+    batch: str  # the batch is not a container of texts
+    batch_is_str: str  # the batch is itself a str
+    text_is_str: str  # a text is a str, where a list of tokens is expected
+    text: str  # a text is not a container of tokens
+    token: str  # a token is not a str
+
+
+def check_token_lists(
+    texts: object,
+    wording: TokenListWording,
+    error: type[Exception] = ValueError,
+    batch_types: type | tuple[type, ...] = Iterable,
+    text_types: type | tuple[type, ...] = (list, tuple),
+) -> list[list[str]]:
+    """`texts` (a `batch_types` of `text_types` of str tokens; a str is never a container) as a list of token lists;
+    else the first thing wrong, as `error(wording...)`."""
+    if isinstance(texts, str | bytes) or not isinstance(texts, batch_types):
+        template = wording.batch_is_str if isinstance(texts, str) else wording.batch
+        raise error(template.format(type=type(texts).__name__, value=texts))
+    checked = []
+    for index, text in enumerate(texts):
+        if isinstance(text, str):
+            raise error(wording.text_is_str.format(index=index, head=text[:30]))
+        if not isinstance(text, text_types):
+            raise error(wording.text.format(index=index, type=type(text).__name__, value=text))
+        for position, token in enumerate(text):
+            if not isinstance(token, str):
+                raise error(
+                    wording.token.format(index=index, position=position, type=type(token).__name__, value=token)
+                )
+        checked.append(list(text))
+    return checked
