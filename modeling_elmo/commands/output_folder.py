@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import ToolInputError
+from .errors import ToolInputError, one_line
 
 logger = logging.getLogger(__name__)
 OWNER_FILE = "owner.json"  # in a work folder: {"host": ..., "pid": ...} of the process writing it
@@ -42,7 +42,7 @@ def reason_of(error: BaseException, with_file: bool = True) -> str:
     """The cause of a failed write, on one line (with the file the OS names, unless `with_file` is False)."""
     if isinstance(error, OSError) and error.strerror:
         return f"{error.strerror} ({error.filename})" if error.filename and with_file else error.strerror
-    return " ".join(str(error).split())
+    return one_line(error)
 
 
 def listed(names: list[str], most: int) -> str:

@@ -12,9 +12,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from ..commands.output_folder import reason_of
 from .arrow_layout import arrow_schema, vectors_table
 from .parquet_store import ParquetFolder
-from .store import RUN_RECORD, SENTENCE_TO_INDEX, EmbedOutputError, _cause
+from .store import RUN_RECORD, SENTENCE_TO_INDEX, EmbedOutputError
 
 ROWS_PER_GROUP = 64
 
@@ -56,7 +57,7 @@ def hdf5_to_parquet(source: Path, output: Path, vector_dtype: str = "float32", r
     try:
         handle = h5py.File(source, "r")
     except OSError as error:
-        raise EmbedOutputError(f"Cannot read {source}: {_cause(error)}") from error
+        raise EmbedOutputError(f"Cannot read {source}: {reason_of(error, with_file=False)}") from error
     with handle:
         lines = _line_count(handle, source)
         layers, num_layers, width, hdf5_record = _layout(handle, source)

@@ -28,7 +28,7 @@ import h5py
 import numpy as np
 
 from ..commands.errors import ToolError
-from ..commands.output_folder import check_output_file, replaced_atomically
+from ..commands.output_folder import check_output_file, reason_of, replaced_atomically
 from ..commands.owned_files import claimed
 
 SENTENCE_TO_INDEX = "sentence_to_index"
@@ -40,16 +40,6 @@ _WORK_FILE = re.compile(r"manifest\.json|lock|part-[0-9-]+\.h5|.*\.tmp")  # what
 
 class EmbedOutputError(ToolError, RuntimeError):
     """An output, work folder or shard that cannot be written, resumed or merged."""
-
-
-def one_line(error: BaseException) -> str:
-    """The message of `error` on one line."""
-    return " ".join(str(error).split())
-
-
-def _cause(error: BaseException) -> str:
-    """Why an I/O operation failed, in a few words: the OS's reason when there is one."""
-    return os.strerror(error.errno) if isinstance(error, OSError) and error.errno else one_line(error)
 
 
 def shard_output(output: Path, rank: int, world: int) -> Path:
@@ -92,7 +82,9 @@ class _Source:
         try:
             yield
         except (OSError, RuntimeError, KeyError, ValueError, TypeError) as error:
-            raise EmbedOutputError(f"Cannot read {self.kind} {self.path}: {_cause(error)}") from error
+            raise EmbedOutputError(
+                f"Cannot read {self.kind} {self.path}: {reason_of(error, with_file=False)}"
+            ) from error
 
     def __enter__(self) -> "_Source":
         return self
@@ -156,7 +148,7 @@ class PartStore:
         try:
             self.folder.mkdir(exist_ok=True)
         except OSError as error:
-            raise EmbedOutputError(f"Cannot write {self.folder}: {_cause(error)}") from error
+            raise EmbedOutputError(f"Cannot write {self.folder}: {reason_of(error, with_file=False)}") from error
         stack = contextlib.ExitStack()
         with stack:
             busy = f"{self.folder} is in use by another elmo-embed process."
@@ -179,7 +171,7 @@ class PartStore:
                 if path.name != LOCK and (self.overwrite or path.name.endswith(".tmp")):
                     path.unlink()
         except OSError as error:
-            raise EmbedOutputError(f"Cannot clean {self.folder}: {_cause(error)}") from error
+            raise EmbedOutputError(f"Cannot clean {self.folder}: {reason_of(error, with_file=False)}") from error
 
     def _check_manifest(self) -> None:
         """Refuse to resume an interrupted run (a manifest in the folder) made with other arguments."""
@@ -192,7 +184,7 @@ class PartStore:
                 raise ValueError("not a JSON object")
         except (OSError, ValueError) as error:
             raise EmbedOutputError(
-                f"{path} is unreadable ({_cause(error)}); pass --overwrite to start over."
+                f"{path} is unreadable ({reason_of(error, with_file=False)}); pass --overwrite to start over."
             ) from error
         if found != self.manifest:
             changed = sorted(
@@ -233,7 +225,9 @@ class PartStore:
         try:
             shutil.rmtree(self.folder)
         except OSError as error:
-            raise EmbedOutputError(f"Wrote {self.output} but cannot delete {self.folder}: {_cause(error)}") from error
+            raise EmbedOutputError(
+                f"Wrote {self.output} but cannot delete {self.folder}: {reason_of(error, with_file=False)}"
+            ) from error
 
 
 def keep_last_index(sentence_to_index: dict[str, str], sentence: str, index: int) -> None:
