@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from ..commands import start_work
 from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, subcommands_epilog
-from ..commands.errors import ToolError, ToolInputError, report
+from ..commands.errors import ToolError, ToolInputError, one_line, report
 from ..runtime.cpu_threads import configure_cpu_threads
 from .batching import Batch, EmbedInputError, Sentence, bucketed_batches, read_sentences
 from .run_identity import InputScan, model_identity, rank_windows, scan_input, shared_window
@@ -49,7 +49,6 @@ from .store import (
     in_line_order,
     keep_last_index,
     merge_files,
-    one_line,
     shard_output,
 )
 
