@@ -19,7 +19,7 @@ from modeling_elmo import (
     ElmoModel,
 )
 from modeling_elmo.character_ids import word_to_char_ids
-from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
+from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS, ElmoCall, LstmWeights
 
 SENTENCES = [["the", "bank", "closed"], ["river"], ["a", "café", "by", "the", "river"]]
 
@@ -32,8 +32,8 @@ class Float64Implementation:
     def __init__(self) -> None:
         self.calls: collections.Counter[str] = collections.Counter()
 
-    def supports(self, module: nn.Module, inputs: torch.Tensor, needs_grad: bool, exporting: bool) -> bool:
-        return not needs_grad
+    def supports(self, call: ElmoCall) -> bool:
+        return not call.needs_grad
 
     def linear(self, module: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
         self.calls["linear"] += 1
@@ -44,9 +44,9 @@ class Float64Implementation:
         pooled = nn.functional.conv1d(chars.double().transpose(1, 2), conv.weight.double(), conv.bias.double())
         return pooled.max(dim=-1).values.to(chars.dtype)
 
-    def lstm_layer(self, layer, inputs, batch_sizes, initial_state):
+    def lstm_layer(self, weights: LstmWeights, inputs, batch_sizes, initial_state):
         self.calls["lstm_layer"] += 1
-        exact = copy.deepcopy(layer).double()
+        exact = copy.deepcopy(weights.owner).double()
         outputs, (hidden, cell) = exact.forward_reference(
             inputs.double(), batch_sizes, tuple(state.double() for state in initial_state)
         )
