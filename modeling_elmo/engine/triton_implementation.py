@@ -165,6 +165,8 @@ class TritonImplementation:
         from triton.errors import TritonError
         from triton.runtime.errors import InterpreterError
 
+        if inputs.device in self._failed_devices:  # the call's other layers, after the first one failed
+            raise ImplementationUnavailable(f"the kernels of {self.name!r} did not compile for {inputs.device}")
         try:
             return self.run(layer)(layer, inputs, batch_sizes, initial_state)
         except TritonError as error:  # compiling failed (a launch that fails on the device raises other errors)
