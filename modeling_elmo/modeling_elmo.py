@@ -722,7 +722,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
             known = ", ".join(map(repr, ALL_ELMO_IMPLEMENTATIONS.names()))
             raise ValueError(f"Unknown implementation {name!r}: registered are {known} (or None for the default).")
         layers = [module for module in self.modules() if isinstance(module, ElmoLstmLayer)]
-        chosen = ALL_ELMO_IMPLEMENTATIONS.get_interface(name, ELMO_EAGER)[0]
+        chosen = ALL_ELMO_IMPLEMENTATIONS.get_interface(name, ELMO_EAGER, self.device.type)[0]  # None: the default
         for layer in layers if name is not None and hasattr(chosen, "check") else ():
             chosen.check(layer.weights())  # an implementation may refuse a model it cannot run (before any change)
         for layer in layers if hasattr(chosen, "release") else ():  # one that keeps weights per layer replaces
