@@ -4,7 +4,9 @@ pretraining, `torch.export`), by name or as a default; calls it does not support
 
 import collections
 import copy
+import gc
 import json
+import weakref
 
 import pytest
 import torch
@@ -298,3 +300,16 @@ def test_the_choice_is_held_in_the_config_settable_at_loading_and_not_saved(conf
     assert ElmoModel.from_pretrained(tmp_path / "again").config._elmo_implementation is None
     with pytest.raises(ValueError, match=r"^Unknown implementation 'cpu_views'"):
         ElmoModel.from_pretrained(tmp_path / "saved", elmo_implementation="cpu_views")
+
+
+def test_what_a_backend_keeps_for_a_layer_goes_with_the_layer(config):
+    """The CPU engine's packed weights are kept per layer (`PerLayer`, keyed weakly by `LstmWeights.owner`): nothing
+    it keeps holds on to the layer."""
+    cpu = ALL_ELMO_IMPLEMENTATIONS.get_interface("cpu", None)[0]
+    model = _model(config)
+    _hidden_states(model, _batch(model.config))
+    layers = [weakref.ref(layer) for layer in model.bilm.layers]
+    assert all(layer() in cpu._engines for layer in layers)
+    del model
+    gc.collect()
+    assert [layer() for layer in layers] == [None] * len(layers)
