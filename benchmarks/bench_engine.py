@@ -4,8 +4,9 @@ For the figures of benchmarks/RESULTS-engine.md: a random-weight 'original' mode
 `--batch-size` sentences of the benchmark corpus (`bench_inference.load_corpus`) as one batch, called `--calls` times
 in a fresh process under `torch.inference_mode()`: the first call's seconds, the median of the others (steady), peak
 RSS, and a digest of the last call's outputs (all layers), so that settings and processes can be compared bit for
-bit. `--settings` lists implementation names for `model.set_implementation` ("-" for the model's default;
-`products/threads` pairs for `set_lstm_inference` of versions before it, "-" as threads for None);
+bit. `--settings` lists implementation names for `model.set_implementation` ("-" for the model's default; the CPU
+engine's settings of `BENCHMARK_SETTINGS` are registered under their names here; `products/threads` pairs for
+`set_lstm_inference` of versions before it, "-" as threads for None);
 `--interleave` runs all `--settings` (implementation names) in one process instead, one model each, one call of each
 in turn (the order rotating) for `--calls` rounds after one untimed call each, so that a machine whose load changes
 weighs on all alike (steady: the median of a setting's calls, and the median over the rounds of its time over the
@@ -36,6 +37,27 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_inference import DEFAULT_CONLL, _peak_rss_mib, busy_process, ensure_model, load_corpus  # noqa: E402
 
+# The CPU engine's settings compared here besides the package's names (`CpuImplementation(products, threads)`),
+# registered by `choose_setting` under these names (the package registered them itself before issue 41)
+BENCHMARK_SETTINGS = {
+    "cpu_views": ("views", None),
+    "cpu_bmm": ("bmm", None),
+    "cpu_auto": ("auto", None),
+    "cpu_packed": ("packed", None),
+    "cpu_threads": ("onednn", "auto"),
+}
+
+
+def choose_setting(model, setting: str) -> None:
+    """`model.set_implementation(setting)` ("-": the default), a name of `BENCHMARK_SETTINGS` registered first."""
+    from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
+
+    if setting in BENCHMARK_SETTINGS and setting not in ALL_ELMO_IMPLEMENTATIONS.names():
+        from modeling_elmo.engine import CpuImplementation
+
+        ALL_ELMO_IMPLEMENTATIONS.register(setting, CpuImplementation(*BENCHMARK_SETTINGS[setting]))
+    model.set_implementation(None if setting == "-" else setting)
+
 
 def worker(args: argparse.Namespace) -> dict:
     """One setting in this process: the first and the steady call's seconds, peak RSS and the outputs' digest."""
@@ -47,7 +69,7 @@ def worker(args: argparse.Namespace) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
     model = AutoModel.from_pretrained(args.model_dir).eval()
     if args.setting != "-" and "/" not in args.setting:
-        model.set_implementation(args.setting)
+        choose_setting(model, args.setting)
     elif args.setting != "-":
         products, threads = args.setting.split("/")
         model.set_lstm_inference(products, None if threads == "-" else int(threads) if threads.isdigit() else threads)
@@ -88,7 +110,7 @@ def interleaved_worker(args: argparse.Namespace) -> dict:
     settings = args.setting.split("+")
     models = {setting: AutoModel.from_pretrained(args.model_dir).eval() for setting in settings}
     for setting, model in models.items():
-        model.set_implementation(None if setting == "-" else setting)
+        choose_setting(model, setting)
     if args.versus:
         settings.append("versus")
         models["versus"] = _versus_model(args.versus, args.model_dir)

@@ -365,6 +365,10 @@ class ElmoConfig(PreTrainedConfig):
     eos_word_id: int | None = _POSITIVE_INT(default=None)
 
     def __post_init__(self, **kwargs):
+        # the model's implementation (`ElmoPreTrainedModel.set_implementation`), held here as `attn_implementation` is
+        # and, like it, never saved: a folder loads with the defaults for the device it runs on
+        kwargs.pop("_elmo_implementation", None)
+        self._elmo_implementation: str | None = kwargs.pop("elmo_implementation", None)
         # every saved folder answers to all its Auto classes and declares its pipeline (see pipeline_elmo.py)
         kwargs["auto_map"] = {**AUTO_MAP, **(kwargs.get("auto_map") or {})}
         kwargs.setdefault("custom_pipelines", copy.deepcopy(CUSTOM_PIPELINES))
@@ -394,6 +398,12 @@ class ElmoConfig(PreTrainedConfig):
         if "lstm_forget_bias" not in config_dict:  # saved with the forget bias folded into the LSTM bias
             config_dict = {**config_dict, "lstm_forget_bias": 0.0}
         return super().from_dict(config_dict, **kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As [`PreTrainedConfig.to_dict`], without the model's choice of implementation (not saved)."""
+        output = super().to_dict()
+        output.pop("_elmo_implementation", None)
+        return output
 
     def validate_architecture(self) -> None:
         """Part of `@strict` validation: every character filter must fit in a word."""

@@ -2,104 +2,263 @@
 The registry of ELMo's implementations, looked up by name as Transformers looks up attention
 (`ALL_ATTENTION_FUNCTIONS.get_interface(config._attn_implementation, eager_attention_forward)`).
 
-An implementation is an object with the model's swappable functions: the character CNN's two products
-(`linear(module, inputs)`, `max_pooled_convolution(conv, chars)`), one biLM layer's recurrence
-(`lstm_layer(layer, inputs, batch_sizes, initial_state)`, the arguments and results of `ElmoLstmLayer.forward`),
-`embeds_unique_words` (whether the character CNN runs once per distinct word, through the word stores) and
-`supports(module, inputs, needs_grad, exporting)`. Optional: `release(module)`, called when a model chooses another
-implementation that keeps something per module (such as weights derived for it), and `check(module)`, which
-raises `ValueError` when a model that it cannot run chooses it. The reference functions live in `modeling_elmo.py`
-(`ElmoEagerImplementation`); `modeling_elmo.engine` registers the CPU inference engine's. A new implementation
-(CUDA, say) is one object registered here: `ALL_ELMO_IMPLEMENTATIONS.register("cuda", CudaImplementation(),
-default=True)`.
+The model's choice is held once, in its config (`config._elmo_implementation`, set by `from_pretrained(...,
+elmo_implementation=name)` or `model.set_implementation(name)`; not saved, as `attn_implementation` is not), and
+resolved once per forward call (`ElmoDispatch`): for each part of the model (the character CNN, the biLM's
+recurrence), the candidates that support the call, best first: the chosen implementation, the defaults registered for
+the device type of the call, the reference last. An implementation receives tensors and, for a biLM layer, its
+`LstmWeights`, never the model's modules, and may implement one part only (the rest goes to the next candidate).
+What an implementation provides is `ElmoImplementation` (docs/design-notes.md, "Implementations").
 """
 
+import contextlib
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
-from torch import nn
 
 from .padded_recurrence import is_exporting
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
+PARTS = ("char_cnn", "lstm")  # the parts of the model an implementation may compute
+
+
+def gate_bias(bias: torch.Tensor, forget_bias: float) -> torch.Tensor:
+    """The bias the gates get, (2, 4 * cell_size): `bias` with `forget_bias` added to the forget gate (gate order
+    `(i, j, f, o)`)."""
+    if not forget_bias:
+        return bias
+    forget_gate = torch.zeros(4, 1, dtype=bias.dtype, device=bias.device)
+    forget_gate[2] = forget_bias
+    return bias + forget_gate.expand(4, bias.shape[-1] // 4).flatten()
+
+
+@dataclass(frozen=True, eq=False)
+class LstmWeights:
+    """
+    One biLM layer as an implementation sees it. Tensors, index 0 the forward direction: `weight_ih` (2, input_size,
+    4 * cell_size), `weight_hh` (2, proj_size, 4 * cell_size), `bias` (2, 4 * cell_size) without the forget bias,
+    `weight_proj` (2, cell_size, proj_size). Settings: `forget_bias` (added to the forget gate at run time), the clips
+    (`None` or 0: none), `training` (the layer's mode). `cell(gates, cell, project=None)`: one step of the layer's LSTM
+    cell for `D` directions, gates (D, n, 4 * cell_size) in the order `(i, j, f, o)` and cell (D, n, cell_size) ->
+    (hidden (D, n, proj_size), cell), `project` (D, n, cell_size) -> (D, n, proj_size), by default `weight_proj` of
+    both directions. `owner`: the layer, as the key of what an implementation keeps for it between calls (weakly: see
+    `PerLayer`) and for the model's own reference implementations.
+    """
+
+    weight_ih: torch.Tensor
+    weight_hh: torch.Tensor
+    bias: torch.Tensor
+    weight_proj: torch.Tensor
+    forget_bias: float
+    cell_clip: float | None
+    proj_clip: float | None
+    training: bool
+    cell: Callable[..., LstmState]
+    owner: object
+
+    def gate_bias(self) -> torch.Tensor:
+        """(2, 4 * cell_size): `bias` with the forget bias added (`gate_bias`)."""
+        return gate_bias(self.bias, self.forget_bias)
+
+
+@dataclass(frozen=True)
+class ElmoCall:
+    """What decides which implementation computes a part of a call: the `part` (one of `PARTS`), the inputs' `device`
+    and `dtype`, the part's weights' `weight_dtype`, whether a gradient is needed, whether the call is being exported,
+    and the model's `choice` (a name, or `None`)."""
+
+    part: str
+    device: torch.device
+    dtype: torch.dtype
+    weight_dtype: torch.dtype
+    needs_grad: bool
+    exporting: bool
+    choice: str | None
 
 
 class ElmoImplementation(Protocol):
-    """What `ElmoCharacterEncoder` and `ElmoLstmLayer` call (see the module docstring)."""
+    """
+    What an implementation provides (docs/design-notes.md, "Implementations"):
+
+    - `supports(call)`: whether it computes `call.part` of an `ElmoCall` (device, dtype, gradients, export);
+    - for the character CNN (`part == "char_cnn"`): `linear(module, inputs)`, an `nn.Linear`'s product (..., in) ->
+      (..., out), and `max_pooled_convolution(conv, chars)`, an `nn.Conv1d` (filters, char_dim, width) over chars
+      (num_words, num_chars, char_dim) max-pooled over positions -> (num_words, filters) (PyTorch's own layers, for
+      their `weight` and `bias`);
+    - for the biLM (`part == "lstm"`): `lstm_layer(weights, inputs, batch_sizes, initial_state)`, `weights` the
+      layer's `LstmWeights`, `inputs` (2, num_packed, input_size) packed, `batch_sizes` the rows per step, the initial
+      (hidden (2, batch, proj_size), cell (2, batch, cell_size)) -> (outputs (2, num_packed, proj_size), final state);
+      it may raise `ImplementationUnavailable` to hand the call to the next candidate;
+    - `embeds_unique_words`: whether the character CNN runs once per distinct word (through the word stores) when it
+      is the model's choice.
+
+    Optional: `check(weights_or_parameter)`, called by `set_implementation` with each layer's `LstmWeights` and the
+    character CNN's first parameter, raising `ValueError` for a model it cannot run; `release(owner)`, to drop what it
+    keeps for a layer when the model chooses another implementation.
+    """
 
     embeds_unique_words: bool
 
-    def supports(self, module: nn.Module, inputs: torch.Tensor, needs_grad: bool, exporting: bool) -> bool: ...
+    def supports(self, call: ElmoCall) -> bool: ...
 
-    def linear(self, module: nn.Linear, inputs: torch.Tensor) -> torch.Tensor: ...
 
-    def max_pooled_convolution(self, conv: nn.Conv1d, chars: torch.Tensor) -> torch.Tensor: ...
+class ImplementationUnavailable(RuntimeError):
+    """Raised by an implementation's `lstm_layer` that cannot compute the call after all (a kernel that does not
+    compile for the device): the call goes to the next candidate."""
 
-    def lstm_layer(
-        self, layer: nn.Module, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
-    ) -> tuple[torch.Tensor, LstmState]: ...
+
+class PerLayer(weakref.WeakKeyDictionary):
+    """What an implementation keeps per layer, keyed by `LstmWeights.owner` and dropped with the layer."""
+
+    def of(self, weights: LstmWeights, make: Callable[[], object]) -> object:
+        """The value kept for `weights.owner` (made by `make()` on first use)."""
+        value = self.get(weights.owner)
+        if value is None:
+            value = self.setdefault(weights.owner, make())
+        return value
 
 
 class ElmoImplementations:
-    """Implementations by name, and the names tried in turn when a model has chosen none (`defaults`)."""
+    """Implementations by name, and per device type the names tried in turn after the model's choice
+    (`defaults_for`)."""
 
     def __init__(self) -> None:
         self._by_name: dict[str, ElmoImplementation] = {}
-        self.defaults: list[str] = []
+        self._defaults: list[tuple[str, frozenset[str] | None]] = []  # best first: name, device types (None: all)
+        self._internal: set[str] = set()
 
-    def register(self, name: str, implementation: ElmoImplementation, default: bool = False) -> None:
-        """Add (or replace) `name`; with `default`, models that chose no implementation try it first."""
+    def register(
+        self,
+        name: str,
+        implementation: ElmoImplementation,
+        default: bool = False,
+        device_types: Iterable[str] | None = None,
+        internal: bool = False,
+    ) -> None:
+        """Add (or replace) `name`. With `default`, models try it first (after their choice) for calls on
+        `device_types` (None: every device type); it is never a candidate for other device types unless chosen by
+        name. `internal`: a setting the package uses itself, not listed in `names()`."""
+        self.unregister(name)
         self._by_name[name] = implementation
-        if default and name not in self.defaults:
-            self.defaults.insert(0, name)
+        if default:
+            self._defaults.insert(0, (name, frozenset(device_types) if device_types is not None else None))
+        if internal:
+            self._internal.add(name)
 
     def unregister(self, name: str) -> None:
-        """Remove `name` (models that chose it fall back to the reference)."""
+        """Remove `name` (models that chose it fall back to the defaults)."""
         self._by_name.pop(name, None)
-        if name in self.defaults:
-            self.defaults.remove(name)
+        self._internal.discard(name)
+        self._defaults = [entry for entry in self._defaults if entry[0] != name]
 
-    def release(self, module: nn.Module, keep: ElmoImplementation | None = None) -> None:
-        """Let every implementation but `keep` drop what it keeps for `module` (the model's choice changes)."""
+    def release(self, owner: object, keep: ElmoImplementation | None = None) -> None:
+        """Let every implementation but `keep` drop what it keeps for the layer `owner` (the model's choice
+        changes)."""
         for implementation in self._by_name.values():
             release = getattr(implementation, "release", None)
             if release is not None and implementation is not keep:
-                release(module)
+                release(owner)
 
     def names(self) -> list[str]:
-        return sorted(self._by_name)
+        """The public names (those a model may choose)."""
+        return sorted(set(self._by_name) - self._internal)
+
+    @property
+    def defaults(self) -> list[str]:
+        """Every name that is a default on some device type."""
+        return [name for name, _ in self._defaults]
+
+    def defaults_for(self, device_type: str) -> list[str]:
+        """The defaults for calls on `device_type`, best first."""
+        return [name for name, types in self._defaults if types is None or device_type in types]
 
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
 
-    def get_interface(self, name: str | None, default: ElmoImplementation) -> list[ElmoImplementation]:
-        """The candidates for a model's choice `name`, best first: that implementation, then the registered
-        defaults, `default` (the reference) last. (An implementation that supports only part of the model, such as
-        the biLM's recurrence, leaves the rest to the defaults.)"""
-        names = dict.fromkeys([name, *self.defaults] if name is not None else self.defaults)
+    def get_interface(
+        self, name: str | None, default: ElmoImplementation, device_type: str | None = None
+    ) -> list[ElmoImplementation]:
+        """The candidates for a model's choice `name`, best first: that implementation, then the defaults for
+        `device_type` (None: the defaults of every device type), `default` (the reference) last."""
+        defaults = self.defaults if device_type is None else self.defaults_for(device_type)
+        names = dict.fromkeys([name, *defaults] if name is not None else defaults)
         return [self._by_name[key] for key in names if key in self._by_name] + [default]
+
+    def candidates(self, call: ElmoCall, default: ElmoImplementation) -> list[ElmoImplementation]:
+        """The implementations that compute `call`, best first (its choice, then the defaults for its device type),
+        `default` (the reference) last."""
+        found = self.get_interface(call.choice, default, call.device.type)[:-1]
+        return [implementation for implementation in found if implementation.supports(call)] + [default]
+
+    def serving(self, call: ElmoCall) -> ElmoImplementation | None:
+        """The registered implementation that computes `call` (`None`: none does, the reference will)."""
+        return self.candidates(call, None)[0]
 
 
 ALL_ELMO_IMPLEMENTATIONS = ElmoImplementations()
 
 
+def needs_grad(inputs: torch.Tensor, parameters: Iterable[torch.Tensor]) -> bool:
+    """Whether a call on `inputs` with `parameters` needs a gradient: autograd on and one of them requiring it."""
+    return torch.is_grad_enabled() and (inputs.requires_grad or any(p.requires_grad for p in parameters))
+
+
+class ElmoDispatch:
+    """
+    The implementations of one forward call, resolved once per part (on the part's first call, from its inputs) from
+    the model's choice `choice`, with `default` (the reference) last, then passed down to every block of that part.
+    (Once per part and need of gradients: reentrant gradient checkpointing runs a layer without, then again with.)
+    Under `torch.compile` (not an export) the reference computes: dynamo traces it, and no guard depends on the
+    registry's contents.
+    """
+
+    def __init__(self, choice: str | None, default: ElmoImplementation) -> None:
+        self.choice, self.default = choice, default
+        self._candidates: dict[tuple[str, bool], list[ElmoImplementation]] = {}
+
+    def candidates(
+        self, part: str, inputs: torch.Tensor, weight: torch.Tensor, grad: bool
+    ) -> list[ElmoImplementation]:
+        """The implementations that support `part` on `inputs` with weights like `weight` (`grad`: a gradient is
+        needed), best first, the reference last; resolved on the part's first call, the same after."""
+        resolved = self._candidates.get((part, grad))
+        if resolved is None:
+            resolved = self._candidates[part, grad] = self._resolve(part, inputs, weight, grad)
+        return resolved
+
+    def _resolve(self, part: str, inputs: torch.Tensor, weight: torch.Tensor, grad: bool) -> list[ElmoImplementation]:
+        exporting = is_exporting()
+        if torch.compiler.is_compiling() and not exporting:
+            return [self.default]
+        call = ElmoCall(part, inputs.device, inputs.dtype, weight.dtype, grad, exporting, self.choice)
+        return ALL_ELMO_IMPLEMENTATIONS.candidates(call, self.default)
+
+    def embeds_unique_words(self, device: torch.device) -> bool:
+        """Whether the character CNN runs once per distinct word on `device`: as the model's choice says, or the first
+        default for that device type."""
+        chosen = ALL_ELMO_IMPLEMENTATIONS.get_interface(self.choice, self.default, device.type)[0]
+        return getattr(chosen, "embeds_unique_words", True)
+
+    def lstm_layer(
+        self, weights: LstmWeights, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
+        """One biLM layer's call by the first candidate that computes it (`ImplementationUnavailable` hands it on)."""
+        grad = needs_grad(inputs, (weights.weight_ih, weights.weight_hh, weights.bias, weights.weight_proj))
+        candidates = self.candidates("lstm", inputs, weights.weight_hh, grad)
+        for implementation in candidates[:-1]:
+            with contextlib.suppress(ImplementationUnavailable):
+                return implementation.lstm_layer(weights, inputs, batch_sizes, initial_state)
+        return candidates[-1].lstm_layer(weights, inputs, batch_sizes, initial_state)
+
+
 def resolve_implementation(
-    name: str | None, module: nn.Module, inputs: torch.Tensor, default: ElmoImplementation
+    name: str | None, module: torch.nn.Module, inputs: torch.Tensor, default: ElmoImplementation
 ) -> ElmoImplementation:
-    """
-    The one switch: the implementation that computes `module`'s call on `inputs`, from the model's choice `name`
-    (`None`: the registered defaults), whether a gradient is needed (autograd on, and `inputs` or a parameter of
-    `module` requiring one), and whether the call is being exported; each candidate says for itself whether it
-    supports the call (device, dtype), and `default`, the reference, supports every call. Under `torch.compile`
-    (not an export) the reference computes: dynamo traces it, and no guard depends on the registry's contents.
-    """
-    exporting = is_exporting()
-    if torch.compiler.is_compiling() and not exporting:
-        return default
-    needs_grad = torch.is_grad_enabled() and (
-        inputs.requires_grad or any(parameter.requires_grad for parameter in module.parameters())
-    )
-    for implementation in ALL_ELMO_IMPLEMENTATIONS.get_interface(name, default):
-        if implementation is default or implementation.supports(module, inputs, needs_grad, exporting):
-            return implementation
-    return default
+    """The implementation that computes a call of `module` (a block of the model naming its part in `elmo_part`) on
+    `inputs` for the model's choice `name`: `ElmoDispatch` for that one call."""
+    weight = next(module.parameters())
+    grad = needs_grad(inputs, module.parameters())
+    return ElmoDispatch(name, default).candidates(module.elmo_part, inputs, weight, grad)[0]

@@ -23,7 +23,15 @@ from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
 from .convolution_precision import fp32_convolutions
 from .crf import LinearChainCrf, bio_constraints
-from .elmo_implementations import ALL_ELMO_IMPLEMENTATIONS, ElmoImplementation, resolve_implementation
+from .elmo_implementations import (
+    ALL_ELMO_IMPLEMENTATIONS,
+    ElmoCall,
+    ElmoDispatch,
+    ElmoImplementation,
+    LstmWeights,
+    gate_bias,
+    needs_grad,
+)
 from .lstm_states import ElmoLstmStates, LstmState, check_states
 from .packed_sentences import pack_sentences
 from .padded_recurrence import is_exporting, padded_bilm_layers
@@ -188,7 +196,27 @@ def boundary_char_rows(config: ElmoConfig) -> list[list[int]]:
     return rows
 
 
-class ElmoCharacterEncoder(nn.Module):
+class ElmoHeldChoice:
+    """The model's choice of implementation as a block reads it: held once, in the config the model's blocks share
+    (`config._elmo_implementation`, set by `ElmoPreTrainedModel.set_implementation`)."""
+
+    config: ElmoConfig
+
+    @property
+    def implementation(self) -> str | None:
+        return self.config._elmo_implementation
+
+    @implementation.setter
+    def implementation(self, name: str | None) -> None:
+        self.config._elmo_implementation = name
+
+
+def elmo_dispatch(config: ElmoConfig) -> ElmoDispatch:
+    """The implementations of one forward call of a model with `config`, resolved on first use (`ElmoDispatch`)."""
+    return ElmoDispatch(config._elmo_implementation, ELMO_EAGER)
+
+
+class ElmoCharacterEncoder(ElmoHeldChoice, nn.Module):
     """
     Context-independent word embeddings from characters (AllenNLP's `_ElmoCharacterEncoder`): the character embedding
     (bilm-tf's `char_embed`), one convolution per filter width max-pooled over the word's characters
@@ -198,9 +226,11 @@ class ElmoCharacterEncoder(nn.Module):
     """
 
     WORDS_PER_CHUNK = 256  # words per char-CNN call in `embed_words`: bounds the convolution buffers
+    elmo_part = "char_cnn"  # the part of the model it is for implementations (`elmo_implementations.PARTS`)
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
+        self.config = config  # holds the model's choice of implementation (`config._elmo_implementation`)
         self.char_embeddings = nn.Embedding(config.char_vocab_size, config.char_embedding_dim, padding_idx=0)
         self.word_embeddings = (
             nn.Embedding(config.word_vocab_size, config.word_embedding_dim, padding_idx=0)
@@ -218,18 +248,20 @@ class ElmoCharacterEncoder(nn.Module):
         self.max_filter_width = max(width for width, _ in config.char_filters)
         self.boundary_rows = boundary_char_rows(config)
         self._boundary_ids: dict[torch.device, torch.Tensor] = {}  # `boundary_char_ids` by device
-        self.implementation: str | None = None  # the model's choice (`ElmoPreTrainedModel.set_implementation`)
         self.token_embedding_table: WordEmbeddingStore | None = None
         self.word_cache: WordEmbeddingCache | None = None
 
-    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, token_ids: torch.Tensor, dispatch: ElmoDispatch | None = None) -> torch.Tensor:
         """
         `token_ids`: (num_words, num_chars <= max_characters_per_token) character ids, followed with a word embedding
-        by a column of word ids -> (num_words, projection_dim).
+        by a column of word ids -> (num_words, projection_dim). `dispatch`: the implementations of the model's
+        forward call (by default resolved for this call).
         """
         char_ids, word_ids = self.split_word_ids(token_ids)
         chars = self.char_embeddings(char_ids)  # (num_words, num_chars, char_embedding_dim)
-        implementation = resolve_implementation(self.implementation, self, chars, ELMO_EAGER)
+        dispatch = dispatch or elmo_dispatch(self.config)
+        grad = needs_grad(chars, self.parameters())
+        implementation = dispatch.candidates(self.elmo_part, chars, self.projection.weight, grad)[0]
         pooled = [implementation.max_pooled_convolution(conv, chars) for conv in self.convolutions]
         hidden = self.activation(torch.cat(pooled, dim=-1))  # (num_words, num_char_filters)
         for highway in self.highways:
@@ -245,26 +277,31 @@ class ElmoCharacterEncoder(nn.Module):
             return token_ids, None
         return token_ids[..., :-1], token_ids[..., -1]
 
-    def embed_words(self, char_ids: torch.Tensor) -> torch.Tensor:
+    def embed_words(self, char_ids: torch.Tensor, dispatch: ElmoDispatch | None = None) -> torch.Tensor:
         """
         `forward` computed once per distinct word: `char_ids` (num_words, `config.input_ids_width`) -> (num_words,
         projection_dim). Without autograd and autocast, words found in `token_embedding_table` or `word_cache` skip
         the CNN and new ones are added to the cache. An implementation without `embeds_unique_words` (the
-        "reference") runs `forward` on every word.
+        "reference") runs `forward` on every word. `dispatch`: as in `forward`.
         """
-        if not ALL_ELMO_IMPLEMENTATIONS.get_interface(self.implementation, ELMO_EAGER)[0].embeds_unique_words:
-            return self(char_ids)
+        dispatch = dispatch or elmo_dispatch(self.config)
+        if not dispatch.embeds_unique_words(char_ids.device):
+            return self(char_ids, dispatch)
         unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
         if torch.is_grad_enabled() or torch.is_autocast_enabled(char_ids.device.type):  # stores hold exact rows
-            return self._embed_by_length(unique)[inverse]
+            return self._embed_by_length(unique, dispatch)[inverse]
         cache = self.word_cache  # one read: `set_word_cache` may replace it meanwhile
         with cache.in_use(list(self.parameters())) if cache is not None else contextlib.nullcontext():
             embeddings = stored_or_computed(
-                unique, self._embed_by_length, self.projection.bias, self.token_embedding_table, cache
+                unique,
+                lambda token_ids: self._embed_by_length(token_ids, dispatch),
+                self.projection.bias,
+                self.token_embedding_table,
+                cache,
             )
         return embeddings[inverse]
 
-    def _embed_by_length(self, token_ids: torch.Tensor) -> torch.Tensor:
+    def _embed_by_length(self, token_ids: torch.Tensor, dispatch: ElmoDispatch) -> torch.Tensor:
         """
         `forward` on chunks of words of similar length, each cut after its longest word plus `max_filter_width`
         padding characters: a window of padding characters has the same value wherever it lies, so the max-pool is
@@ -281,7 +318,7 @@ class ElmoCharacterEncoder(nn.Module):
         for chunk, length in zip(word_chunks, longest, strict=True):
             width = min(char_ids.shape[1], length + self.max_filter_width)
             columns = [char_ids[chunk, :width]] + ([] if word_ids is None else [word_ids[chunk, None]])
-            chunks.append(self(torch.cat(columns, dim=1)))
+            chunks.append(self(torch.cat(columns, dim=1), dispatch))
         return torch.cat(chunks)[order.argsort()]
 
     def boundary_char_ids(self, device: torch.device) -> torch.Tensor:
@@ -319,7 +356,7 @@ def input_gate_chunks(batch_sizes: list[int], max_rows: int) -> list[list[int]]:
     return chunks
 
 
-class ElmoLstmLayer(GradientCheckpointingLayer):
+class ElmoLstmLayer(ElmoHeldChoice, GradientCheckpointingLayer):
     r"""
     One biLM layer: a forward and a backward LSTM cell with projection (TensorFlow `LSTMCell(num_proj=...)`, AllenNLP's
     `LstmCellWithProjection`), stored stacked so that both directions can run in the same batched matrix products.
@@ -336,9 +373,11 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
     # packed rows per direction whose input-to-gate products "eager" computes at once (`input_gate_chunks`): 1024 rows
     # of 'original' are 128 MiB of gates, where all steps at once would be 128 KiB per packed token
     INPUT_GATE_CHUNK_ROWS = 1024
+    elmo_part = "lstm"  # the part of the model it is for implementations (`elmo_implementations.PARTS`)
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
+        self.config = config  # holds the model's choice of implementation (`config._elmo_implementation`)
         input_size, cell_size, proj_size = config.projection_dim, config.lstm_cell_size, config.projection_dim
         self.weight_ih = nn.Parameter(torch.empty(2, input_size, 4 * cell_size))
         self.weight_hh = nn.Parameter(torch.empty(2, proj_size, 4 * cell_size))
@@ -347,15 +386,25 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self.cell_clip = config.cell_clip
         self.proj_clip = config.proj_clip
         self.forget_bias = config.lstm_forget_bias
-        self.implementation: str | None = None  # the model's choice (`ElmoPreTrainedModel.set_implementation`)
+
+    def weights(self) -> LstmWeights:
+        """The layer as implementations see it: its tensors and settings."""
+        return LstmWeights(
+            self.weight_ih,
+            self.weight_hh,
+            self.bias,
+            self.weight_proj,
+            self.forget_bias,
+            self.cell_clip,
+            self.proj_clip,
+            self.training,
+            self.cell,
+            self,
+        )
 
     def gate_bias(self) -> torch.Tensor:
         """The bias the gates get, (2, 4 * cell_size): `bias` with `forget_bias` added to the forget gate."""
-        if not self.forget_bias:
-            return self.bias
-        forget_gate = torch.zeros(4, 1, dtype=self.bias.dtype, device=self.bias.device)
-        forget_gate[2] = self.forget_bias  # gate order (i, j, f, o)
-        return self.bias + forget_gate.expand(4, self.bias.shape[-1] // 4).flatten()
+        return gate_bias(self.bias, self.forget_bias)
 
     def cell(
         self, gates: torch.Tensor, cell: torch.Tensor, project: Callable[[torch.Tensor], torch.Tensor] | None = None
@@ -416,20 +465,25 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
             yield from torch.bmm(values, self.weight_ih).split(sizes, dim=1)
 
     def forward(
-        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+        self,
+        inputs: torch.Tensor,
+        batch_sizes: list[int],
+        initial_state: LstmState,
+        dispatch: ElmoDispatch | None = None,
     ) -> tuple[torch.Tensor, LstmState]:
         """
         Args:
             inputs: (2, num_packed, input_size) packed inputs of both directions (backward already reversed).
             batch_sizes: active rows per time step (non-increasing).
             initial_state: hidden (2, batch, proj_size) and cell (2, batch, cell_size), sorted rows.
+            dispatch: the implementations of the model's forward call (by default resolved for this call).
 
         Returns:
             outputs (2, num_packed, proj_size) and the final state (sorted rows), each row's state after its last
             step.
         """
-        implementation = resolve_implementation(self.implementation, self, inputs, ELMO_EAGER)
-        return implementation.lstm_layer(self, inputs, batch_sizes, initial_state)
+        dispatch = dispatch or elmo_dispatch(self.config)
+        return dispatch.lstm_layer(self.weights(), inputs, batch_sizes, initial_state)
 
     def forward_eager(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
@@ -477,7 +531,7 @@ class ElmoEagerImplementation:
     def __init__(self, allow_tf32: bool = False) -> None:
         self.allow_tf32 = allow_tf32
 
-    def supports(self, module: nn.Module, inputs: torch.Tensor, needs_grad: bool, exporting: bool) -> bool:
+    def supports(self, call: ElmoCall) -> bool:
         return True
 
     @staticmethod
@@ -494,9 +548,9 @@ class ElmoEagerImplementation:
 
     @staticmethod
     def lstm_layer(
-        layer: ElmoLstmLayer, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+        weights: LstmWeights, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
     ) -> tuple[torch.Tensor, LstmState]:
-        return layer.forward_eager(inputs, batch_sizes, initial_state)
+        return weights.owner.forward_eager(inputs, batch_sizes, initial_state)
 
 
 class ElmoReferenceImplementation(ElmoEagerImplementation):
@@ -508,14 +562,14 @@ class ElmoReferenceImplementation(ElmoEagerImplementation):
 
     embeds_unique_words = False
 
-    def supports(self, module: nn.Module, inputs: torch.Tensor, needs_grad: bool, exporting: bool) -> bool:
-        return isinstance(module, ElmoLstmLayer)
+    def supports(self, call: ElmoCall) -> bool:
+        return call.part == "lstm"
 
     @staticmethod
     def lstm_layer(
-        layer: ElmoLstmLayer, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+        weights: LstmWeights, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
     ) -> tuple[torch.Tensor, LstmState]:
-        return layer.forward_reference(inputs, batch_sizes, initial_state)
+        return weights.owner.forward_reference(inputs, batch_sizes, initial_state)
 
 
 ELMO_EAGER = ElmoEagerImplementation()
@@ -545,6 +599,7 @@ class ElmoBiLm(nn.Module):
         batch_sizes: list[int],
         initial_states: list[LstmState],
         layer_inputs: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        dispatch: ElmoDispatch | None = None,
     ) -> tuple[torch.Tensor, list[LstmState]]:
         """
         Args:
@@ -556,18 +611,20 @@ class ElmoBiLm(nn.Module):
             layer_inputs: called with each layer's inputs (the token embeddings, then every layer's outputs but the
                 top one's) before the layer reads them, and returns what it reads (the same values): lets a caller
                 keep every layer and put it on the autograd path.
+            dispatch: the implementations of the model's forward call (by default resolved for this call).
 
         Returns:
             The top layer's packed outputs (2, num_packed, projection_dim) and per layer the final state (packed row
             order).
         """
         final_states = []
+        dispatch = dispatch or elmo_dispatch(self.layers[0].config)
         for index, layer in enumerate(self.layers):
             if layer_inputs is not None:
                 inputs = layer_inputs(inputs)
             if self.dropout and self.training:
                 inputs = nn.functional.dropout(inputs, self.dropout)
-            outputs, final_state = layer(inputs, batch_sizes, initial_states[index])
+            outputs, final_state = layer(inputs, batch_sizes, initial_states[index], dispatch)
             if self.use_skip_connections and index > 0:
                 outputs = outputs + inputs
             final_states.append(final_state)
@@ -654,10 +711,14 @@ class ElmoPreTrainedModel(PreTrainedModel):
     _RENAMED_KEYS = {r"^(.*\.highways\.\d+)\.carry\.": r"\1.transform_gate."}
 
     @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        """As in [`PreTrainedModel`]; checkpoints with the highway gate's old name (`carry`) load too."""
+    def from_pretrained(cls, *args, elmo_implementation: str | None = None, **kwargs):
+        """As in [`PreTrainedModel`]; checkpoints with the highway gate's old name (`carry`) load too.
+        `elmo_implementation`: the implementation to choose (`set_implementation`), as `attn_implementation`."""
         kwargs["key_mapping"] = {**cls._RENAMED_KEYS, **(kwargs.get("key_mapping") or {})}
-        return super().from_pretrained(*args, **kwargs)
+        loaded = super().from_pretrained(*args, **kwargs)
+        if elmo_implementation is not None:
+            (loaded[0] if isinstance(loaded, tuple) else loaded).set_implementation(elmo_implementation)
+        return loaded
 
     def save_pretrained(self, *args, save_original_format: bool = False, **kwargs):
         """As in [`PreTrainedModel`], but always with the current parameter names, whatever names were loaded."""
@@ -667,20 +728,23 @@ class ElmoPreTrainedModel(PreTrainedModel):
         """
         Choose the implementation of the character CNN's products and the biLM's recurrence for every call of this
         model, by a name of `ALL_ELMO_IMPLEMENTATIONS.names()`: "eager" (the reference), "reference" (the
-        straightforward paths, for checks), those of `modeling_elmo.engine`; `None` (the default) tries the registered
-        defaults. A call that the chosen one does not support runs the defaults' or the reference (docs/model.md).
+        straightforward paths, for checks), those of `modeling_elmo.engine`; `None` (the default) tries the defaults
+        registered for the device of each call. A call that the chosen one does not support runs the defaults' or the
+        reference (docs/model.md). The choice is held in the config (`config._elmo_implementation`, not saved).
         """
         if name is not None and name not in ALL_ELMO_IMPLEMENTATIONS:
             known = ", ".join(map(repr, ALL_ELMO_IMPLEMENTATIONS.names()))
             raise ValueError(f"Unknown implementation {name!r}: registered are {known} (or None for the default).")
-        modules = [module for module in self.modules() if isinstance(module, (ElmoCharacterEncoder, ElmoLstmLayer))]
-        chosen = ALL_ELMO_IMPLEMENTATIONS.get_interface(name, ELMO_EAGER)[0]
-        for module in modules if name is not None and hasattr(chosen, "check") else ():
-            chosen.check(module)  # an implementation may refuse a model it cannot run (before anything changes)
-        for module in modules:
-            if hasattr(chosen, "release"):  # one that keeps weights per module replaces what the others kept
-                ALL_ELMO_IMPLEMENTATIONS.release(module, keep=chosen)
-            module.implementation = name
+        layers = [module for module in self.modules() if isinstance(module, ElmoLstmLayer)]
+        chosen = ALL_ELMO_IMPLEMENTATIONS.get_interface(name, ELMO_EAGER, self.device.type)[0]  # None: the default
+        for layer in layers if name is not None and hasattr(chosen, "check") else ():
+            chosen.check(layer.weights())  # an implementation may refuse a model it cannot run (before any change)
+        for layer in layers if hasattr(chosen, "release") else ():  # one that keeps weights per layer replaces
+            ALL_ELMO_IMPLEMENTATIONS.release(layer, keep=chosen)  # what the others kept
+        for module in self.modules():
+            if isinstance(module, ElmoHeldChoice):
+                module.implementation = name
+        self.config._elmo_implementation = name
 
     def resize_token_embeddings(
         self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
@@ -886,10 +950,13 @@ class ElmoModel(ElmoPreTrainedModel):
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
         all_layers = bool(output_hidden_states or self.scalar_mixes)
+        dispatch = elmo_dispatch(self.config)  # the implementations, resolved once for this call
         if backward_input_ids is None:
-            layers = self._sentence_layers(input_ids, attention_mask, all_layers, states, keep_sentence_boundaries)
+            layers = self._sentence_layers(
+                input_ids, attention_mask, all_layers, states, keep_sentence_boundaries, dispatch
+            )
         else:
-            layers = self._window_layers(input_ids, backward_input_ids, all_layers, states)
+            layers = self._window_layers(input_ids, backward_input_ids, all_layers, states, dispatch)
         if keep_sentence_boundaries:  # each row's tokens from position 0: its words and the two boundaries
             positions = torch.arange(layers[-1].shape[1], device=attention_mask.device)
             attention_mask = positions < attention_mask.sum(dim=1, keepdim=True) + 2
@@ -941,12 +1008,14 @@ class ElmoModel(ElmoPreTrainedModel):
         states: ElmoLstmStates | None,
         order: torch.Tensor | None,
         layer_inputs: Callable[[torch.Tensor], torch.Tensor],
+        dispatch: ElmoDispatch,
     ) -> torch.Tensor:
         """The biLM on packed `inputs` (2, num_packed, projection_dim) from `states` (zero if `None`, updated with
-        the final states otherwise), `order` the batch row of each packed row (`None`: the same): its top layer."""
+        the final states otherwise), `order` the batch row of each packed row (`None`: the same), by the call's
+        implementations `dispatch`: its top layer."""
         carried = states if states is not None else ElmoLstmStates(self.config)
         initial_states = carried.initial(batch_sizes[0], inputs, order)
-        top, final_states = self.bilm(inputs, batch_sizes, initial_states, layer_inputs=layer_inputs)
+        top, final_states = self.bilm(inputs, batch_sizes, initial_states, layer_inputs, dispatch)
         if states is not None:  # every row has at least one token (its <S> and </S>, or a window's)
             states.update(final_states, order)
         return top
@@ -958,6 +1027,7 @@ class ElmoModel(ElmoPreTrainedModel):
         all_layers: bool,
         states: ElmoLstmStates | None,
         keep_sentence_boundaries: bool,
+        dispatch: ElmoDispatch,
     ) -> tuple[torch.Tensor, ...]:
         """
         The padded layers of `forward` on sentences (all of them, or the top one only), each (batch, words [+ 2],
@@ -967,7 +1037,7 @@ class ElmoModel(ElmoPreTrainedModel):
         packing = pack_sentences(attention_mask)
         words = input_ids.flatten(0, 1)[packing.word_positions]  # (num_words, max_chars): every word of the batch
         token_embeddings = self.char_encoder.embed_words(
-            torch.cat([words, self.char_encoder.boundary_char_ids(input_ids.device)])
+            torch.cat([words, self.char_encoder.boundary_char_ids(input_ids.device)]), dispatch
         )  # <S>, </S>
         unpack = packing.unpack_sequences if keep_sentence_boundaries else packing.unpack
         on_graph = (
@@ -987,7 +1057,7 @@ class ElmoModel(ElmoPreTrainedModel):
             return packing.repack(layers[-1], packed) if on_graph else packed
 
         inputs = token_embeddings[packing.source]  # (2, num_packed, projection_dim), backward rows reversed
-        top = self._run_bilm(inputs, packing.batch_sizes, states, packing.sort_order, keep_layer)
+        top = self._run_bilm(inputs, packing.batch_sizes, states, packing.sort_order, keep_layer, dispatch)
         return (*layers, unpack(top))
 
     def _window_layers(
@@ -996,13 +1066,14 @@ class ElmoModel(ElmoPreTrainedModel):
         backward_input_ids: torch.Tensor,
         all_layers: bool,
         states: ElmoLstmStates | None,
+        dispatch: ElmoDispatch,
     ) -> tuple[torch.Tensor, ...]:
         """The layers of `forward` on stream windows (all of them, or the top one only), each (batch, steps,
         2 * projection_dim): position `t` of both windows."""
         batch_size, steps, width = input_ids.shape
         # both windows, time-major: row `t * batch_size + b` is step t of stream b (a packed batch of full rows)
         char_ids = torch.stack([input_ids, backward_input_ids]).transpose(1, 2).reshape(-1, width)
-        inputs = self.char_encoder.embed_words(char_ids).view(2, steps * batch_size, -1)
+        inputs = self.char_encoder.embed_words(char_ids, dispatch).view(2, steps * batch_size, -1)
         packed_layers = []
 
         def keep_layer(packed: torch.Tensor) -> torch.Tensor:
@@ -1010,7 +1081,7 @@ class ElmoModel(ElmoPreTrainedModel):
                 packed_layers.append(packed)
             return packed
 
-        packed_layers.append(self._run_bilm(inputs, [batch_size] * steps, states, None, keep_layer))
+        packed_layers.append(self._run_bilm(inputs, [batch_size] * steps, states, None, keep_layer, dispatch))
         # (2, steps * batch, dim) time-major -> (batch, steps, 2 * dim)
         layers = (layer.view(2, steps, batch_size, -1).transpose(1, 2) for layer in packed_layers)
         return tuple(torch.cat([layer[0], layer[1]], dim=-1) for layer in layers)

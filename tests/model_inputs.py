@@ -73,7 +73,7 @@ def drop_thread_probe_calls(monkeypatch, calls: list) -> None:
 def engine_of(layer: torch.nn.Module) -> lstm_engine.LstmEngine:
     """The `LstmEngine` that runs `layer` under its model's chosen CPU implementation (the default: "cpu")."""
     implementation = ALL_ELMO_IMPLEMENTATIONS.get_interface(layer.implementation or "cpu", None)[0]
-    return implementation.engine(layer)
+    return implementation.engine(layer.weights())
 
 
 def _set_engine(model: ElmoModel, **changes: object) -> None:

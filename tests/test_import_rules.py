@@ -13,8 +13,9 @@ from shared_paths import PACKAGE_DIR
 PACKAGE = PACKAGE_DIR
 
 # Each wing may import the wings of lower levels only: the model files (the Hub remote code) import nothing of the
-# package's subpackages; the CPU engine (which registers its implementations with the model's registry) and the process
-# set-up build on the model; the command workshop (its error base class included) come next; the
+# package's subpackages; the CPU engine (which registers its implementations with the model's registry,
+# `elmo_implementations`, and never reaches the model file itself: see the test below) and the process set-up build on
+# the model; the command workshop (its error base class included) come next; the
 # foreign formats and the Hub pieces build on those; the tools on all of them; the tools built on other tools
 # (fine-tuning heads, the AllenNLP and flair adapters) come next, and the drop-ins built on the AllenNLP adapter last.
 LEVELS = {
@@ -118,6 +119,24 @@ def test_a_wing_imports_only_wings_below_it(module):
     own = wing(module)
     above = sorted(target for target in GRAPH[module] if wing(target) != own and LEVELS[wing(target)] >= LEVELS[own])
     assert not above, f"{module} ({own}, level {LEVELS[own]}) imports {above}"
+
+
+def reachable(module: str) -> set[str]:
+    """Every module that importing `module` imports, directly or through others."""
+    seen, todo = set(), [module]
+    while todo:
+        for target in GRAPH.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+@pytest.mark.parametrize("module", sorted(module for module in GRAPH if wing(module) == "engine"))
+def test_the_engine_never_reaches_the_model_file(module):
+    """Backends receive tensors and weights structures (`elmo_implementations`), not the model's modules: no engine
+    module imports `modeling_elmo.py`, directly or through another module."""
+    assert "modeling_elmo.modeling_elmo" not in reachable(module)
 
 
 def package_of(module: str) -> str:

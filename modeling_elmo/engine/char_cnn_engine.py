@@ -1,40 +1,30 @@
 """
-The CPU inference products of the character CNN: what computes the convolutions and the linear maps of an
-`ElmoCharacterEncoder` when no gradient is needed, in float32 on x86 CPUs, in place of PyTorch's convolution and
-`nn.Linear`. It serves the CPU implementations (`cpu_implementation`); the model's blocks keep the math
-(max-pooling, activation, highway gates) and take their products from the implementation chosen for the call.
+The CPU inference products of the character CNN: what computes the convolutions and the linear maps of the model's
+character CNN when no gradient is needed, in float32 on x86 CPUs, in place of PyTorch's convolution and `nn.Linear`.
+It serves the CPU implementations (`cpu_implementation`); the model's blocks keep the math (max-pooling, activation,
+highway gates) and take their products from the implementation chosen for the call.
 
-Public interface: `CharCnnEngine`, with `applies(encoder, chars)`, whether it computes the encoder's products for a
-call, and the two products of `ElmoEagerImplementation`: `linear(module, inputs)` and
-`max_pooled_convolution(conv, chars)`. Each product is one oneDNN product (`cpu_linear.onednn_affine`), the
-convolution one over the unfolded windows of characters: faster than PyTorch's convolution on the character CNN's
-shapes, and the same bits at every thread count.
+Public interface: `CharCnnEngine`, with `applies(dtype, weight_dtype)`, whether it computes the products of a call,
+and the two products of an implementation (`elmo_implementations.ElmoImplementation`): `linear(module, inputs)` and
+`max_pooled_convolution(conv, chars)`, PyTorch's `nn.Linear` and `nn.Conv1d` read for their weights. Each product is
+one oneDNN product (`cpu_linear.onednn_affine`), the convolution one over the unfolded windows of characters: faster
+than PyTorch's convolution on the character CNN's shapes, and the same bits at every thread count.
 """
 
 import torch
 from torch import nn
 
-from .cpu_linear import onednn_affine, onednn_linear_applies
+from .cpu_linear import onednn_affine, onednn_applies
 
 
 class CharCnnEngine:
     """The character CNN's products through oneDNN, for inference (no state: one object serves any encoder)."""
 
     @staticmethod
-    def applies(encoder: nn.Module, chars: torch.Tensor) -> bool:
-        """
-        Whether the engine computes the products of `encoder` (an `ElmoCharacterEncoder`) on `chars` (num_words,
-        num_chars, char_embedding_dim): no gradient needed, float32 on an x86 CPU where oneDNN works
-        (`cpu_linear.onednn_linear_applies`), and a window of the widest filter fits in the characters.
-        """
-        needs_grad = torch.is_grad_enabled() and (
-            chars.requires_grad or any(parameter.requires_grad for parameter in encoder.parameters())
-        )
-        return (
-            not needs_grad
-            and chars.shape[1] >= encoder.max_filter_width
-            and onednn_linear_applies(encoder.projection.weight, chars)
-        )
+    def applies(dtype: torch.dtype, weight_dtype: torch.dtype) -> bool:
+        """Whether the engine computes the products of a call on a CPU with inputs of `dtype` and weights of
+        `weight_dtype`: float32 where oneDNN works (`cpu_linear.onednn_applies`)."""
+        return dtype == weight_dtype and onednn_applies(torch.device("cpu"), dtype)
 
     @staticmethod
     def linear(module: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:

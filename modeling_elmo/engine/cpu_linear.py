@@ -35,20 +35,25 @@ def _onednn_linear_works() -> bool:
     return torch.equal(result, inputs @ weight.t())
 
 
-def onednn_linear_applies(weight: torch.Tensor, inputs: torch.Tensor) -> bool:
+def onednn_applies(device: torch.device, dtype: torch.dtype) -> bool:
     """
-    Whether `onednn_linear` should compute the products of `inputs` with `weight`: both float32 on an x86 CPU, no
-    CPU autocast, not inside `torch.compile`, oneDNN working and enabled (`torch.backends.mkldnn.flags(enabled=False)`
-    turns it off).
+    Whether oneDNN's linear ops serve products on `device` in `dtype`: float32 on an x86 CPU, no CPU autocast, not
+    inside `torch.compile`, oneDNN working and enabled (`torch.backends.mkldnn.flags(enabled=False)` turns it off).
     """
     return (
         not torch.compiler.is_compiling()  # inductor cannot lower oneDNN's linear ops: traced graphs use bmm
-        and weight.device.type == "cpu"
-        and weight.dtype == inputs.dtype == torch.float32
+        and device.type == "cpu"
+        and dtype == torch.float32
         and torch.backends.mkldnn.enabled
         and not torch.is_autocast_enabled("cpu")
         and _onednn_linear_works()
     )
+
+
+def onednn_linear_applies(weight: torch.Tensor, inputs: torch.Tensor) -> bool:
+    """Whether `onednn_linear` should compute the products of `inputs` with `weight`: both of one dtype, where
+    `onednn_applies`."""
+    return weight.dtype == inputs.dtype and onednn_applies(weight.device, weight.dtype)
 
 
 def onednn_linear(weight: torch.Tensor, pack_rows: int | None = None, one_row_sums: bool = True) -> LinearFn:

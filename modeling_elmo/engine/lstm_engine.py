@@ -1,12 +1,13 @@
 """
-The CPU inference engine of the biLM: what runs an `ElmoLstmLayer` on a CPU when no gradient is needed, in place of
-the layer's reference recurrence, with the layer's own cell (`ElmoLstmLayer.cell`). It serves the CPU implementations
+The CPU inference engine of the biLM: what runs a biLM layer on a CPU when no gradient is needed, in place of the
+model's reference recurrence, with the layer's cell (`LstmWeights.cell`). It serves the CPU implementations
 (`cpu_implementation`), which keep one `LstmEngine` per layer.
 
 Public interface:
 
-- `LstmEngine(products, threads, compression)`: `run(layer, inputs, batch_sizes, initial_state)`, what
-  `ElmoLstmLayer.forward` returns. `STEP_PRODUCTS`, `check_settings(products, threads, compression)`.
+- `LstmEngine(products, threads, compression)`: `run(weights, inputs, batch_sizes, initial_state)`, a layer's
+  call (`elmo_implementations.LstmWeights`, the arguments and results of `ElmoImplementation.lstm_layer`).
+  `STEP_PRODUCTS`, `check_settings(products, threads, compression)`.
 - `tuned_call(model, compute, attention_mask)`: one whole inference call (`compute()`) under the thread count chosen
   for it, for callers that own their process (`elmo-embed`).
 
@@ -27,7 +28,7 @@ from typing import TypeVar
 
 import torch
 
-from ..elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
+from ..elmo_implementations import ALL_ELMO_IMPLEMENTATIONS, ElmoCall, LstmState, LstmWeights
 from .compressed_linear import WEIGHT_COMPRESSIONS, compressed_linear, compressed_linear_applies
 from .cpu_linear import LinearFn, onednn_linear, onednn_linear_applies
 from .recurrence_tuning import (
@@ -40,10 +41,11 @@ from .recurrence_tuning import (
 )
 from .weight_fingerprint import WeightFingerprint
 
-LstmState = tuple[torch.Tensor, torch.Tensor]
 STEP_PRODUCTS = ("onednn", "views", "bmm", "packed", "auto")
 # the directions a set of inference products computes, and its (input-to-gate, recurrent, projection) products
 LinearSet = tuple[slice, tuple[LinearFn, LinearFn, LinearFn]]
+# per direction, the (recurrent, projection) products of a set
+StepLinears = list[tuple[LinearFn, LinearFn]]
 # `run_steps(rows, steps)`: the context a block of time steps of the inference recurrence runs in
 StepRunner = Callable[[int, int], contextlib.AbstractContextManager]
 Result = TypeVar("Result")
@@ -51,7 +53,7 @@ Result = TypeVar("Result")
 
 class LstmEngine:
     """
-    The inference recurrence of one `ElmoLstmLayer` and what it keeps between calls.
+    The inference recurrence of one biLM layer and what it keeps between calls.
 
     Settings (checked by `check_settings`): `products` (one of `STEP_PRODUCTS`), `threads` (None: as set; "auto" or a
     count) and `compression` (None, "int8", "bf16").
@@ -67,15 +69,16 @@ class LstmEngine:
         self.threads = threads
         self.compression = compression
         # (fingerprint of the recurrent and projection weights, (compression, oneDNN), the products derived from them)
-        self._derived: tuple[WeightFingerprint, tuple[str | None, bool], list[LinearSet]] | None = None
+        self._derived: tuple[WeightFingerprint, tuple[str | None, bool], StepLinears] | None = None
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_derived": None}  # packed oneDNN weights cannot be pickled
 
     def run(
-        self, layer: torch.nn.Module, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+        self, layer: LstmWeights, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
     ) -> tuple[torch.Tensor, LstmState]:
-        """`layer.forward` (same arguments and results) without gradients: the in-place recurrence."""
+        """The call of the layer `layer` (arguments and results of `ElmoImplementation.lstm_layer`) without gradients:
+        the in-place recurrence."""
         outputs = inputs.new_empty(2, inputs.shape[1], layer.weight_proj.shape[-1])
         hidden, cell = initial_state[0], initial_state[1].clone()  # `cell` is updated in place
         offsets = list(itertools.accumulate(batch_sizes, initial=0))
@@ -94,7 +97,7 @@ class LstmEngine:
 
     def _recur_in_place(
         self,
-        layer: torch.nn.Module,
+        layer: LstmWeights,
         linears: tuple[LinearFn, LinearFn, LinearFn],
         bias: torch.Tensor,
         inputs: torch.Tensor,
@@ -130,11 +133,11 @@ class LstmEngine:
                     cell[:, :size] = new_cell
             step = end
 
-    def _shape_key(self, layer: torch.nn.Module) -> tuple:
+    def _shape_key(self, layer: LstmWeights) -> tuple:
         """What the run-time choices of `recurrence_tuning` depend on besides the rows: shapes and dtype."""
         return tuple(layer.weight_hh.shape), tuple(layer.weight_proj.shape), layer.weight_hh.dtype
 
-    def _linear_sets(self, layer: torch.nn.Module, inputs: torch.Tensor, rows: int) -> tuple[str, list[LinearSet]]:
+    def _linear_sets(self, layer: LstmWeights, inputs: torch.Tensor, rows: int) -> tuple[str, list[LinearSet]]:
         """
         The input-to-gate, recurrent and projection products for a batch of `rows` sequences, named, with the
         directions each set computes. With `compression` set (eval mode, CPU, float32; not in training mode, where
@@ -159,14 +162,14 @@ class LstmEngine:
         if not onednn or self.products == "bmm" or (self.products in ("onednn", "views") and rows == 1):
             return "bmm", bmm_sets
         if self.products == "views":
-            return "views", self._direction_sets(layer, onednn_linear, onednn=True)
+            return "views", self._direction_sets(layer, self._step_linears(layer, onednn_linear), onednn=True)
         if self.products == "onednn":
             return "onednn", self._derived_linears(layer, None, True)
         if self.products == "auto":
             bucket = rows_bucket(rows)
 
             def candidates() -> dict[str, Callable[[], object]]:
-                packed_sets = self._build_linears(layer, None)  # not kept: packed again only if chosen
+                packed_sets = self._direction_sets(layer, self._derived_step_linears(layer, None), True)  # not kept
                 return {
                     "bmm": self._steps_probe(layer, bmm_sets, bucket),
                     "packed": self._steps_probe(layer, packed_sets, bucket),
@@ -177,7 +180,7 @@ class LstmEngine:
         return "packed", self._derived_linears(layer, None, True)
 
     @staticmethod
-    def _bmm_linears(layer: torch.nn.Module) -> tuple[LinearFn, LinearFn, LinearFn]:
+    def _bmm_linears(layer: LstmWeights) -> tuple[LinearFn, LinearFn, LinearFn]:
         """The products of both directions at once, each one `torch.bmm` on the weights as they are."""
         return (
             lambda rows: torch.bmm(rows, layer.weight_ih),
@@ -186,11 +189,14 @@ class LstmEngine:
         )
 
     @staticmethod
-    def _direction_sets(
-        layer: torch.nn.Module, step_linear: Callable[[torch.Tensor], LinearFn], onednn: bool
-    ) -> list[LinearSet]:
-        """One set per direction: the recurrent and projection products `step_linear(weight)` of that direction's
-        weights, the input-to-gate one through oneDNN (`onednn`) or `torch.matmul`."""
+    def _step_linears(layer: LstmWeights, step_linear: Callable[[torch.Tensor], LinearFn]) -> StepLinears:
+        """Per direction, the recurrent and projection products `step_linear(weight)` of that direction's weights."""
+        return [(step_linear(layer.weight_hh[d]), step_linear(layer.weight_proj[d])) for d in range(2)]
+
+    @staticmethod
+    def _direction_sets(layer: LstmWeights, step_linears: StepLinears, onednn: bool) -> list[LinearSet]:
+        """One set per direction: its `step_linears`, the input-to-gate product through oneDNN (`onednn`) or
+        `torch.matmul` on this call's `weight_ih` (never kept: the sets hold on to no layer)."""
 
         def input_linear(direction: int) -> LinearFn:
             if onednn:
@@ -198,41 +204,33 @@ class LstmEngine:
             return lambda rows: torch.matmul(rows, layer.weight_ih[direction])
 
         return [
-            (
-                slice(direction, direction + 1),
-                (
-                    input_linear(direction),
-                    step_linear(layer.weight_hh[direction]),
-                    step_linear(layer.weight_proj[direction]),
-                ),
-            )
+            (slice(direction, direction + 1), (input_linear(direction), *step_linears[direction]))
             for direction in range(2)
         ]
 
-    def _derived_linears(self, layer: torch.nn.Module, compression: str | None, onednn: bool) -> list[LinearSet]:
+    def _derived_linears(self, layer: LstmWeights, compression: str | None, onednn: bool) -> list[LinearSet]:
         """The per-direction sets of `_linear_sets` with packed ("onednn", "packed") or compressed step weights, kept
         while the weights keep the fingerprint (`WeightFingerprint`) of the bits they were derived from."""
         derived_from, kind = [layer.weight_hh, layer.weight_proj], (compression, onednn)
         cached = self._derived  # one read: another thread may replace it
-        if cached is not None and cached[1] == kind and cached[0].matches(derived_from):
-            return cached[2]
-        self._derived = cached = None  # free the old derived weights before deriving new ones
-        linears = self._build_linears(layer, compression, onednn)
-        self._derived = (WeightFingerprint(derived_from), kind, linears)
-        return linears
+        if cached is None or cached[1] != kind or not cached[0].matches(derived_from):
+            self._derived = cached = None  # free the old derived weights before deriving new ones
+            cached = (WeightFingerprint(derived_from), kind, self._derived_step_linears(layer, compression))
+            self._derived = cached
+        return self._direction_sets(layer, cached[2], onednn)
 
-    def _build_linears(self, layer: torch.nn.Module, compression: str | None, onednn: bool = True) -> list[LinearSet]:
-        """The per-direction sets of `_derived_linears`, derived from the current weights (not kept)."""
+    def _derived_step_linears(self, layer: LstmWeights, compression: str | None) -> StepLinears:
+        """The step products of `_derived_linears`, derived from the current weights (not kept)."""
 
         def step_linear(weight: torch.Tensor) -> LinearFn:
             if compression is not None:
                 return compressed_linear(weight, compression, self.PACKED_WEIGHT_ROWS)
             return onednn_linear(weight, self.PACKED_WEIGHT_ROWS, one_row_sums=self.products == "onednn")
 
-        return self._direction_sets(layer, step_linear, onednn)
+        return self._step_linears(layer, step_linear)
 
     def _steps_probe(
-        self, layer: torch.nn.Module, linear_sets: list[LinearSet], rows: int, steps: int = 4
+        self, layer: LstmWeights, linear_sets: list[LinearSet], rows: int, steps: int = 4
     ) -> Callable[[], object]:
         """A callable running the inference recurrence (`_recur_in_place`) of every set for `steps` time steps of
         `rows` rows on fixed pseudo-random inputs, the input-to-gate products left out: what `choose_step_products`
@@ -265,7 +263,7 @@ class LstmEngine:
         return run
 
     def _step_probe(
-        self, layer: torch.nn.Module, linear_sets: list[LinearSet], rows: int
+        self, layer: LstmWeights, linear_sets: list[LinearSet], rows: int
     ) -> Callable[[], list[torch.Tensor]]:
         """A callable running one time step's recurrent and projection products of every set at `rows` rows, on
         fixed pseudo-random inputs; returns the products."""
@@ -282,7 +280,7 @@ class LstmEngine:
         ]
         return lambda: [out for recur, hidden, project, cell in probes for out in (recur(hidden), project(cell))]
 
-    def _step_runner(self, layer: torch.nn.Module, products: str, linear_sets: list[LinearSet]) -> StepRunner:
+    def _step_runner(self, layer: LstmWeights, products: str, linear_sets: list[LinearSet]) -> StepRunner:
         """
         `run_steps(rows, steps)`: the context a block of `steps` time steps of `rows` rows runs in. With `threads`
         None, the threads as set; with a count, that many threads; with "auto", the count `THREAD_CHOOSER` picks
@@ -326,7 +324,9 @@ def tuned_call(model: torch.nn.Module, compute: Callable[[], Result], attention_
     come here (a repeated call would advance them).
     """
     layer = model.bilm.layers[0]
-    implementation = ALL_ELMO_IMPLEMENTATIONS.get_interface(layer.implementation, None)[0]
+    dtype = layer.weight_hh.dtype
+    call = ElmoCall("lstm", layer.weight_hh.device, dtype, dtype, False, False, layer.implementation)
+    implementation = ALL_ELMO_IMPLEMENTATIONS.serving(call)  # what will run the biLM (None: the reference)
     counts = thread_counts(torch.get_num_threads())
     if (
         torch.is_grad_enabled()

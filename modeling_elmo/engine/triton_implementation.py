@@ -8,26 +8,31 @@ The biLM's recurrence on Triton kernels as ELMo implementations (`elmo_implement
 Each serves the calls of a float32 biLM layer that need no gradient and are not exported; the character CNN and every
 other call keep their implementations. On a CPU a call is served only when the model chose the implementation by
 name and the kernels were decorated under `TRITON_INTERPRET=1` (`triton_kernels.INTERPRETED`): how the tests run the
-kernels. Triton is imported when first needed (`import modeling_elmo` does not import it). A kernel that fails to
-compile for a device sends that device's calls to "eager", with one warning naming the reason. Small batches replay
-CUDA graphs of the step loop (`cuda_graphs`).
+kernels; "triton" is a default for CUDA calls only, so on a CPU machine with Triton installed nothing changes. Triton
+is imported when first needed (`import modeling_elmo` does not import it). A kernel that fails to compile for a device
+hands that device's calls to the next implementation of the registry, with one warning naming the reason. Small
+batches replay CUDA graphs of the step loop (`cuda_graphs`).
 """
 
 import functools
 import importlib.util
 import warnings
-import weakref
 from typing import TYPE_CHECKING
 
 import torch
-from torch import nn
 
 if TYPE_CHECKING:
     from .triton_kernels import Mode
     from .triton_recurrence import KernelWeights
 
-from ..elmo_implementations import ElmoImplementations, LstmState
-from ..modeling_elmo import ElmoEagerImplementation, ElmoLstmLayer
+from ..elmo_implementations import (
+    ElmoCall,
+    ElmoImplementations,
+    ImplementationUnavailable,
+    LstmState,
+    LstmWeights,
+    PerLayer,
+)
 from .cuda_graphs import StepLoopGraphs
 
 INSTALL_HINT = "pip install 'elmo-transformers[gpu]'"
@@ -61,7 +66,7 @@ class TritonLayerRun:
         self._bias: torch.Tensor | None = None
         self._copies: tuple[tuple[tuple[int, int], ...], tuple[torch.Tensor, ...]] | None = None
 
-    def weights(self, layer: ElmoLstmLayer) -> "KernelWeights":
+    def weights(self, layer: LstmWeights) -> "KernelWeights":
         """The layer's `KernelWeights` now."""
         from .triton_recurrence import KernelWeights
 
@@ -80,7 +85,7 @@ class TritonLayerRun:
         return KernelWeights(*matrices, self._bias, layer.cell_clip, layer.proj_clip)
 
     def __call__(
-        self, layer: ElmoLstmLayer, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+        self, layer: LstmWeights, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
     ) -> tuple[torch.Tensor, LstmState]:
         from .triton_recurrence import run_recurrence
 
@@ -98,72 +103,70 @@ class TritonLayerRun:
         return outputs, (hidden, cell)
 
 
-class TritonImplementation(ElmoEagerImplementation):
+class TritonImplementation:
     """
     One setting of the Triton backend: registered as `name`, its products at `precision` ("ieee", "tf32") with
-    weights in `weight_dtype` (float32, bfloat16). The character CNN's products are the reference's (`supports`
-    declines them). Keeps a `TritonLayerRun` per biLM layer it has run.
+    weights in `weight_dtype` (float32, bfloat16). It computes the biLM's recurrence only (the character CNN goes to
+    the next candidate). Keeps a `TritonLayerRun` per biLM layer it has run.
     """
+
+    embeds_unique_words = True
 
     def __init__(self, name: str, precision: str = "ieee", weight_dtype: torch.dtype = torch.float32) -> None:
         self.name, self.precision, self.weight_dtype = name, precision, weight_dtype
-        self._runs: weakref.WeakKeyDictionary[nn.Module, TritonLayerRun] = weakref.WeakKeyDictionary()
+        self._runs = PerLayer()
         self._failed_devices: set[torch.device] = set()
         self.make_graphs = StepLoopGraphs  # a layer's graph cache (tests give it a CPU stand-in)
 
-    def supports(self, module: nn.Module, inputs: torch.Tensor, needs_grad: bool, exporting: bool) -> bool:
+    def supports(self, call: ElmoCall) -> bool:
         """Calls of a float32 biLM layer without gradients, not exported, on CUDA (a device whose kernels compiled),
         or on a CPU when chosen by name with the kernels interpreted."""
-        if needs_grad or exporting or not isinstance(module, ElmoLstmLayer):
+        if call.needs_grad or call.exporting or call.part != "lstm":
             return False
-        if inputs.dtype != torch.float32 or module.weight_hh.dtype != torch.float32:
+        if call.dtype != torch.float32 or call.weight_dtype != torch.float32 or call.device in self._failed_devices:
             return False
-        device = inputs.device
-        if device in self._failed_devices:
-            return False
-        if device.type == "cuda":
+        if call.device.type == "cuda":
             return triton_unavailable() is None
-        if device.type == "cpu" and module.implementation == self.name:
+        if call.device.type == "cpu" and call.choice == self.name:
             return triton_unavailable() is None and kernels_interpreted()
         return False
 
-    def check(self, module: nn.Module) -> None:
+    def check(self, weights: LstmWeights) -> None:
         """Refuse a model these kernels cannot run, when it chooses this implementation: without Triton, on a CPU
         unless interpreted, other devices, or an LSTM that is not float32."""
         reason = triton_unavailable()
         if reason is not None:
             raise ValueError(f"Implementation {self.name!r} needs Triton: {reason}.")
-        parameter = next(module.parameters(), None)
-        if parameter is None:
-            return
-        device = parameter.device
+        device = weights.weight_hh.device
         interpreted = device.type == "cpu" and kernels_interpreted()
         if device.type != "cuda" and not interpreted:
             raise ValueError(
                 f"Implementation {self.name!r} runs on CUDA devices; the model is on {device.type} (a CPU runs its "
                 "kernels only when TRITON_INTERPRET=1 was set before they were first used)."
             )
-        if isinstance(module, ElmoLstmLayer) and module.weight_hh.dtype != torch.float32:
+        if weights.weight_hh.dtype != torch.float32:
             raise ValueError(
-                f"Implementation {self.name!r} needs a float32 model; the LSTM weights are {module.weight_hh.dtype}."
+                f"Implementation {self.name!r} needs a float32 model; the LSTM weights are {weights.weight_hh.dtype}."
             )
 
-    def run(self, layer: ElmoLstmLayer) -> TritonLayerRun:
-        """The `TritonLayerRun` of `layer` under this setting (made on first use)."""
-        run = self._runs.get(layer)
-        if run is None:
+    def run(self, layer: LstmWeights) -> TritonLayerRun:
+        """The `TritonLayerRun` of the layer of `layer` under this setting (made on first use)."""
+
+        def make() -> TritonLayerRun:
             from .triton_kernels import Mode
 
-            mode = Mode(self.precision, self.weight_dtype)
-            run = self._runs.setdefault(layer, TritonLayerRun(mode, self.make_graphs()))
-        return run
+            return TritonLayerRun(Mode(self.precision, self.weight_dtype), self.make_graphs())
+
+        return self._runs.of(layer, make)
 
     def lstm_layer(
-        self, layer: ElmoLstmLayer, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+        self, layer: LstmWeights, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
     ) -> tuple[torch.Tensor, LstmState]:
         from triton.errors import TritonError
         from triton.runtime.errors import InterpreterError
 
+        if inputs.device in self._failed_devices:  # the call's other layers, after the first one failed
+            raise ImplementationUnavailable(f"the kernels of {self.name!r} did not compile for {inputs.device}")
         try:
             return self.run(layer)(layer, inputs, batch_sizes, initial_state)
         except TritonError as error:  # compiling failed (a launch that fails on the device raises other errors)
@@ -173,21 +176,21 @@ class TritonImplementation(ElmoEagerImplementation):
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             warnings.warn(
                 f"The Triton kernels of {self.name!r} did not compile for {inputs.device} ({type(error).__name__}: "
-                f"{reason}); the biLM runs 'eager' on it instead.",
+                f"{reason}); the biLM runs the next implementation on it instead.",
                 RuntimeWarning,
                 stacklevel=2,
             )
-            return layer.forward_eager(inputs, batch_sizes, initial_state)
+            raise ImplementationUnavailable(reason) from error
 
-    def release(self, module: nn.Module) -> None:
-        """Drop the weight copies and graphs kept for `module`."""
-        self._runs.pop(module, None)
+    def release(self, owner: object) -> None:
+        """Drop the weight copies and graphs kept for the layer `owner`."""
+        self._runs.pop(owner, None)
 
 
 def register_triton_implementations(registry: ElmoImplementations) -> None:
-    """Register "triton" (a default when Triton is installed: it serves CUDA calls only), "triton_tf32" and
-    "triton_bf16". Without Triton they are registered all the same, so that choosing one names what is missing."""
+    """Register "triton" (a default for CUDA calls when Triton is installed), "triton_tf32" and "triton_bf16".
+    Without Triton they are registered all the same, so that choosing one names what is missing."""
     installed = importlib.util.find_spec("triton") is not None
-    registry.register("triton", TritonImplementation("triton"), default=installed)
+    registry.register("triton", TritonImplementation("triton"), default=installed, device_types=("cuda",))
     registry.register("triton_tf32", TritonImplementation("triton_tf32", precision="tf32"))
     registry.register("triton_bf16", TritonImplementation("triton_bf16", weight_dtype=torch.bfloat16))

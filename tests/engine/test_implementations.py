@@ -4,6 +4,9 @@ pretraining, `torch.export`), by name or as a default; calls it does not support
 
 import collections
 import copy
+import gc
+import json
+import weakref
 
 import pytest
 import torch
@@ -19,7 +22,12 @@ from modeling_elmo import (
     ElmoModel,
 )
 from modeling_elmo.character_ids import word_to_char_ids
-from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
+from modeling_elmo.elmo_implementations import (
+    ALL_ELMO_IMPLEMENTATIONS,
+    ElmoCall,
+    ImplementationUnavailable,
+    LstmWeights,
+)
 
 SENTENCES = [["the", "bank", "closed"], ["river"], ["a", "café", "by", "the", "river"]]
 
@@ -32,8 +40,8 @@ class Float64Implementation:
     def __init__(self) -> None:
         self.calls: collections.Counter[str] = collections.Counter()
 
-    def supports(self, module: nn.Module, inputs: torch.Tensor, needs_grad: bool, exporting: bool) -> bool:
-        return not needs_grad
+    def supports(self, call: ElmoCall) -> bool:
+        return not call.needs_grad
 
     def linear(self, module: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
         self.calls["linear"] += 1
@@ -44,9 +52,9 @@ class Float64Implementation:
         pooled = nn.functional.conv1d(chars.double().transpose(1, 2), conv.weight.double(), conv.bias.double())
         return pooled.max(dim=-1).values.to(chars.dtype)
 
-    def lstm_layer(self, layer, inputs, batch_sizes, initial_state):
+    def lstm_layer(self, weights: LstmWeights, inputs, batch_sizes, initial_state):
         self.calls["lstm_layer"] += 1
-        exact = copy.deepcopy(layer).double()
+        exact = copy.deepcopy(weights.owner).double()
         outputs, (hidden, cell) = exact.forward_reference(
             inputs.double(), batch_sizes, tuple(state.double() for state in initial_state)
         )
@@ -169,3 +177,139 @@ def test_unknown_names_are_refused_and_change_nothing(float64, config):
     with pytest.raises(ValueError, match=r"Unknown implementation 'float32x': registered are .*'float64'"):
         model.set_implementation("float32x")
     assert {layer.implementation for layer in model.bilm.layers} == {"float64"}
+
+
+class CudaOnlyImplementation:
+    """A backend for CUDA calls only, registered as a default there: counts every question and call it gets."""
+
+    embeds_unique_words = True
+
+    def __init__(self) -> None:
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    def supports(self, call: ElmoCall) -> bool:
+        self.calls["supports"] += 1
+        return call.device.type == "cuda"
+
+    def lstm_layer(self, weights, inputs, batch_sizes, initial_state):
+        self.calls["lstm_layer"] += 1
+        raise AssertionError("a CUDA-only backend ran a CPU call")
+
+
+def _hidden_states(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    with torch.no_grad():
+        return model(**batch, output_hidden_states=True).hidden_states
+
+
+def test_a_backend_for_another_device_is_never_asked_about_cpu_calls(config):
+    """Registered as the default for CUDA calls (as "triton" is where Triton is installed), a backend changes nothing
+    on a CPU: never asked, never run, the same bits."""
+    model = _model(config)
+    batch = _batch(model.config)
+    expected = _hidden_states(model, batch)
+    cuda_only = CudaOnlyImplementation()
+    ALL_ELMO_IMPLEMENTATIONS.register("cuda_only", cuda_only, default=True, device_types=("cuda",))
+    try:
+        found = _hidden_states(model, batch)
+        assert "cuda_only" in ALL_ELMO_IMPLEMENTATIONS.defaults_for("cuda")
+        assert "cuda_only" not in ALL_ELMO_IMPLEMENTATIONS.defaults_for("cpu")
+    finally:
+        ALL_ELMO_IMPLEMENTATIONS.unregister("cuda_only")
+    assert not cuda_only.calls
+    assert all(torch.equal(left, right) for left, right in zip(found, expected, strict=True))
+
+
+def test_triton_installed_on_a_cpu_machine_changes_nothing(config, monkeypatch):
+    """The real Triton backend registered as it is where Triton is installed: CPU calls never ask it, same bits."""
+    from modeling_elmo.engine import triton_implementation
+
+    model = _model(config)
+    batch = _batch(model.config)
+    expected = _hidden_states(model, batch)
+    asked = []
+    monkeypatch.setattr(triton_implementation.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(
+        triton_implementation.TritonImplementation, "supports", lambda self, call: asked.append(call) or False
+    )
+    triton_implementation.register_triton_implementations(ALL_ELMO_IMPLEMENTATIONS)
+    try:
+        assert "triton" in ALL_ELMO_IMPLEMENTATIONS.defaults
+        found = _hidden_states(model, batch)
+    finally:
+        monkeypatch.undo()
+        triton_implementation.register_triton_implementations(ALL_ELMO_IMPLEMENTATIONS)
+    assert asked == []
+    assert all(torch.equal(left, right) for left, right in zip(found, expected, strict=True))
+
+
+def test_the_choice_is_resolved_once_per_forward_call(float64, config):
+    """One question per part of the model per call, however many layers and character-CNN chunks."""
+    asked = collections.Counter()
+    supports = float64.supports
+    float64.supports = lambda call: asked.update([call.part]) or supports(call)
+    model = _model(config)
+    model.set_implementation("float64")
+    _hidden_states(model, _batch(model.config))
+    assert model.config.num_hidden_layers > 1
+    assert asked == {"char_cnn": 1, "lstm": 1}
+
+
+class UnavailableImplementation:
+    """A backend that accepts every inference call of the biLM, then finds it cannot compute it."""
+
+    embeds_unique_words = True
+
+    def supports(self, call: ElmoCall) -> bool:
+        return call.part == "lstm" and not call.needs_grad
+
+    def lstm_layer(self, weights, inputs, batch_sizes, initial_state):
+        raise ImplementationUnavailable("no kernel for this device")
+
+
+def test_a_backend_that_cannot_compute_a_call_hands_it_to_the_next_candidate(config):
+    """The call goes back through the registry: the defaults of the device (here the CPU engine), same bits."""
+    model = _model(config)
+    batch = _batch(model.config)
+    expected = _hidden_states(model, batch)
+    ALL_ELMO_IMPLEMENTATIONS.register("unavailable", UnavailableImplementation())
+    try:
+        model.set_implementation("unavailable")
+        found = _hidden_states(model, batch)
+    finally:
+        model.set_implementation(None)
+        ALL_ELMO_IMPLEMENTATIONS.unregister("unavailable")
+    assert all(torch.equal(left, right) for left, right in zip(found, expected, strict=True))
+
+
+def test_public_names_are_the_users_and_benchmark_knobs_are_not_registered():
+    names = set(ALL_ELMO_IMPLEMENTATIONS.names())
+    assert {"eager", "reference", "cpu", "cpu_int8", "cpu_bf16", "triton", "triton_tf32", "triton_bf16"} <= names
+    assert not {"cpu_views", "cpu_bmm", "cpu_auto", "cpu_packed", "cpu_threads"} & names
+    assert "cpu_threads" in ALL_ELMO_IMPLEMENTATIONS  # elmo-embed's setting, registered but not listed
+
+
+def test_the_choice_is_held_in_the_config_settable_at_loading_and_not_saved(config, tmp_path):
+    model = _model(config)
+    model.save_pretrained(tmp_path / "saved")
+    loaded = ElmoModel.from_pretrained(tmp_path / "saved", elmo_implementation="eager")
+    assert loaded.config._elmo_implementation == "eager"
+    assert {layer.implementation for layer in loaded.bilm.layers} == {"eager"}
+    loaded.save_pretrained(tmp_path / "again")
+    saved = json.loads((tmp_path / "again" / "config.json").read_text())
+    assert not any("implementation" in key for key in saved)
+    assert ElmoModel.from_pretrained(tmp_path / "again").config._elmo_implementation is None
+    with pytest.raises(ValueError, match=r"^Unknown implementation 'cpu_views'"):
+        ElmoModel.from_pretrained(tmp_path / "saved", elmo_implementation="cpu_views")
+
+
+def test_what_a_backend_keeps_for_a_layer_goes_with_the_layer(config):
+    """The CPU engine's packed weights are kept per layer (`PerLayer`, keyed weakly by `LstmWeights.owner`): nothing
+    it keeps holds on to the layer."""
+    cpu = ALL_ELMO_IMPLEMENTATIONS.get_interface("cpu", None)[0]
+    model = _model(config)
+    _hidden_states(model, _batch(model.config))
+    layers = [weakref.ref(layer) for layer in model.bilm.layers]
+    assert all(layer() in cpu._engines for layer in layers)
+    del model
+    gc.collect()
+    assert [layer() for layer in layers] == [None] * len(layers)

@@ -16,7 +16,11 @@ require_interpreted_triton()
 from triton.runtime.errors import OutOfResources  # noqa: E402
 
 from modeling_elmo import ElmoModel  # noqa: E402
-from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS, resolve_implementation  # noqa: E402
+from modeling_elmo.elmo_implementations import (  # noqa: E402
+    ALL_ELMO_IMPLEMENTATIONS,
+    ElmoCall,
+    resolve_implementation,
+)
 from modeling_elmo.engine import triton_kernels, triton_recurrence  # noqa: E402
 from modeling_elmo.lstm_states import ElmoLstmStates  # noqa: E402
 from modeling_elmo.modeling_elmo import ELMO_EAGER  # noqa: E402
@@ -40,6 +44,12 @@ def _layers(model: ElmoModel, ids: torch.Tensor, implementation: str, **kwargs) 
     model.set_implementation(implementation)
     with torch.inference_mode():
         return model(ids, output_hidden_states=True, **kwargs).hidden_states
+
+
+def _call(layer: torch.nn.Module, inputs: torch.Tensor, needs_grad: bool, exporting: bool) -> ElmoCall:
+    """The `ElmoCall` of a biLM layer's call on `inputs` for its model's choice."""
+    weight_dtype = layer.weight_hh.dtype
+    return ElmoCall("lstm", inputs.device, inputs.dtype, weight_dtype, needs_grad, exporting, layer.implementation)
 
 
 def _max_difference(left: tuple[torch.Tensor, ...], right: tuple[torch.Tensor, ...]) -> float:
@@ -149,7 +159,7 @@ def test_never_a_default_on_cpu_and_gradients_and_exports_take_the_reference(ran
         assert resolve_implementation("triton", layer, inputs, ELMO_EAGER) is triton
     with torch.enable_grad():
         assert resolve_implementation("triton", layer, inputs, ELMO_EAGER) is ELMO_EAGER  # parameters need gradients
-    assert not triton.supports(layer, inputs, needs_grad=False, exporting=True)
+    assert not triton.supports(_call(layer, inputs, needs_grad=False, exporting=True))
     before = _launches()
     model(char_ids(SENTENCES[:1])).last_hidden_state.sum().backward()
     assert _launched_since(before) == {}
@@ -161,7 +171,8 @@ def test_the_interpreter_is_decided_when_decorated_not_at_call_time(random_check
     model.set_implementation("triton")  # accepted: the kernels were decorated interpreted
     layer = model.bilm.layers[0]
     triton = ALL_ELMO_IMPLEMENTATIONS.get_interface("triton", ELMO_EAGER)[0]
-    assert triton.supports(layer, torch.zeros(2, 1, model.config.projection_dim), needs_grad=False, exporting=False)
+    inputs = torch.zeros(2, 1, model.config.projection_dim)
+    assert triton.supports(_call(layer, inputs, needs_grad=False, exporting=False))
 
 
 def test_a_kernel_that_does_not_compile_falls_back_to_eager_with_one_warning(random_checkpoint, monkeypatch):
