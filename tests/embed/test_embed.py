@@ -254,6 +254,46 @@ def test_overwrite_refuses_to_delete_a_folder_that_is_not_ours(tmp_path, corpus,
     assert (tmp_path / "out.hdf5.parts" / "notes.txt").read_text() == "mine"
 
 
+def test_a_part_its_journal_does_not_list_is_foreign(tmp_path, corpus, converted_fixture, capsys, monkeypatch):
+    """The work folder is owned by content: a `part-*.h5` of the user's is never read, overwritten or deleted."""
+    input_path = _write(tmp_path / "in.txt", corpus)
+    with monkeypatch.context() as patch:
+        _stop_after(patch, 2)
+        assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES) == 130
+    parts = tmp_path / "out.hdf5.parts"
+    listed = sorted(parts.glob("part-*.h5"))
+    stray = parts / "part-99.h5"
+    stray.write_bytes(listed[0].read_bytes())  # a readable part file that no run of ours finished
+    capsys.readouterr()
+    for extra in [(), ("--overwrite",)]:
+        assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES, *extra) == 1
+        error = capsys.readouterr().err.strip()
+        assert len(error.splitlines()) == 1 and "part-99.h5" in error, error
+    assert stray.read_bytes() == listed[0].read_bytes() and sorted(parts.glob("part-*.h5")) == [*listed, stray]
+    assert not (tmp_path / "out.hdf5").exists()
+
+
+def test_a_listed_part_whose_checksum_fails_is_computed_again(tmp_path, corpus, converted_fixture, monkeypatch):
+    """Same size, other bytes (still a readable HDF5 file with the right lines): not trusted."""
+    input_path = _write(tmp_path / "in.txt", corpus)
+    assert _embed(input_path, tmp_path / "full.hdf5", converted_fixture, *SMALL_BATCHES) == 0
+    with monkeypatch.context() as patch:
+        _stop_after(patch, 3)
+        assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES) == 130
+    changed = sorted((tmp_path / "out.hdf5.parts").glob("part-*.h5"))[1]
+    size = changed.stat().st_size
+    with h5py.File(changed, "r+") as handle:
+        first = next(iter(handle))
+        handle[first][...] = handle[first][...] + 1
+    assert changed.stat().st_size == size
+    computed = []
+    original = embed.embed_batch
+    monkeypatch.setattr(embed, "embed_batch", lambda *a: computed.append(a[2].name) or original(*a))
+    assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES) == 0
+    assert computed[0] == changed.stem.removeprefix("part-") and len(computed) == 9 - 2
+    assert (tmp_path / "out.hdf5").read_bytes() == (tmp_path / "full.hdf5").read_bytes()
+
+
 def _run_shards(input_path: Path, output: Path, model_dir: Path, world: int, *extra: str) -> list[Path]:
     """Run every rank of a `world`-process run one after the other (ranks set in the environment like torchrun)."""
     with pytest.MonkeyPatch.context() as patch:
