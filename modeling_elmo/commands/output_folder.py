@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .errors import ToolInputError
 
@@ -273,14 +273,9 @@ def path_replaced_atomically(
 
 
 @contextmanager
-def replaced_atomically(
-    target: Path,
-    error: type[Exception],
-    folder: Path | None = None,
-    before_rename: Callable[[Path], None] | None = None,
-) -> Iterator[BinaryIO]:
-    """`path_replaced_atomically` as a binary stream to the temporary file (see there)."""
-    with path_replaced_atomically(target, error, folder, before_rename) as temporary, open(temporary, "w+b") as stream:
+def replaced_atomically(target: Path, error: type[Exception], **where: Any) -> Iterator[BinaryIO]:
+    """`path_replaced_atomically` (the same arguments) as a binary stream to the temporary file."""
+    with path_replaced_atomically(target, error, **where) as temporary, open(temporary, "w+b") as stream:
         yield stream
 
 

@@ -256,5 +256,5 @@ class OwnedFolder:
         def list_it(temporary: Path) -> None:
             self._list(name, file_entry(temporary))
 
-        with replaced_atomically(self.folder / name, self.error, self.folder, before_rename=list_it) as stream:
+        with replaced_atomically(self.folder / name, self.error, before_rename=list_it) as stream:
             yield stream

@@ -66,7 +66,7 @@ def hdf5_replaced_atomically(
     target: Path, folder: Path | None = None, error: type[Exception] = EmbedOutputError
 ) -> Iterator[h5py.File]:
     """`replaced_atomically` for an HDF5 file (written through Python, so that a failed write raises cleanly)."""
-    with replaced_atomically(target, error, folder) as stream, h5py.File(stream, "w") as handle:
+    with replaced_atomically(target, error, folder=folder) as stream, h5py.File(stream, "w") as handle:
         yield handle
 
 
@@ -168,13 +168,12 @@ class PartStore:
     def _check_foreign(self) -> None:
         """Refuse, in one line naming them, a work folder that is a file or holds files its journal does not list."""
         if self.folder.exists() and not self.folder.is_dir():
-            raise EmbedOutputError(f"{self.folder} is not an elmo-embed work folder (a file): move it away.")
-        foreign = self.owned.foreign()
-        if foreign:
-            raise EmbedOutputError(
-                f"{self.folder} is not an elmo-embed work folder: it holds {listed(foreign, 3)}, which its {JOURNAL} "
-                "does not list (never overwritten, deleted or read); move them away or choose another output."
-            )
+            problem = "it is a file"
+        elif foreign := self.owned.foreign():
+            problem = f"it holds {listed(foreign, 3)}, which its {JOURNAL} does not list, never overwritten or read"
+        else:
+            return
+        raise EmbedOutputError(f"{self.folder} is not an elmo-embed work folder: {problem}; move it away.")
 
     def _check_manifest(self) -> None:
         """Refuse to resume an interrupted run (a manifest in the folder) made with other arguments."""
