@@ -9,8 +9,9 @@ new output takes the place of the old one, so that a failed or killed run never 
   up by the next run.
 - One file (`elmo-embed`, `elmo-pretrain build-vocab`, `elmo-export-onnx`, the fine-tuning commands' result files):
   `check_output_file` refuses a folder, a missing parent folder, or an existing file without `--overwrite`;
-  `replaced_atomically`, the package's one atomic write, writes it under a temporary name beside it, synced, and
-  renames it into place with the umask's permissions.
+  `path_replaced_atomically` (or `replaced_atomically`, its stream), the package's one atomic write, writes it under a
+  temporary name beside it, synced, and renames it into place with the umask's permissions. Every other file the
+  package writes whole (a vocabulary, an ONNX file, an activation cache, a download) goes through it too.
 - A folder filled file by file (`elmo-embed --format parquet`, its `merge` and `to-parquet`): `owned_files.OwnedFolder`
   owns only the files its record lists (size and sha256); see that module for the rule.
 - A Trainer command's `--output_dir`, which the `Trainer` writes into as it goes (checkpoints, then the model):
@@ -30,7 +31,7 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .errors import ToolInputError, one_line
 
@@ -235,26 +236,30 @@ def check_output_file(output: Path, overwrite: bool, label: str, error: type[Exc
 
 
 @contextmanager
-def replaced_atomically(
+def path_replaced_atomically(
     target: Path,
     error: type[Exception],
     folder: Path | None = None,
     before_rename: Callable[[Path], None] | None = None,
-) -> Iterator[BinaryIO]:
-    """The one atomic write of the package: a binary stream to a temporary file in `folder` (default: beside
-    `target`) that becomes `target` when the block ends (synced, with the umask's permissions, `before_rename` called
-    with the finished temporary file just before) and is deleted if anything fails; an OS or HDF5 failure becomes
-    `error("Cannot write TARGET: CAUSE")`."""
+) -> Iterator[Path]:
+    """The one atomic write of the package: the path of a new temporary file in `folder` (default: beside `target`),
+    for the block to write, that becomes `target` when the block ends (synced, with the umask's permissions,
+    `before_rename` called with the finished temporary file just before) and is deleted if anything fails; an OS or
+    HDF5 failure becomes `error("Cannot write TARGET: CAUSE")` (an `error` raised as such passes unchanged). For a
+    writer that takes a path (an exporter, `safetensors`); `replaced_atomically` gives a stream."""
     try:
         descriptor, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder or target.parent)
+        os.close(descriptor)
     except OSError as failure:
         raise error(f"Cannot write {target}: {reason_of(failure, with_file=False)}") from failure
     temporary = Path(name)
     try:
-        with os.fdopen(descriptor, "w+b") as stream:
-            yield stream
-            stream.flush()
-            os.fsync(stream.fileno())
+        yield temporary
+        descriptor = os.open(temporary, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
         os.chmod(temporary, 0o666 & ~current_umask())  # as any new file (mkstemp creates it 0600)
         if before_rename is not None:
             before_rename(temporary)
@@ -265,6 +270,13 @@ def replaced_atomically(
         raise error(f"Cannot write {target}: {reason_of(failure, with_file=False)}") from failure
     finally:
         temporary.unlink(missing_ok=True)
+
+
+@contextmanager
+def replaced_atomically(target: Path, error: type[Exception], **where: Any) -> Iterator[BinaryIO]:
+    """`path_replaced_atomically` (the same arguments) as a binary stream to the temporary file."""
+    with path_replaced_atomically(target, error, **where) as temporary, open(temporary, "w+b") as stream:
+        yield stream
 
 
 def write_text_atomically(path: Path, text: str, error: type[Exception]) -> None:

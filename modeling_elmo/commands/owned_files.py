@@ -1,13 +1,18 @@
 """The foundation of every file the package writes, besides the atomic write (`output_folder.replaced_atomically`):
 one lock per output (`claimed`), one file hash (`sha256_of`) and an output folder owned by content (`OwnedFolder`).
 
-Ownership rule of an `OwnedFolder`: its record (a JSON file in the folder) lists every file the tool finished there
-with its size and SHA-256, and only those files are the tool's. A file the record does not list is foreign: it is never
-overwritten, deleted or read into a result, with `--overwrite` too; the tool refuses, in one line naming it, to write
-into, resume in or read from a folder that holds one. A listed file whose size or checksum no longer matches is
-written again, never trusted. `--overwrite` deletes only the files the record lists (and the record). Each file is
-listed in the record before it is renamed into place, so a kill at any moment leaves no finished file unlisted; the
-temporary file of an interrupted write (`.NAME.*.tmp`, NAME a file the tool writes) is removed by the next run.
+Ownership rule of an `OwnedFolder`: its record (a JSON file in the folder), or the journal beside it, lists every file
+the tool finished there with its size and SHA-256, and only those files are the tool's. A file not listed is foreign:
+it is never overwritten, deleted or read into a result, with `--overwrite` too; the tool refuses, in one line naming
+it, to write into, resume in or read from a folder that holds one. A listed file whose size or checksum no longer
+matches is written again, never trusted. `--overwrite` deletes only the files listed (and the journal). Each file is
+listed before it is renamed into place, so a kill at any moment leaves no finished file unlisted; the temporary file of
+an interrupted write (`.NAME.*.tmp`, NAME a file the tool writes) is removed by the next run.
+
+A folder that receives many files (the HDF5 work folder: one per batch) lists them in an append-only journal instead
+of the record, so that listing one costs the same however many came before: one JSON line per finished file, appended
+and synced (a later line for a name replaces an earlier one); the torn last line of a write cut short by a kill is
+ignored, and cut off before the next append.
 """
 
 import contextlib
@@ -70,15 +75,22 @@ class OwnedFolder:
     """
     The output folder of `tool` (named in messages). `names` are `(record_name, lock_name, writes)`: the record file
     names the run writing there (`run`, a JSON object) and lists, under `"files"`, each file the run finished with its
-    `file_entry`; the lock file is locked while a process writes there; `writes` matches the names of the files the
-    tool writes (see the module docstring for the ownership rule). `error` is the exception of every refusal.
+    `file_entry` (or, where `journal` names a file, that journal lists them); the lock file is locked while a process
+    writes there; `writes` matches the names of the files the tool writes (see the module docstring for the ownership
+    rule). `error` is the exception of every refusal.
     """
 
     def __init__(
-        self, folder: Path, tool: str, names: tuple[str, str, re.Pattern[str]], error: type[Exception]
+        self,
+        folder: Path,
+        tool: str,
+        names: tuple[str, str, re.Pattern[str]],
+        error: type[Exception],
+        journal: str | None = None,
     ) -> None:
-        self.folder, self.tool, self.error = folder, tool, error
+        self.folder, self.tool, self.error, self.journal = folder, tool, error, journal
         self.record_name, self.lock_name, self.writes = names
+        self._listed: dict[str, dict] | None = None  # the files listed, kept in memory while the folder is locked
 
     def read(self) -> dict | None:
         """The whole record (None: there is none); an error naming it where it cannot be read or lists a name the
@@ -102,8 +114,52 @@ class OwnedFolder:
         return None if record is None else {key: value for key, value in record.items() if key != "files"}
 
     def files(self) -> dict[str, dict]:
-        """The files the record lists, by name."""
-        return (self.read() or {}).get("files", {})
+        """The files the record (or the journal) lists, by name."""
+        if self._listed is not None:
+            return self._listed
+        return self._read_journal() if self.journal else (self.read() or {}).get("files", {})
+
+    def _read_journal(self) -> dict[str, dict]:
+        """The files the journal lists; its last line is ignored unless complete (a torn append)."""
+        path = self.folder / self.journal
+        try:
+            lines = path.read_bytes().split(b"\n")[:-1]  # what follows the last newline is torn, or nothing
+        except FileNotFoundError:
+            return {}
+        except OSError as failure:
+            raise self.error(f"{path} is unreadable ({reason_of(failure, with_file=False)}).") from failure
+        files = {}
+        for number, line in enumerate(lines, 1):
+            try:
+                entry = json.loads(line)
+                name = entry.pop("name")
+                if not isinstance(name, str) or not self.writes.fullmatch(name):
+                    raise ValueError(f"it lists a file {self.tool} does not write")
+            except (ValueError, KeyError, TypeError, AttributeError) as failure:
+                raise self.error(f"{path} is damaged at line {number} ({reason_of(failure)}).") from failure
+            files[name] = entry
+        return files
+
+    def _trim_journal(self) -> None:
+        """Under the lock: cut off a torn last line of the journal, so that the next one starts a line of its own."""
+        path = self.folder / self.journal
+        if path.exists():
+            data = path.read_bytes()
+            os.truncate(path, data.rfind(b"\n") + 1)
+
+    def _list(self, name: str, entry: dict) -> None:
+        """Under the lock: list the finished file `name` with its `file_entry` (appended to the journal and synced, or
+        written into the record)."""
+        if self.journal:
+            with open(self.folder / self.journal, "ab") as journal:
+                journal.write(json.dumps({"name": name, **entry}, sort_keys=True).encode("utf-8") + b"\n")
+                journal.flush()
+                os.fsync(journal.fileno())
+        else:
+            record = self.read()
+            record["files"][name] = entry
+            self._write_record(record)
+        self._listed[name] = entry
 
     def _is_leftover(self, name: str) -> bool:
         """Whether `name` is the temporary file of an interrupted write of the record or of a file the tool writes."""
@@ -115,7 +171,7 @@ class OwnedFolder:
         leftover temporary file."""
         if not self.folder.is_dir():
             return []
-        own = {self.record_name, self.lock_name, *self.files()}
+        own = {self.record_name, self.lock_name, self.journal, *self.files()}
         return sorted(
             path.name
             for path in self.folder.iterdir()
@@ -156,18 +212,37 @@ class OwnedFolder:
                 for path in self.folder.iterdir():
                     if self._is_leftover(path.name):
                         path.unlink()
+                if self.journal:
+                    self._trim_journal()
             except OSError as failure:
                 raise self.error(f"Cannot clean {self.folder}: {reason_of(failure, with_file=False)}") from failure
-            yield
+            self._listed = dict(self.files())
+            try:
+                yield
+            finally:
+                self._listed = None
 
     def start(self, run: dict, overwrite: bool = False) -> None:
         """Under the lock: keep the record of the same run `run` (resume), or record `run` anew, deleting the files
-        the previous record lists (the caller refuses another run's folder without `overwrite`)."""
-        if self.run() == run and not overwrite:
+        the previous record lists (the caller refuses another run's folder without `overwrite`). The record is written
+        last, so that a kill on the way never leaves the files of one run listed for another."""
+        if not overwrite and self.run() == run:
             return
         for name in self.files():
             (self.folder / name).unlink(missing_ok=True)
-        self._write_record({**run, "files": {}})
+        if self.journal:
+            (self.folder / self.journal).unlink(missing_ok=True)
+        self._listed = {}
+        self._write_record(run if self.journal else {**run, "files": {}})
+
+    def remove(self) -> None:
+        """Under the lock, once the run's result is elsewhere: delete the files listed, the journal, the record and the
+        lock, then the folder (an `OSError` where it still holds anything else, which stays)."""
+        for name in [*self.files(), self.journal, self.record_name, self.lock_name]:
+            if name is not None:
+                (self.folder / name).unlink(missing_ok=True)
+        self._listed = {}
+        self.folder.rmdir()
 
     def _write_record(self, record: dict) -> None:
         with replaced_atomically(self.folder / self.record_name, self.error) as stream:
@@ -179,9 +254,7 @@ class OwnedFolder:
         checksum) before it is renamed into place."""
 
         def list_it(temporary: Path) -> None:
-            record = self.read()
-            record["files"][name] = file_entry(temporary)
-            self._write_record(record)
+            self._list(name, file_entry(temporary))
 
-        with replaced_atomically(self.folder / name, self.error, self.folder, before_rename=list_it) as stream:
+        with replaced_atomically(self.folder / name, self.error, before_rename=list_it) as stream:
             yield stream

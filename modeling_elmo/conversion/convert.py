@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,15 @@ from safetensors import SafetensorError
 from transformers.utils import logging
 
 from ..commands.errors import ToolError
-from ..commands.output_folder import OutputKind, current_umask, move_into_place, prepare_output, reason_of, work_folder
+from ..commands.output_folder import (
+    OutputKind,
+    current_umask,
+    move_into_place,
+    prepare_output,
+    reason_of,
+    replaced_atomically,
+    work_folder,
+)
 from ..commands.owned_files import sha256_of
 from ..configuration_elmo import ElmoConfig
 from ..formats.original_checkpoint import load_original_checkpoint
@@ -102,20 +109,15 @@ def resolve_source(location: str, cache_dir: str | os.PathLike | None = None) ->
     offline = constants.is_offline_mode() if hasattr(constants, "is_offline_mode") else constants.HF_HUB_OFFLINE
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = tempfile.NamedTemporaryFile(dir=target.parent, prefix=".download-", delete=False)
     except OSError as error:
         raise ConversionError(f"Cannot write to the download cache {cache_root}: {reason_of(error)}") from error
-    try:
-        with partial:
+    with replaced_atomically(target, ConversionError) as stream:  # Ctrl-C included: no partial download stays
+        try:
             if offline:
                 raise ConnectionError("offline mode is enabled (HF_HUB_OFFLINE).")
-            http_get(location, partial, displayed_filename=target.name)
-        os.replace(partial.name, target)
-    except Exception as error:  # any network / HTTP / offline-mode failure
-        raise ConversionError(f"Could not download {location}: {error}") from error
-    finally:  # Ctrl-C included: no partial download stays in the cache
-        if os.path.exists(partial.name):
-            os.unlink(partial.name)
+            http_get(location, stream, displayed_filename=target.name)
+        except Exception as error:  # any network / HTTP / offline-mode failure
+            raise ConversionError(f"Could not download {location}: {error}") from error
     return target
 
 

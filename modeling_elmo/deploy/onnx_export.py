@@ -32,7 +32,6 @@ import math
 import os
 import random
 import sys
-import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +41,7 @@ from torch import nn
 
 from ..character_ids import word_to_char_ids
 from ..commands.errors import ToolError, one_line, report
-from ..commands.output_folder import current_umask, parent_folders, reason_of
+from ..commands.output_folder import parent_folders, path_replaced_atomically, reason_of
 from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, model_folder_problem, onnx_export_parser
 
 INPUT_NAMES = ["input_ids", "attention_mask"]
@@ -234,15 +233,17 @@ def export_onnx(
     if blocking is not None and not blocking.is_dir():
         raise OnnxExportError(f"cannot write {output}: {blocking} is not a folder.")
     model = load_model(model_dir)
+
+    def still_free(temporary: Path) -> None:
+        if output.exists() and not overwrite:  # again: it may have appeared while the export ran
+            raise OnnxExportError(f"{output} exists; pass --overwrite to replace it.")
+
     with contextlib.ExitStack() as created_folders:
         try:
             created_folders.enter_context(parent_folders(output))
-            handle, temporary = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".partial")
-            os.close(handle)
         except OSError as error:
             raise OnnxExportError(f"cannot write beside {output}: {reason_of(error)}") from error
-        temporary = Path(temporary)
-        try:
+        with path_replaced_atomically(output, OnnxExportError, before_rename=still_free) as temporary:
             try:
                 export_to_file(model, temporary, opset)
             except OSError as error:
@@ -264,15 +265,6 @@ def export_onnx(
                     f"onnxruntime's outputs differ from PyTorch's by {difference:.3g} (> --tolerance {tolerance:g}); "
                     f"{output} was not written."
                 )
-            if output.exists() and not overwrite:  # again: it may have appeared while the export ran
-                raise OnnxExportError(f"{output} exists; pass --overwrite to replace it.")
-            os.chmod(temporary, 0o666 & ~current_umask())  # as any new file (mkstemp creates it 0600)
-            os.replace(temporary, output)
-        except OSError as error:
-            raise OnnxExportError(f"cannot write {output}: {reason_of(error)}") from error
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                temporary.unlink()
     return difference
 
 

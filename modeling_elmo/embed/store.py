@@ -1,11 +1,14 @@
 """Crash-safe output of `elmo-embed`, in the layout of `allennlp elmo`.
 
 While a run is in progress, `OUTPUT.parts/` holds `manifest.json` (the arguments of the run), `lock` (locked by the
-process writing there) and one small HDF5 file per finished batch. Every file is written under a temporary name,
-synced, given the permissions of the umask and renamed into place, so a kill or a failed write (full disk, read-only
-folder) at any moment leaves only complete files; a failed write is reported with the file it was for and the cause.
-A rerun with the same arguments skips the batches that have a readable part. At the end the parts are copied into
-`OUTPUT` and the folder is removed.
+process writing there), one small HDF5 file per finished batch and `parts.jsonl`, the journal that lists each finished
+part with its size and SHA-256. The folder is owned by content (`commands.owned_files`, journal mode): a file the
+journal does not list is foreign, never overwritten, deleted or read, and the folder holding it is refused in one line
+naming it, `--overwrite` included. Every part is written under a temporary name, synced, given the permissions of the
+umask, listed and renamed into place, so a kill or a failed write (full disk, read-only folder) at any moment leaves
+only complete files; a failed write is reported with the file it was for and the cause. A rerun with the same
+arguments skips the batches whose listed part is intact (size and checksum); the others are computed again. At the
+end the listed parts are copied into `OUTPUT` and the folder is removed (only what it lists, then the empty folder).
 
 The output file holds one float32 dataset per input line, named by the 0-based line index and written in line order
 (so a run, a resumed run and a merged multi-process run give the same bytes), and `sentence_to_index`:
@@ -16,9 +19,7 @@ of input `lines`), which `merge_files` checks before joining shards: every shard
 
 import contextlib
 import json
-import os
 import re
-import shutil
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -28,14 +29,14 @@ import h5py
 import numpy as np
 
 from ..commands.errors import ToolError
-from ..commands.output_folder import check_output_file, reason_of, replaced_atomically
-from ..commands.owned_files import claimed
+from ..commands.output_folder import check_output_file, listed, reason_of, replaced_atomically
+from ..commands.owned_files import OwnedFolder
 
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_RECORD = "elmo_embed_run"
-MANIFEST, LOCK = "manifest.json", "lock"
+MANIFEST, LOCK, JOURNAL = "manifest.json", "lock", "parts.jsonl"
 _SHARD_NAME = re.compile(r"\.shard-\d{5}-of-\d{5}")  # in the name of the file of process RANK of WORLD
-_WORK_FILE = re.compile(r"manifest\.json|lock|part-[0-9-]+\.h5|.*\.tmp")  # what a work folder may hold
+_PART = re.compile(r"part-[0-9-]+\.h5")
 
 
 class EmbedOutputError(ToolError, RuntimeError):
@@ -54,7 +55,7 @@ def hdf5_replaced_atomically(
     target: Path, folder: Path | None = None, error: type[Exception] = EmbedOutputError
 ) -> Iterator[h5py.File]:
     """`replaced_atomically` for an HDF5 file (written through Python, so that a failed write raises cleanly)."""
-    with replaced_atomically(target, error, folder) as stream, h5py.File(stream, "w") as handle:
+    with replaced_atomically(target, error, folder=folder) as stream, h5py.File(stream, "w") as handle:
         yield handle
 
 
@@ -122,71 +123,56 @@ class _Source:
         return record
 
 
-def _is_work_folder(folder: Path) -> bool:
-    return folder.is_dir() and all(_WORK_FILE.fullmatch(name) for name in os.listdir(folder))
-
-
 class PartStore:
     """
     The work folder of one run (one process): its manifest, its finished batches, and the final assembly. Creating it
-    only checks the output and an interrupted run's manifest; `with store:` takes the folder (locked, emptied on
-    --overwrite) and `finalize` writes the output.
+    only checks the output, the folder (nothing its journal does not list) and an interrupted run's manifest;
+    `with store:` takes the folder (locked, on --overwrite emptied of the parts its journal lists) and `finalize`
+    writes the output.
     """
 
     def __init__(self, output: Path, manifest: dict, overwrite: bool = False):
         self.output, self.manifest, self.overwrite = output, manifest, overwrite
         self.folder = output.with_name(output.name + ".parts")
-        if self.folder.exists() and not _is_work_folder(self.folder):
-            raise EmbedOutputError(
-                f"{self.folder} is not an elmo-embed work folder: move it away or choose another output."
-            )
+        writes = re.compile(rf"{_PART.pattern}|{re.escape(output.name)}")  # the output is written in the folder first
+        names = (MANIFEST, LOCK, writes)
+        self.owned = OwnedFolder(self.folder, "elmo-embed", names, EmbedOutputError, journal=JOURNAL)
+        self._check_foreign()
         check_output_file(output, overwrite or self.folder.exists(), "Output", EmbedOutputError)
         if not overwrite:
             self._check_manifest()
 
     def __enter__(self) -> "PartStore":
-        try:
-            self.folder.mkdir(exist_ok=True)
-        except OSError as error:
-            raise EmbedOutputError(f"Cannot write {self.folder}: {reason_of(error, with_file=False)}") from error
         stack = contextlib.ExitStack()
         with stack:
-            busy = f"{self.folder} is in use by another elmo-embed process."
-            stack.enter_context(claimed(self.folder / LOCK, busy, EmbedOutputError))
-            self._clean()
-            self._check_manifest()  # again, now that no other run can change it
-            if not (self.folder / MANIFEST).exists():
-                with replaced_atomically(self.folder / MANIFEST, EmbedOutputError) as stream:
-                    stream.write(json.dumps(self.manifest, indent=1, sort_keys=True).encode("utf-8"))
+            stack.enter_context(self.owned.locked())
+            self._check_foreign()  # again, now that no other process can change the folder
+            if not self.overwrite:
+                self._check_manifest()
+            self.owned.start(self.manifest, self.overwrite)
             self._claim = stack.pop_all()
         return self
 
     def __exit__(self, *exc_info) -> None:
         self._claim.close()
 
-    def _clean(self) -> None:
-        """Delete the files of a part being written when a previous run died; on --overwrite, everything."""
-        try:
-            for path in self.folder.iterdir():
-                if path.name != LOCK and (self.overwrite or path.name.endswith(".tmp")):
-                    path.unlink()
-        except OSError as error:
-            raise EmbedOutputError(f"Cannot clean {self.folder}: {reason_of(error, with_file=False)}") from error
+    def _check_foreign(self) -> None:
+        """Refuse, in one line naming them, a work folder that is a file or holds files its journal does not list."""
+        if self.folder.exists() and not self.folder.is_dir():
+            problem = "it is a file"
+        elif foreign := self.owned.foreign():
+            problem = f"it holds {listed(foreign, 3)}, which its {JOURNAL} does not list, never overwritten or read"
+        else:
+            return
+        raise EmbedOutputError(f"{self.folder} is not an elmo-embed work folder: {problem}; move it away.")
 
     def _check_manifest(self) -> None:
         """Refuse to resume an interrupted run (a manifest in the folder) made with other arguments."""
-        path = self.folder / MANIFEST
-        if not path.exists():
-            return
         try:
-            found = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(found, dict):
-                raise ValueError("not a JSON object")
-        except (OSError, ValueError) as error:
-            raise EmbedOutputError(
-                f"{path} is unreadable ({reason_of(error, with_file=False)}); pass --overwrite to start over."
-            ) from error
-        if found != self.manifest:
+            found = self.owned.run()
+        except EmbedOutputError as error:
+            raise EmbedOutputError(f"{error} Pass --overwrite to start over.") from error
+        if found is not None and found != self.manifest:
             changed = sorted(
                 key for key in self.manifest.keys() | found.keys() if self.manifest.get(key) != found.get(key)
             )
@@ -195,35 +181,37 @@ class PartStore:
                 "Rerun with the same arguments to resume, or pass --overwrite to start over."
             )
 
-    def _part(self, name: str) -> Path:
-        return self.folder / f"part-{name}.h5"
+    @staticmethod
+    def _part_name(name: str) -> str:
+        return f"part-{name}.h5"
 
     def is_done(self, name: str, lines: list[int]) -> bool:
-        """Whether batch `name` has a readable part holding exactly `lines` (a damaged part is computed again)."""
-        if not self._part(name).exists():
+        """Whether batch `name` has a listed part, intact (size and checksum), holding exactly `lines` (any other part
+        is computed again)."""
+        if not self.owned.is_intact(self._part_name(name)):
             return False
         try:
-            with _Source(self._part(name), "part") as part:
+            with _Source(self.folder / self._part_name(name), "part") as part:
                 return part.lines() == sorted(lines)
         except EmbedOutputError:
             return False
 
     def write(self, name: str, arrays: dict[int, np.ndarray], dtype: str = "float32") -> None:
         """Store the finished batch `name`: one array per line index, as `dtype`."""
-        with hdf5_replaced_atomically(self._part(name), self.folder) as handle:
+        with self.owned.writing(self._part_name(name)) as stream, h5py.File(stream, "w") as handle:
             for index, array in arrays.items():
                 write_line(handle, str(index), array.astype(dtype, copy=False))
 
     def finalize(self, sentence_to_index: dict[str, str], lines: int) -> None:
-        """Copy every part, in line order, into the output file with the run record; drop the folder."""
-        parts = sorted(self.folder.glob("part-*.h5"))
+        """Copy every listed part, in line order, into the output file with the run record; drop the folder."""
+        parts = [self.folder / name for name in sorted(self.owned.files())]
         owners = _line_owners(parts, "part", lines)
         with hdf5_replaced_atomically(self.output, self.folder) as handle:
             _copy_in_line_order(handle, parts, owners, "part")
             write_sentence_to_index(handle, sentence_to_index)
             handle.attrs[RUN_RECORD] = json.dumps({**self.manifest, "lines": lines}, sort_keys=True)
         try:
-            shutil.rmtree(self.folder)
+            self.owned.remove()
         except OSError as error:
             raise EmbedOutputError(
                 f"Wrote {self.output} but cannot delete {self.folder}: {reason_of(error, with_file=False)}"

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from ..commands.output_folder import path_replaced_atomically
 from ..configuration_elmo import BILM_FIELDS
 
 
@@ -75,9 +76,8 @@ class ElmoActivationCache:
         if self.path is None:
             raise ValueError("This cache has no directory to save to.")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.path.with_suffix(".partial")
-        save_file(self.entries, partial)
-        os.replace(partial, self.path)
+        with path_replaced_atomically(self.path, OSError) as temporary:
+            save_file(self.entries, temporary)
         return self.path
 
     def layers(self, model, input_ids: torch.LongTensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:

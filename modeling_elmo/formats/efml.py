@@ -7,7 +7,6 @@ The folder holds `config.json` (training options; only `config_path` is read: th
 key or shape. The facts of the format are listed in `docs/efml.md`.
 """
 
-import hashlib
 import json
 import pickle
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ import torch
 
 from ..character_ids import LEXICON_CHAR_SPECIALS, LEXICON_WORD_SPECIALS
 from ..commands.errors import ToolError, one_line
+from ..commands.owned_files import sha256_of
 from ..configuration_elmo import ElmoConfig, ElmoConfigError
 
 # The two architecture files packaged with elmoformanylangs 0.0.4 (`elmoformanylangs/configs/`), byte-identical;
@@ -82,10 +82,6 @@ class EfmlModel(NamedTuple):
     sources: dict[str, dict[str, str]]
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -108,7 +104,7 @@ def find_architecture(model_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
     name = Path(config_path).name
     for candidate in (model_dir / config_path, model_dir / name):
         if candidate.is_file():
-            return _read_json(candidate), {"location": str(candidate), "sha256": _sha256(candidate)}
+            return _read_json(candidate), {"location": str(candidate), "sha256": sha256_of(candidate)}
     if name in PACKAGED_ARCHITECTURES:
         location = f"elmoformanylangs/configs/{name} (packaged with elmoformanylangs)"
         return PACKAGED_ARCHITECTURES[name], {"location": location, "sha256": PACKAGED_ARCHITECTURE_SHA256}
@@ -406,7 +402,7 @@ def read_efml_model(model_dir: str | Path) -> EfmlModel:
         TOKEN_EMBEDDER_FILE,
         ENCODER_FILE,
     ]
-    sources = {name: {"location": str(model_dir / name), "sha256": _sha256(model_dir / name)} for name in files}
+    sources = {name: {"location": str(model_dir / name), "sha256": sha256_of(model_dir / name)} for name in files}
     sources["architecture"] = architecture_source
     return EfmlModel(config, state_dict, char_lexicon, word_lexicon, efml_state, architecture, sources)
 

@@ -15,7 +15,6 @@ bilm-tf skips, takes no id). `<S>`, `</S>` and `<UNK>` must be present. Decision
 
 import logging
 import os
-import secrets
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ from tqdm.auto import tqdm
 
 from ..character_ids import BOS_TOKEN, EOS_TOKEN
 from ..commands.errors import ToolInputError
+from ..commands.output_folder import write_text_atomically
 from .corpus import PathLike, iter_sentences, universal_lines
 
 logger = logging.getLogger(__name__)
@@ -164,18 +164,7 @@ class LmVocabulary:
         """Write the vocabulary file (one token per line, UTF-8), atomically: a hidden temporary file beside `path`
         is renamed into place once complete, so `path` is never half-written. Returns `path`."""
         path = Path(path)
-        partial = path.parent / f".{path.name}.{secrets.token_hex(4)}.partial"
-        data = "".join(f"{token}\n" for token in self._tokens).encode("utf-8")
-        try:
-            descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(partial, path)
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
+        write_text_atomically(path, "".join(f"{token}\n" for token in self._tokens), OSError)
         return path
 
 

@@ -86,3 +86,59 @@ def test_a_record_listing_a_name_the_tool_does_not_write_is_refused(tmp_path):
     with pytest.raises(Refused, match="lists files the-tool does not write"), folder.locked():
         folder.start({"run": 2}, overwrite=True)
     assert (tmp_path / "keep").read_bytes() == b"outside the folder"
+
+
+def _journal_folder(path, writes: list[tuple[str, bytes]]) -> OwnedFolder:
+    """A journal-mode folder of the run `{"run": 1}` in which each `(name, data)` of `writes` is finished in turn."""
+    folder = OwnedFolder(
+        path, "the-tool", ("run.json", "lock", re.compile(r"part-\d\.bin")), Refused, journal="j.jsonl"
+    )
+    with folder.locked():
+        folder.start({"run": 1})
+        for name, data in writes:
+            with folder.writing(name) as stream:
+                stream.write(data)
+    return folder
+
+
+def _journal_names(path) -> list[str]:
+    return [json.loads(line)["name"] for line in (path / "j.jsonl").read_text().splitlines()]
+
+
+def test_a_journal_lists_each_file_on_one_appended_line(tmp_path):
+    folder = _journal_folder(
+        tmp_path / "out", [("part-0.bin", b"zero"), ("part-1.bin", b"one"), ("part-0.bin", b"zero again")]
+    )
+    assert _journal_names(tmp_path / "out") == ["part-0.bin", "part-1.bin", "part-0.bin"]
+    assert json.loads((tmp_path / "out" / "run.json").read_text()) == {"run": 1}  # the record names the run only
+    assert folder.files()["part-0.bin"] == {"bytes": 10, "sha256": hashlib.sha256(b"zero again").hexdigest()}
+    assert folder.is_intact("part-0.bin") and folder.is_intact("part-1.bin") and folder.foreign() == []
+
+
+def test_a_torn_last_journal_line_is_ignored_and_cut_off(tmp_path):
+    folder = _journal_folder(tmp_path / "out", [("part-0.bin", b"zero")])
+    with open(tmp_path / "out" / "j.jsonl", "ab") as handle:
+        handle.write(b'{"bytes": 3, "name": "part-1.b')  # killed while appending
+    (tmp_path / "out" / "part-1.bin").write_bytes(b"one")
+    assert list(folder.files()) == ["part-0.bin"] and folder.foreign() == ["part-1.bin"]
+    (tmp_path / "out" / "part-1.bin").unlink()
+    with folder.locked(), folder.writing("part-1.bin") as stream:
+        stream.write(b"one")
+    assert _journal_names(tmp_path / "out") == ["part-0.bin", "part-1.bin"]
+
+
+@pytest.mark.parametrize("line", [b"not json\n", b'{"name": "../keep", "bytes": 1, "sha256": "0"}\n'])
+def test_a_damaged_journal_line_is_refused_naming_the_journal(tmp_path, line):
+    folder = _journal_folder(tmp_path / "out", [])
+    (tmp_path / "out" / "j.jsonl").write_bytes(line + b'{"name": "part-0.bin", "bytes": 1, "sha256": "0"}\n')
+    with pytest.raises(Refused, match=r"j\.jsonl is damaged at line 1"):
+        folder.files()
+
+
+def test_a_new_run_deletes_only_the_files_its_journal_lists(tmp_path):
+    folder = _journal_folder(tmp_path / "out", [("part-0.bin", b"zero")])
+    (tmp_path / "out" / "part-1.bin").write_bytes(b"not listed")
+    with folder.locked():
+        folder.start({"run": 2})
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["lock", "part-1.bin", "run.json"]
+    assert folder.files() == {} and folder.run() == {"run": 2}

@@ -181,14 +181,27 @@ def test_resume_is_bit_identical_with_the_word_cache(
     assert (tmp_path / "out.hdf5").read_bytes() == (tmp_path / "full.hdf5").read_bytes()
 
 
-def test_damaged_part_is_computed_again(tmp_path, corpus, converted_fixture, monkeypatch):
+def _change_one_value(part: Path) -> None:
+    """Other bytes of the same size, still a readable part holding the same lines: only its checksum tells."""
+    size = part.stat().st_size
+    with h5py.File(part, "r+") as handle:
+        first = next(iter(handle))
+        handle[first][...] = handle[first][...] + 1
+    assert part.stat().st_size == size
+
+
+@pytest.mark.parametrize("damage", ["truncated", "checksum"])
+def test_damaged_part_is_computed_again(tmp_path, corpus, converted_fixture, monkeypatch, damage):
     input_path = _write(tmp_path / "in.txt", corpus)
     assert _embed(input_path, tmp_path / "full.hdf5", converted_fixture, *SMALL_BATCHES) == 0
     with monkeypatch.context() as patch:
         _stop_after(patch, 3)
         assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES) == 130
     damaged = sorted((tmp_path / "out.hdf5.parts").glob("part-*.h5"))[1]
-    damaged.write_bytes(damaged.read_bytes()[:100])
+    if damage == "truncated":
+        damaged.write_bytes(damaged.read_bytes()[:100])
+    else:
+        _change_one_value(damaged)
     computed = []
     original = embed.embed_batch
     monkeypatch.setattr(embed, "embed_batch", lambda *a: computed.append(a[2].name) or original(*a))
@@ -252,6 +265,25 @@ def test_overwrite_refuses_to_delete_a_folder_that_is_not_ours(tmp_path, corpus,
     assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, "--overwrite") == 1
     assert "not an elmo-embed work folder" in capsys.readouterr().err
     assert (tmp_path / "out.hdf5.parts" / "notes.txt").read_text() == "mine"
+
+
+def test_a_part_its_journal_does_not_list_is_foreign(tmp_path, corpus, converted_fixture, capsys, monkeypatch):
+    """The work folder is owned by content: a `part-*.h5` of the user's is never read, overwritten or deleted."""
+    input_path = _write(tmp_path / "in.txt", corpus)
+    with monkeypatch.context() as patch:
+        _stop_after(patch, 2)
+        assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES) == 130
+    parts = tmp_path / "out.hdf5.parts"
+    listed = sorted(parts.glob("part-*.h5"))
+    stray = parts / "part-99.h5"
+    stray.write_bytes(listed[0].read_bytes())  # a readable part file that no run of ours finished
+    capsys.readouterr()
+    for extra in [(), ("--overwrite",)]:
+        assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES, *extra) == 1
+        error = capsys.readouterr().err.strip()
+        assert len(error.splitlines()) == 1 and "part-99.h5" in error, error
+    assert stray.read_bytes() == listed[0].read_bytes() and sorted(parts.glob("part-*.h5")) == [*listed, stray]
+    assert not (tmp_path / "out.hdf5").exists()
 
 
 def _run_shards(input_path: Path, output: Path, model_dir: Path, world: int, *extra: str) -> list[Path]:

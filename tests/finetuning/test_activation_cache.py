@@ -1,6 +1,9 @@
 """The activation cache's fingerprint: every config field that defines the biLM (`BILM_FIELDS`, one list for every
 cache and fingerprint) is part of it, so changing any of them misses the cache instead of reusing stale activations."""
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -115,3 +118,31 @@ def test_head_fields_keep_the_fingerprint(field):
     else:
         pytest.fail(f"no other valid value tried for {field}")
     assert bilm_fingerprint(model) == fingerprint
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_save_is_atomic_and_gets_the_umasks_permissions(tmp_path, monkeypatch, umask):
+    """Through the package's one atomic write: a failed save keeps the previous file and leaves nothing else."""
+    from modeling_elmo.finetuning import activation_cache
+
+    model = tiny_tagger()
+    inputs = ElmoTokenizer()([["A", "tiny", "sentence"]], is_split_into_words=True, return_tensors="pt")
+    cache = ElmoActivationCache(model, tmp_path).attach()
+    model(**inputs)
+    previous = os.umask(umask)
+    try:
+        path = cache.save()
+    finally:
+        os.umask(previous)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+    saved = path.read_bytes()
+
+    def failing(entries, filename):
+        Path(filename).write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(activation_cache, "save_file", failing)
+    cache.entries["another"] = torch.zeros(1)
+    with pytest.raises(OSError, match="No space left"):
+        cache.save()
+    assert path.read_bytes() == saved and os.listdir(tmp_path) == [path.name]
