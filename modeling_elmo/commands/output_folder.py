@@ -40,9 +40,12 @@ OWNER_FILE = "owner.json"  # in a work folder: {"host": ..., "pid": ...} of the 
 
 
 def reason_of(error: BaseException, with_file: bool = True) -> str:
-    """The cause of a failed write, on one line (with the file the OS names, unless `with_file` is False)."""
-    if isinstance(error, OSError) and error.strerror:
-        return f"{error.strerror} ({error.filename})" if error.filename and with_file else error.strerror
+    """The cause of a failed read or write, on one line: the OS's reason where there is one (with the file the OS
+    names, unless `with_file` is False; a library's long message for an OS error, such as h5py's, gives way to the
+    OS's words for its errno)."""
+    if isinstance(error, OSError) and (error.errno or error.strerror):
+        reason = os.strerror(error.errno) if error.errno else one_line(error.strerror)
+        return f"{reason} ({error.filename})" if error.filename and with_file else reason
     return one_line(error)
 
 

@@ -43,7 +43,9 @@ def test_each_embedder_has_a_word_cache_of_its_own(converted_fixture, no_models_
     encoder = first.loaded()[1].char_encoder
     assert second.loaded()[1].char_encoder is encoder  # one model for both
     computed, compute = [], encoder._embed_by_length
-    monkeypatch.setattr(encoder, "_embed_by_length", lambda ids: computed.append(len(ids)) or compute(ids))
+    monkeypatch.setattr(
+        encoder, "_embed_by_length", lambda ids, *rest: computed.append(len(ids)) or compute(ids, *rest)
+    )
     first({"id": [0], "text": ["the river"]})
     assert computed == []  # in its cache: the words and the sentence boundaries
     second({"id": [0], "text": ["the river"]})
