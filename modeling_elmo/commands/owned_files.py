@@ -222,6 +222,15 @@ class OwnedFolder:
             finally:
                 self._listed = None
 
+    def claim(self, run: dict, overwrite: bool, check: Callable[[], None]) -> contextlib.ExitStack:
+        """Lock the folder, run the caller's `check` again under the lock (no other process can change the folder
+        now: foreign files, another run's record) and `start` `run`; the returned stack holds the lock until closed."""
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self.locked())
+            check()
+            self.start(run, overwrite)
+            return stack.pop_all()
+
     def start(self, run: dict, overwrite: bool = False) -> None:
         """Under the lock: keep the record of the same run `run` (resume), or record `run` anew, deleting the files
         the previous record lists (the caller refuses another run's folder without `overwrite`). The record is written

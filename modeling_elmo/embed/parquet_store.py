@@ -91,15 +91,14 @@ class ParquetFolder:
                 "rerun with the same input, model and options to resume, or give another folder."
             )
 
+    def _check(self) -> None:
+        """The refusals, again under the lock: a file the record does not list, another run's record."""
+        self.owned.check_foreign()
+        if not self.overwrite:
+            self._check_record()
+
     def __enter__(self) -> "ParquetFolder":
-        stack = contextlib.ExitStack()
-        with stack:
-            stack.enter_context(self.owned.locked())
-            self.owned.check_foreign()  # again, now that no other process can change the folder
-            if not self.overwrite:
-                self._check_record()
-            self.owned.start(self.record, self.overwrite)
-            self._claim = stack.pop_all()
+        self._claim = self.owned.claim(self.record, self.overwrite, self._check)
         return self
 
     def __exit__(self, *exc_info) -> None:

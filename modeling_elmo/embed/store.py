@@ -142,15 +142,14 @@ class PartStore:
         if not overwrite:
             self._check_manifest()
 
+    def _check(self) -> None:
+        """The refusals, again under the lock: a file the journal does not list, another run's manifest."""
+        self._check_foreign()
+        if not self.overwrite:
+            self._check_manifest()
+
     def __enter__(self) -> "PartStore":
-        stack = contextlib.ExitStack()
-        with stack:
-            stack.enter_context(self.owned.locked())
-            self._check_foreign()  # again, now that no other process can change the folder
-            if not self.overwrite:
-                self._check_manifest()
-            self.owned.start(self.manifest, self.overwrite)
-            self._claim = stack.pop_all()
+        self._claim = self.owned.claim(self.manifest, self.overwrite, self._check)
         return self
 
     def __exit__(self, *exc_info) -> None:

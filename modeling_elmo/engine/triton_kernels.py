@@ -67,6 +67,25 @@ def _operand(values, weight_ptr, UPCAST: tl.constexpr):
 
 
 @triton.jit
+def _program_tile(rows, columns, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """This program's tile: (direction, row (BLOCK_M,), column (BLOCK_N,), row < rows, column < columns)."""
+    row = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    column = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    return tl.program_id(2).to(tl.int64), row, column, row < rows, column < columns
+
+
+@triton.jit
+def _left_operand(tile_ptr, start, depth_size, row_live, weight_ptr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr):
+    """Depths `start + k` (k < BLOCK_K, masked to `< depth_size` and live rows) of the rows at `tile_ptr`, as the left
+    operand of a product with the weights at `weight_ptr` (`_operand`) -> (values (BLOCK_M, BLOCK_K), depth,
+    depth_live)."""
+    depth = start + tl.arange(0, BLOCK_K)
+    depth_live = depth < depth_size
+    values = tl.load(tile_ptr + depth[None, :], mask=row_live[:, None] & depth_live[None, :], other=0.0)
+    return _operand(values, weight_ptr, UPCAST), depth, depth_live
+
+
+@triton.jit
 def _cell_update(input_gate, new_input, forget_gate, output_gate, cell, cell_clip, CLIP_CELL: tl.constexpr):
     """`ElmoLstmLayer.cell` on pre-activation gate tiles -> (new cell, o * tanh(new cell)). sigmoid and tanh from
     `exp` (tanh within 2e-7; `tl` has no tanh that the interpreter runs)."""
@@ -105,19 +124,12 @@ def row_matmul_kernel(
     UPCAST: tl.constexpr,
 ):
     """a (2, a_rows, K), b (2, K, N), bias (2, N), out (2, out_rows, N), state (2, state_rows, N): see the module."""
-    direction = tl.program_id(2).to(tl.int64)
-    row = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
-    column = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    row_live = row < rows
-    column_live = column < N
+    direction, row, column, row_live, column_live = _program_tile(rows, N, BLOCK_M, BLOCK_N)
     a_tile = a_ptr + direction * a_rows * K + (a_row + row)[:, None] * K
     b_tile = b_ptr + direction * K * N + column[None, :]
     total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for start in tl.range(0, K, BLOCK_K):
-        depth = start + tl.arange(0, BLOCK_K)
-        depth_live = depth < K
-        a = tl.load(a_tile + depth[None, :], mask=row_live[:, None] & depth_live[None, :], other=0.0)
-        a = _operand(a, b_ptr, UPCAST)
+        a, depth, depth_live = _left_operand(a_tile, start, K, row_live, b_ptr, BLOCK_K, UPCAST)
         b = tl.load(b_tile + depth[:, None] * N, mask=depth_live[:, None] & column_live[None, :], other=0.0)
         total = tl.dot(a, b.to(a.dtype), total, input_precision=PRECISION)
     if HAS_BIAS:
@@ -156,11 +168,7 @@ def lstm_cell_kernel(
     (2, PROJ, 4 * CELLS), cell (2, batch, CELLS) updated in place, cell_output (2, batch, CELLS) written; rows
     `m < rows`. Gate order (i, j, f, o), as `ElmoLstmLayer.cell`.
     """
-    direction = tl.program_id(2).to(tl.int64)
-    row = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
-    column = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    row_live = row < rows
-    column_live = column < CELLS
+    direction, row, column, row_live, column_live = _program_tile(rows, CELLS, BLOCK_M, BLOCK_N)
     hidden_tile = hidden_ptr + direction * batch * PROJ + row[:, None] * PROJ
     weight_tile = weight_hh_ptr + direction * PROJ * 4 * CELLS + column[None, :]
     input_gate = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -168,10 +176,7 @@ def lstm_cell_kernel(
     forget_gate = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     output_gate = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for start in tl.range(0, PROJ, BLOCK_K):
-        depth = start + tl.arange(0, BLOCK_K)
-        depth_live = depth < PROJ
-        hidden = tl.load(hidden_tile + depth[None, :], mask=row_live[:, None] & depth_live[None, :], other=0.0)
-        hidden = _operand(hidden, weight_hh_ptr, UPCAST)
+        hidden, depth, depth_live = _left_operand(hidden_tile, start, PROJ, row_live, weight_hh_ptr, BLOCK_K, UPCAST)
         weights = weight_tile + depth[:, None] * (4 * CELLS)
         live = depth_live[:, None] & column_live[None, :]
         operand = hidden.dtype
