@@ -267,3 +267,23 @@ class OwnedFolder:
 
         with replaced_atomically(self.folder / name, self.error, before_rename=list_it) as stream:
             yield stream
+
+
+class OwnedRun:
+    """One run's hold on its `OwnedFolder`: `with run:` locks the folder, checks it again and starts (or resumes) the
+    run (`OwnedFolder.claim`). Subclasses set `owned`, `overwrite` and `run_record` (the run's record) and define
+    `check` (their refusals: foreign files, another run's record)."""
+
+    owned: OwnedFolder
+    overwrite: bool
+    run_record: dict
+
+    def check(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        self._claim = self.owned.claim(self.run_record, self.overwrite, self.check)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._claim.close()

@@ -26,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..commands.owned_files import OwnedFolder
+from ..commands.owned_files import OwnedFolder, OwnedRun
 from .store import EmbedOutputError
 
 RUN_RECORD_FILE = ".elmo-embed-run.json"
@@ -67,7 +67,7 @@ def part_ids(path: Path) -> list[int] | None:
         return None
 
 
-class ParquetFolder:
+class ParquetFolder(OwnedRun):
     """
     The output folder of a Parquet run. Creating it checks the folder (nothing its record does not list, and no other
     run's record unless `overwrite`); `with folder:` takes it (locked, on --overwrite emptied of the files its record
@@ -91,18 +91,15 @@ class ParquetFolder:
                 "rerun with the same input, model and options to resume, or give another folder."
             )
 
-    def _check(self) -> None:
+    def check(self) -> None:
         """The refusals, again under the lock: a file the record does not list, another run's record."""
         self.owned.check_foreign()
         if not self.overwrite:
             self._check_record()
 
-    def __enter__(self) -> "ParquetFolder":
-        self._claim = self.owned.claim(self.record, self.overwrite, self._check)
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._claim.close()
+    @property
+    def run_record(self) -> dict:
+        return self.record
 
     def is_done(self, window: int, checksum: bool = True) -> bool:
         """Whether `window` has a part that the record lists with its size and checksum intact (`checksum=False`:

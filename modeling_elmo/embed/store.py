@@ -30,7 +30,7 @@ import numpy as np
 
 from ..commands.errors import ToolError
 from ..commands.output_folder import check_output_file, listed, reason_of, replaced_atomically
-from ..commands.owned_files import OwnedFolder
+from ..commands.owned_files import OwnedFolder, OwnedRun
 
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_RECORD = "elmo_embed_run"
@@ -123,7 +123,7 @@ class _Source:
         return record
 
 
-class PartStore:
+class PartStore(OwnedRun):
     """
     The work folder of one run (one process): its manifest, its finished batches, and the final assembly. Creating it
     only checks the output, the folder (nothing its journal does not list) and an interrupted run's manifest;
@@ -142,18 +142,15 @@ class PartStore:
         if not overwrite:
             self._check_manifest()
 
-    def _check(self) -> None:
+    def check(self) -> None:
         """The refusals, again under the lock: a file the journal does not list, another run's manifest."""
         self._check_foreign()
         if not self.overwrite:
             self._check_manifest()
 
-    def __enter__(self) -> "PartStore":
-        self._claim = self.owned.claim(self.manifest, self.overwrite, self._check)
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._claim.close()
+    @property
+    def run_record(self) -> dict:
+        return self.manifest
 
     def _check_foreign(self) -> None:
         """Refuse, in one line naming them, a work folder that is a file or holds files its journal does not list."""
