@@ -111,18 +111,21 @@ def load_model(model_id: str, dtype: torch.dtype, device: torch.device, progress
 
 @contextlib.contextmanager
 def _without_progress_bars() -> Iterator[None]:
-    """No progress bars from Transformers or the Hub in the block; both shown after as they were before."""
-    from huggingface_hub.utils import disable_progress_bars
+    """No progress bars from Transformers or the Hub in the block; both shown after as they were before (the Hub's
+    own switches: its `disable_progress_bars` is a context manager only in huggingface_hub 1.x)."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
     from transformers.utils import logging
 
-    shown = logging.is_progress_bar_enabled()
-    with disable_progress_bars():  # the Hub's: enabled again on leaving where it was
-        logging.disable_progress_bar()
-        try:
-            yield
-        finally:
-            if shown:
-                logging.enable_progress_bar()
+    shown, hub_shown = logging.is_progress_bar_enabled(), not are_progress_bars_disabled()
+    logging.disable_progress_bar()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if shown:
+            logging.enable_progress_bar()
+        if hub_shown:
+            enable_progress_bars()
 
 
 @contextlib.contextmanager
