@@ -48,7 +48,7 @@ from ..engine.thread_setting import num_threads
 from ..word_embedding_store import WordEmbeddingCache
 from .arrow_layout import LAYERS, VALUE_TYPES, vectors_table
 from .batching import Sentence, bucketed_batches
-from .cli import _device, embed_batch, load_model
+from .cli import QUANTIZATIONS, _device, embed_batch, load_model
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,7 +69,7 @@ class _LoadedModel:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-_LOADED: dict[tuple[str, str], _LoadedModel] = {}  # (model, device) -> loaded, least recently used first
+_LOADED: dict[tuple[str, str, str | None], _LoadedModel] = {}  # (model, device, quantization) -> loaded, LRU first
 _LOADING = threading.Lock()  # held while `_LOADED` is read or changed
 
 
@@ -93,6 +93,8 @@ class ElmoBatchEmbedder:
         batch_size: sentences per forward pass (`elmo-embed --batch-size`); give this or `max_tokens`.
         max_tokens: words per forward pass instead (`elmo-embed --max-tokens-per-batch`).
         word_cache: words kept in this embedder's own character-CNN cache (`elmo-embed --word-cache`; 0: none).
+        quantization: `None` (the exact float32 model) or an `ElmoQuantizationConfig` method, `"int8"`,
+            `"int8_weight_only"` or `"bf16"` (`elmo-embed --quantization`; CPU only; not exact: docs/speed.md).
     """
 
     def __init__(
@@ -107,6 +109,7 @@ class ElmoBatchEmbedder:
         batch_size: int | None = None,
         max_tokens: int | None = None,
         word_cache: int = DEFAULT_WORD_CACHE,
+        quantization: str | None = None,
     ):
         if not isinstance(model, (str, os.PathLike)):
             raise ValueError(f"model: a model folder or Hub repo id, got {type(model).__name__}")
@@ -124,9 +127,13 @@ class ElmoBatchEmbedder:
             if value is not None:
                 _check_count(name, value, minimum=1)
         _check_count("word_cache", word_cache, minimum=0)
+        _check_choice("quantization", quantization, (None, *QUANTIZATIONS))
+        if quantization is not None and (device or "cpu").split(":")[0] != "cpu":
+            raise ValueError(f"quantization: {quantization!r} runs on the CPU, got device {device!r}")
         self.model, self.layers, self.pooling, self.dtype = os.fspath(model), layers, pooling, dtype
         self.threads, self.device = threads, device or "cpu"
         self.batch_size, self.max_tokens, self.word_cache = batch_size, max_tokens, word_cache
+        self.quantization = quantization
         self._word_cache: WordEmbeddingCache | None = None  # this embedder's own, made on first use
 
     def __getstate__(self) -> dict:
@@ -173,13 +180,16 @@ class ElmoBatchEmbedder:
         return loaded.tokenizer, loaded.model
 
     def _loaded_model(self) -> _LoadedModel:
-        key = (self.model, self.device)
+        key = (self.model, self.device, self.quantization)
         with _LOADING:
             loaded = _LOADED.pop(key, None)
             if loaded is None:
                 import torch
 
-                loaded = _LoadedModel(*load_model(self.model, torch.float32, _device(self.device), progress=False))
+                device = _device(self.device)
+                loaded = _LoadedModel(
+                    *load_model(self.model, torch.float32, device, progress=False, quantization=self.quantization)
+                )
             _LOADED[key] = loaded  # the most recently used last
             while len(_LOADED) > MODEL_CACHE_SIZE:
                 del _LOADED[next(iter(_LOADED))]

@@ -3,8 +3,8 @@
 
     elmo-embed INPUT OUTPUT.hdf5 --model PATH_OR_REPO_ID [--layers all|top|average] [--pooling none|mean]
                [--batch-size N | --max-tokens-per-batch N] [--raw] [--dtype float32|bfloat16|float16]
-               [--vector-dtype float32|float16] [--word-cache N] [--window N] [--device cpu] [--overwrite]
-               [--no-progress]
+               [--vector-dtype float32|float16] [--quantization none|int8|int8_weight_only|bf16] [--word-cache N]
+               [--window N] [--device cpu] [--overwrite] [--no-progress]
     elmo-embed INPUT OUTPUT_DIR --format parquet --model ... (the same options)
     elmo-embed merge OUTPUT.hdf5 SHARD.hdf5 [SHARD.hdf5 ...] [--overwrite]
     elmo-embed merge OUTPUT_DIR FOLDER [FOLDER ...]
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     import torch
 
 DTYPES = ("bfloat16", "float16", "float32")  # torch dtypes
+QUANTIZATIONS = ("int8", "int8_weight_only", "bf16")  # the methods of `ElmoQuantizationConfig`
 VECTOR_DTYPES = ("float32", "float16")  # numpy dtypes of the stored values
 FORMATS = ("hdf5", "parquet")
 LAYERS = ("all", "top", "average")
@@ -96,15 +97,23 @@ def process_device(device: torch.device, world: int) -> torch.device:
     return device
 
 
-def load_model(model_id: str, dtype: torch.dtype, device: torch.device, progress: bool = True):
-    """Load tokenizer and model (a folder or Hub repo id) of an ELMo model, in eval mode on `device`; `progress=False`:
-    without progress bars (the process's setting is left as it was)."""
+def load_model(
+    model_id: str, dtype: torch.dtype, device: torch.device, progress: bool = True, quantization: str | None = None
+):
+    """Load tokenizer and model (a folder or Hub repo id) of an ELMo model, in eval mode on `device`, quantized with
+    `quantization` (one of `QUANTIZATIONS`; None: exact); `progress=False`: without progress bars (the process's
+    setting is left as it was)."""
     from ..hub.pretrained import load_pretrained_model, load_pretrained_tokenizer
 
     start_work()  # registers the Auto classes
+    options = {}
+    if quantization is not None:
+        from .. import ElmoQuantizationConfig
+
+        options["quantization_config"] = ElmoQuantizationConfig(method=quantization)
     with contextlib.nullcontext() if progress else _without_progress_bars():
         with _loading(model_id):
-            model = load_pretrained_model(model_id, dtype=dtype)
+            model = load_pretrained_model(model_id, dtype=dtype, **options)
             tokenizer = load_pretrained_tokenizer(model_id)
     return tokenizer, model.to(device).eval()
 
@@ -250,6 +259,7 @@ def _run_record(args: argparse.Namespace, device: torch.device, scan: InputScan)
         "window": scan.window,
         "dtype": args.dtype,
         "vector_dtype": args.vector_dtype,
+        "quantization": args.quantization,
         "word_cache": args.word_cache,
         "device": device.type,  # the index differs between the processes of one run (`process_device`)
     }
@@ -279,8 +289,13 @@ class _Embedder:
             return
         import torch
 
+        quantization = None if self.args.quantization == "none" else self.args.quantization
         self.tokenizer, self.model = load_model(
-            self.args.model, getattr(torch, self.args.dtype), self.device, progress=not self.args.no_progress
+            self.args.model,
+            getattr(torch, self.args.dtype),
+            self.device,
+            progress=not self.args.no_progress,
+            quantization=quantization,
         )
         if self.device.type == "cpu":  # this command owns its process: fewer threads where the machine is busy
             self.model.set_implementation("cpu_threads")
@@ -402,6 +417,19 @@ def run(args: argparse.Namespace) -> str:
     return _run_hdf5(args, embedder, scan, record, windows, rank, world)
 
 
+def check_quantization(quantization: str, dtype: str, device: str) -> None:
+    """Refuse, in one line, a quantization with a compute dtype or device it does not run with."""
+    if quantization == "none":
+        return
+    if dtype != "float32":
+        raise EmbedUsageError(
+            f"--quantization {quantization} computes in float32 around its quantized products: leave --dtype at "
+            f"float32 (got --dtype {dtype})."
+        )
+    if device.split(":")[0] != "cpu":
+        raise EmbedUsageError(f"--quantization {quantization} runs on the CPU: use --device cpu (got {device}).")
+
+
 def _integer(minimum: int) -> Callable[[str], int]:
     """An argparse type: an integer of at least `minimum`."""
 
@@ -445,6 +473,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="the model's compute dtype")
     parser.add_argument(
         "--vector-dtype", choices=VECTOR_DTYPES, default="float32", help="the stored values (float16: half the size)"
+    )
+    parser.add_argument(
+        "--quantization",
+        choices=("none", *QUANTIZATIONS),
+        default="none",
+        help="the biLM's weights quantized (CPU, --dtype float32; not exact, see docs/speed.md); none: exact",
     )
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--word-cache", type=_integer(0), default=20_000, help="words in the char-CNN cache (0: off)")
@@ -516,6 +550,7 @@ def main(argv: list[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
             if missing_model_folder(args.model):
                 raise EmbedUsageError(f"Model folder not found: {args.model} ({NO_SUCH_FOLDER}).")
+            check_quantization(args.quantization, args.dtype, args.device)
             if args.max_tokens_per_batch is None and args.batch_size is None:
                 args.batch_size = 64
             written = run(args)

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..commands.owned_files import OwnedFolder, OwnedRun
+from .run_identity import describe_differences
 from .store import EmbedOutputError
 
 RUN_RECORD_FILE = ".elmo-embed-run.json"
@@ -53,10 +54,6 @@ def owned_folder(folder: Path) -> OwnedFolder:
     owned = OwnedFolder(folder, "elmo-embed", (RUN_RECORD_FILE, LOCK_FILE, _PART), EmbedOutputError)
     owned.check_foreign()
     return owned
-
-
-def differing_keys(first: dict, second: dict) -> list[str]:
-    return sorted(key for key in first.keys() | second.keys() if first.get(key) != second.get(key))
 
 
 def part_ids(path: Path) -> list[int] | None:
@@ -87,7 +84,7 @@ class ParquetFolder(OwnedRun):
         found = self.owned.run()
         if found is not None and found != self.record:
             raise EmbedOutputError(
-                f"{self.folder} holds another run (differs in: {', '.join(differing_keys(found, self.record))}): "
+                f"{self.folder} holds another run (differs in: {describe_differences(found, self.record)}): "
                 "rerun with the same input, model and options to resume, or give another folder."
             )
 
@@ -134,7 +131,7 @@ def merge_folders(output: Path, folders: list[Path]) -> int:
         listed.append(owned)
     for folder, record in zip(folders[1:], records[1:], strict=True):
         if record != records[0]:
-            differing = ", ".join(differing_keys(record, records[0]))
+            differing = describe_differences(records[0], record)
             raise EmbedOutputError(f"{folders[0]} and {folder} come from different runs (they differ in: {differing})")
     lines, window = records[0]["input_lines"], records[0]["window"]
     parts: dict[int, Path] = {}

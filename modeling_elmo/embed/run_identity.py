@@ -19,6 +19,7 @@ from .batching import EmbedInputError, read_sentences
 
 MIN_LINES_PER_RANK = 64  # below this many lines per process, a share may be empty
 MODEL_FILES_LEFT_OUT = ("README.md",)  # besides hidden files: documentation does not change the vectors
+SHOWN_VALUE_CHARACTERS = 40  # a differing option's values are named when this short (hashes never are)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,18 @@ def model_identity(model: str) -> dict[str, str]:
             digest.update(f"{path.name}\0{path.stat().st_size}\0".encode())
             feed(digest, path)
     return {"model_sha256": digest.hexdigest()}
+
+
+def describe_differences(first: dict, second: dict) -> str:
+    """The keys in which two run records differ, for a one-line refusal: each option with both values, `first`'s
+    then `second`'s (`quantization 'int8' vs None`); a SHA-256 or a long value by its key only."""
+
+    def shown(key: str) -> bool:
+        values = (first.get(key), second.get(key))
+        return not key.endswith("sha256") and all(len(repr(value)) <= SHOWN_VALUE_CHARACTERS for value in values)
+
+    keys = sorted(key for key in first.keys() | second.keys() if first.get(key) != second.get(key))
+    return ", ".join(f"{key} {first.get(key)!r} vs {second.get(key)!r}" if shown(key) else key for key in keys)
 
 
 def rank_windows(windows: int, rank: int, world: int) -> range:

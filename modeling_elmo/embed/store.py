@@ -31,6 +31,7 @@ import numpy as np
 from ..commands.errors import ToolError
 from ..commands.output_folder import check_output_file, listed, reason_of, replaced_atomically
 from ..commands.owned_files import OwnedFolder, OwnedRun
+from .run_identity import describe_differences
 
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_RECORD = "elmo_embed_run"
@@ -169,11 +170,9 @@ class PartStore(OwnedRun):
         except EmbedOutputError as error:
             raise EmbedOutputError(f"{error} Pass --overwrite to start over.") from error
         if found is not None and found != self.manifest:
-            changed = sorted(
-                key for key in self.manifest.keys() | found.keys() if self.manifest.get(key) != found.get(key)
-            )
             raise EmbedOutputError(
-                f"{self.folder} holds an interrupted run with other arguments (differs in: {', '.join(changed)}). "
+                f"{self.folder} holds an interrupted run with other arguments (differs in: "
+                f"{describe_differences(found, self.manifest)}). "
                 "Rerun with the same arguments to resume, or pass --overwrite to start over."
             )
 
@@ -284,13 +283,9 @@ def _check_shards(shards: list[Path]) -> dict:
     first, expected = shards[0], {key: value for key, value in records[0].items() if key != "rank"}
     by_rank: dict[int, Path] = {}
     for shard, record in zip(shards, records, strict=True):
-        differing = sorted(
-            key for key in (expected.keys() | record.keys()) - {"rank"} if record.get(key) != expected.get(key)
-        )
-        if differing:
-            raise EmbedOutputError(
-                f"{first} and {shard} come from different runs (they differ in: {', '.join(differing)})."
-            )
+        if (run := {key: value for key, value in record.items() if key != "rank"}) != expected:
+            differing = describe_differences(expected, run)
+            raise EmbedOutputError(f"{first} and {shard} come from different runs (they differ in: {differing}).")
         if record["rank"] in by_rank:
             named = f"shard {record['rank']} of {expected['world']}"
             raise EmbedOutputError(f"{by_rank[record['rank']]} and {shard} are both {named}.")

@@ -22,7 +22,7 @@ def no_models_loaded(monkeypatch):
 def test_the_model_cache_keeps_the_most_recently_used_models(monkeypatch, no_models_loaded):
     loads = []
 
-    def load_model(model, dtype, device, progress=True):
+    def load_model(model, dtype, device, progress=True, quantization=None):
         loads.append(model)
         tokenizer = SimpleNamespace(name=f"tokenizer of {model}")
         return tokenizer, SimpleNamespace(name=model, set_word_cache=lambda size: None)

@@ -217,7 +217,7 @@ def test_rerun_with_other_arguments_is_refused(tmp_path, corpus, converted_fixtu
         assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, "--layers", "top", *SMALL_BATCHES) == 130
     capsys.readouterr()
     assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES) == 1
-    assert "other arguments (differs in: layers)" in capsys.readouterr().err
+    assert "other arguments (differs in: layers 'top' vs 'all')" in capsys.readouterr().err
 
 
 def test_resume_with_other_model_files_is_refused(tmp_path, corpus, converted_fixture, capsys, monkeypatch):

@@ -175,9 +175,9 @@ def test_another_runs_folder_or_foreign_files_are_refused(tmp_path, corpus, conv
     capsys.readouterr()
     other_input = _write(tmp_path / "other.txt", corpus[:-1])
     cases = [
-        ([input_path, "--layers", "top"], "differs in: layers"),
-        ([other_input], "input_bytes, input_lines, input_sha256"),
-        ([input_path, "--vector-dtype", "float16"], "differs in: vector_dtype"),
+        ([input_path, "--layers", "top"], "differs in: layers 'all' vs 'top')"),
+        ([other_input], f"input_lines {len(corpus)} vs {len(corpus) - 1}, input_sha256)"),
+        ([input_path, "--vector-dtype", "float16"], "differs in: vector_dtype 'float32' vs 'float16')"),
     ]
     for (source, *options), expected in cases:
         assert _parquet(source, tmp_path / "out", converted_fixture, *WINDOW, *options) == 1
@@ -274,7 +274,7 @@ def test_parquet_merge_refuses_missing_or_mixed_folders(tmp_path, corpus, conver
     capsys.readouterr()
     cases = [
         (folders[:2], "No folder holds lines 24..31"),
-        (folders, "come from different runs (they differ in: layers)"),
+        (folders, "come from different runs (they differ in: layers 'all' vs 'top')"),
         ([folders[0], folders[0], folders[1]], "hold the same window"),
     ]
     for given, expected in cases:

@@ -54,7 +54,7 @@ def test_resuming_with_another_pooling_is_refused(tmp_path, converted_fixture, c
     assert main([*args, "--batch-size", "1"]) == 130
     capsys.readouterr()
     assert main([*args, "--batch-size", "1", "--pooling", "mean"]) == 1
-    assert "other arguments (differs in: pooling)" in capsys.readouterr().err
+    assert "other arguments (differs in: pooling 'none' vs 'mean')" in capsys.readouterr().err
 
 
 def test_sentence_transformer_is_the_masked_mean_of_the_top_layer(converted_fixture):
