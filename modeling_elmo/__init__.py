@@ -23,6 +23,7 @@ _EXPORTS = {
     "ElmoPreTrainedModel": "modeling_elmo",
     "ElmoBatchEncoding": "tokenization_elmo",
     "ElmoTokenizer": "tokenization_elmo",
+    "ElmoQuantizationConfig": "quantization",
 }
 _registered = False
 
@@ -44,6 +45,7 @@ def register_auto_classes() -> None:
     from .transformers_compat import register_tokenizer  # first: it names a Transformers below the floor in one line
 
     importlib.import_module(".engine", __name__)  # registers the CPU and GPU engines' implementations
+    importlib.import_module(".quantization", __name__).register_quantization()  # `ElmoQuantizationConfig`
 
     for name, module in _EXPORTS.items():
         globals()[name] = getattr(importlib.import_module(f".{module}", __name__), name)
@@ -101,6 +103,7 @@ __all__ = [
     "ElmoModel",
     "ElmoModelOutput",
     "ElmoPreTrainedModel",
+    "ElmoQuantizationConfig",
     "ElmoTokenClassificationPipeline",
     "ElmoTokenizer",
 ]

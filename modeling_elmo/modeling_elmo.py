@@ -374,6 +374,7 @@ class ElmoLstmLayer(ElmoHeldChoice, GradientCheckpointingLayer):
     # of 'original' are 128 MiB of gates, where all steps at once would be 128 KiB per packed token
     INPUT_GATE_CHUNK_ROWS = 1024
     elmo_part = "lstm"  # the part of the model it is for implementations (`elmo_implementations.PARTS`)
+    quantization: str | None = None  # a quantized layer's method (`modeling_elmo.quantization`)
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
@@ -735,7 +736,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
         if name is not None and name not in ALL_ELMO_IMPLEMENTATIONS:
             known = ", ".join(map(repr, ALL_ELMO_IMPLEMENTATIONS.names()))
             raise ValueError(f"Unknown implementation {name!r}: registered are {known} (or None for the default).")
-        layers = [module for module in self.modules() if isinstance(module, ElmoLstmLayer)]
+        layers = [module for module in self.modules() if isinstance(module, ElmoLstmLayer) and not module.quantization]
         chosen = ALL_ELMO_IMPLEMENTATIONS.get_interface(name, ELMO_EAGER, self.device.type)[0]  # None: the default
         for layer in layers if name is not None and hasattr(chosen, "check") else ():
             chosen.check(layer.weights())  # an implementation may refuse a model it cannot run (before any change)
@@ -780,7 +781,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
             init.uniform_(module.weight, -1.0, 1.0)
             if module.padding_idx is not None:
                 init.zeros_(module.weight[module.padding_idx])
-        elif isinstance(module, ElmoLstmLayer):
+        elif isinstance(module, ElmoLstmLayer) and not module.quantization:  # quantized weights are only loaded
             for weight in (module.weight_ih, module.weight_hh, module.weight_proj):
                 bound = weight.shape[1] ** -0.5
                 init.uniform_(weight, -bound, bound)
@@ -1151,7 +1152,8 @@ class ElmoHeadModel(ElmoPreTrainedModel):
         """As in [`PreTrainedModel`]; loading replaces the parameters, so the biLM is frozen again afterwards."""
         loaded = super().from_pretrained(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded
-        model.elmo.requires_grad_(not model.config.freeze_elmo)
+        quantized = getattr(model, "hf_quantizer", None) is not None  # a quantized biLM stays frozen
+        model.elmo.requires_grad_(not (model.config.freeze_elmo or quantized))
         return loaded
 
     def train(self, mode: bool = True) -> "ElmoHeadModel":

@@ -23,6 +23,7 @@ LEVELS = {
     "engine": 1,
     "runtime": 1,
     "commands": 2,
+    "quantization": 2,  # quantized biLM layers on the CPU engine's recurrence, with Transformers' quantizer hooks
     "formats": 3,
     "hub": 3,
     "model_cards": 3,  # the card templates (data, read by hub/model_card.py)

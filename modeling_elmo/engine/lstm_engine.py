@@ -75,20 +75,31 @@ class LstmEngine:
         return {**self.__dict__, "_derived": None}  # packed oneDNN weights cannot be pickled
 
     def run(
-        self, layer: LstmWeights, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
+        self,
+        layer: LstmWeights,
+        inputs: torch.Tensor,
+        batch_sizes: list[int],
+        initial_state: LstmState,
+        biased_sets: list[LinearSet] | None = None,
     ) -> tuple[torch.Tensor, LstmState]:
         """The call of the layer `layer` (arguments and results of `ElmoImplementation.lstm_layer`) without gradients:
-        the in-place recurrence."""
-        outputs = inputs.new_empty(2, inputs.shape[1], layer.weight_proj.shape[-1])
+        the in-place recurrence. `biased_sets`: the caller's own products (a quantized layer's), per set of
+        directions, whose input-to-gate products already add the gate bias (`layer.gate_bias()`); by default the
+        engine's (`_linear_sets`), the bias added at every step."""
+        outputs = inputs.new_empty(2, inputs.shape[1], initial_state[0].shape[-1])
         hidden, cell = initial_state[0], initial_state[1].clone()  # `cell` is updated in place
         offsets = list(itertools.accumulate(batch_sizes, initial=0))
-        bias = layer.gate_bias().unsqueeze(1)
-        products, linear_sets = self._linear_sets(layer, inputs, batch_sizes[0])
-        run_steps = self._step_runner(layer, products, linear_sets)
+        if biased_sets is None:
+            bias = layer.gate_bias().unsqueeze(1)
+            products, linear_sets = self._linear_sets(layer, inputs, batch_sizes[0])
+            run_steps = self._step_runner(layer, products, linear_sets)
+        else:
+            bias, linear_sets = None, biased_sets
+            run_steps = self._step_runner(layer, "given", linear_sets)
         for directions, linears in linear_sets:
             self._recur_in_place(
-                layer, linears, bias[directions], inputs[directions], offsets, hidden[directions],
-                cell[directions], outputs[directions], run_steps,
+                layer, linears, None if bias is None else bias[directions], inputs[directions], offsets,
+                hidden[directions], cell[directions], outputs[directions], run_steps,
             )  # fmt: skip
         active = torch.tensor(batch_sizes).unsqueeze(1) > torch.arange(batch_sizes[0])  # (time, batch)
         last_step = active.sum(dim=0) - 1
@@ -99,7 +110,7 @@ class LstmEngine:
         self,
         layer: LstmWeights,
         linears: tuple[LinearFn, LinearFn, LinearFn],
-        bias: torch.Tensor,
+        bias: torch.Tensor | None,
         inputs: torch.Tensor,
         offsets: list[int],
         hidden: torch.Tensor,
@@ -109,10 +120,11 @@ class LstmEngine:
     ) -> None:
         """
         The inference recurrence for `D` directions (1 or 2) at once: `inputs` (D, num_packed, input_size), `bias`
-        (D, 1, 4 * cell_size), initial `hidden` (D, batch, proj_size), `cell` (D, batch, cell_size) updated in place,
-        `outputs` (D, num_packed, proj_size) written. The input-to-gate products are computed a block of time steps
-        at a time (`INPUT_GATE_BLOCK_ROWS`), so memory stays bounded on long inputs; the steps of each block run in
-        `run_steps(rows, steps)` (threads, see `_step_runner`). Each step is `layer.cell`.
+        (D, 1, 4 * cell_size; None: the input-to-gate products add it), initial `hidden` (D, batch, proj_size),
+        `cell` (D, batch, cell_size) updated in place, `outputs` (D, num_packed, proj_size) written. The input-to-gate
+        products are computed a block of time steps at a time (`INPUT_GATE_BLOCK_ROWS`), so memory stays bounded on
+        long inputs; the steps of each block run in `run_steps(rows, steps)` (threads, see `_step_runner`). Each step
+        is `layer.cell`.
         """
         input_to_gates, recurrent, projection = linears
         num_steps = len(offsets) - 1
@@ -126,7 +138,9 @@ class LstmEngine:
                 for time in range(step, end):
                     size = offsets[time + 1] - offsets[time]
                     gates = gates_block[:, offsets[time] - offsets[step] : offsets[time + 1] - offsets[step]]
-                    gates.add_(recurrent(hidden[:, :size])).add_(bias)  # the bias last, as in the reference
+                    gates.add_(recurrent(hidden[:, :size]))
+                    if bias is not None:
+                        gates.add_(bias)  # the bias last, as in the reference
                     new_hidden, new_cell = layer.cell(gates, cell[:, :size], projection)
                     hidden = outputs[:, offsets[time] : offsets[time + 1]]
                     hidden.copy_(new_hidden)

@@ -1,0 +1,35 @@
+"""
+`ElmoQuantizationConfig`, the quantization setting of ELMo for Transformers' `from_pretrained(...,
+quantization_config=...)`: a `QuantizationConfigMixin` with `quant_method` `QUANT_METHOD`, registered with
+`transformers.quantizers.auto.register_quantization_config` (`register_quantization`), and saved in a quantized
+model's `config.json` so that the folder loads back quantized.
+"""
+
+from transformers.utils.quantization_config import QuantizationConfigMixin
+
+from .kernels import METHODS
+from .quantized_layer import check_method
+
+QUANT_METHOD = "elmo"  # the name Transformers files the config and the quantizer under
+
+
+class ElmoQuantizationConfig(QuantizationConfigMixin):
+    """
+    How to quantize ELMo's biLM (docs/speed.md, "Quantization").
+
+    Args:
+        method: `"int8"` (int8 weights x int8 activations quantized on every call, int32 sums), `"int8_weight_only"`
+            (int8 weights, bfloat16 activations, float32 sums) or `"bf16"` (bfloat16 weights and activations,
+            float32 sums): the input-to-gate, recurrent and projection weights of every biLM layer.
+    """
+
+    def __init__(self, method: str = "int8", **kwargs):
+        check_method(method)
+        unknown = sorted(set(kwargs) - {"quant_method"})
+        if unknown:
+            raise ValueError(f"ElmoQuantizationConfig takes method= only (one of {METHODS}), got {unknown}.")
+        self.quant_method = QUANT_METHOD
+        self.method = method
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ElmoQuantizationConfig) and other.method == self.method

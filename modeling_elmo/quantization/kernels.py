@@ -1,0 +1,285 @@
+"""
+The products of quantized weights, per method (`METHODS`), on the fastest library kernel that applies on this CPU,
+chosen from its instruction set (`torch.backends.cpu.get_cpu_capability()`, the flags of /proc/cpuinfo), never from
+its vendor, and checked once on a small probe; where a kernel is missing or fails its probe, the next one serves.
+
+- `"int8"`: int8 weights (symmetric, one float32 scale per output channel) times int8 activations quantized on every
+  call (one scale and zero point per call, from the rows' min and max), int32 sums: fbgemm's
+  `quantized::linear_dynamic` on x86 CPUs with AVX2 or AVX-512 (VNNI's `vpdpbusd` where present; without VNNI the
+  activations take 7 bits, `reduce_range`, as fbgemm's 16-bit intermediate sums need), else the same arithmetic by
+  `torch._int_mm`, else the weights dequantized for each call (plain float32 matmul: slow, for CPUs without either).
+- `"int8_weight_only"`: int8 weights (one bfloat16 scale per output channel), bfloat16 activations, float32 sums:
+  ATen's `_weight_int8pack_mm` (AVX2/AVX-512 kernels take bfloat16 activations only; elsewhere float32 ones).
+- `"bf16"`: bfloat16 weights and activations, float32 sums: oneDNN's linear with the weight packed once (AMX or
+  AVX512-BF16 where the CPU has them: oneDNN picks), else `torch.matmul` in bfloat16.
+
+Every product maps float32 `inputs (*, in_features)` to float32 `(*, out_features)`; none has a backward. torch 2.13
+warns that creating quantized tensors (fbgemm's weight format) is deprecated: the warning is silenced where the
+weights are packed, and a torch without the ops falls back (`int8_kernel`).
+"""
+
+import functools
+import platform
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+LinearFn = Callable[[torch.Tensor], torch.Tensor]
+
+METHODS = ("int8", "int8_weight_only", "bf16")
+INT8_K_MULTIPLE = 16  # ATen's vectorised `_weight_int8pack_mm` steps through K 16 (AVX-512) or 8 values at a time
+_DEPRECATED_QUANTIZED_TENSORS = r".*quantized tensor creation functions.*deprecated"
+
+
+def cpu_flags() -> frozenset[str]:
+    """The instruction-set flags of this CPU (/proc/cpuinfo's `flags`; empty where there is no such file)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
+def is_x86() -> bool:
+    """Whether this is an x86-64 machine (fbgemm's and oneDNN's x86 kernels)."""
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def has_vnni() -> bool:
+    """Whether this CPU has an int8 dot-product instruction (AVX512-VNNI or AVX-VNNI), so 8-bit activations need no
+    reduced range."""
+    return bool({"avx512_vnni", "avx_vnni"} & cpu_flags())
+
+
+def vectorised_capability() -> bool:
+    """Whether ATen runs its AVX2 or AVX-512 kernels here (`torch.backends.cpu.get_cpu_capability()`)."""
+    return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
+
+
+# ---- int8 x int8 (dynamic activations) --------------------------------------------------------------------------
+
+
+def quantize_symmetric(weight: torch.Tensor, scale_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """
+    `weight` (out_features, in_features), float -> `q` int8 of that shape and `scales` (out_features,) in
+    `scale_dtype`, with `weight[n, k] ~ q[n, k] * scales[n]` to within `scales[n] / 2` and `|q| <= 127`. A bfloat16
+    scale is rounded up first (so `|q| <= 127` still holds). An all-zero channel gets scale 1; a channel holding NaN
+    or infinity a NaN scale, so its outputs stay non-finite as in float32.
+    """
+    weight = weight.detach().float()
+    amax = weight.abs().amax(dim=-1)
+    exact = amax / 127
+    # bfloat16 rounds to nearest with a relative error <= 2^-8: scaling up by 1 + 2^-7 first keeps scale >= amax / 127
+    scales = (exact * (1 + 2**-7) if scale_dtype == torch.bfloat16 else exact).to(scale_dtype)
+    scales = torch.where(amax > 0, scales, torch.ones_like(scales))
+    scales = torch.where(torch.isfinite(amax), scales, torch.full_like(scales, float("nan")))
+    divisor = torch.where(torch.isfinite(amax), scales.float(), torch.ones_like(amax)).unsqueeze(-1)
+    quantized = torch.nan_to_num(weight / divisor).round_().clamp_(-127, 127).to(torch.int8)
+    return quantized.contiguous(), scales.contiguous()
+
+
+def _rows(inputs: torch.Tensor, in_features: int) -> torch.Tensor:
+    """`inputs` (*, in_features) as a contiguous float32 matrix (rows, in_features)."""
+    return inputs.reshape(-1, in_features).contiguous()
+
+
+def fbgemm_int8_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
+    """The `"int8"` product on fbgemm's `quantized::linear_dynamic`, the weight packed once into fbgemm's layout
+    (`quantized` (out, in) int8, `scales` (out,) float32)."""
+    out_features, in_features = quantized.shape
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_DEPRECATED_QUANTIZED_TENSORS, category=UserWarning)
+        weight = torch._make_per_channel_quantized_tensor(
+            quantized, scales.double(), torch.zeros(out_features, dtype=torch.long), 0
+        )
+        packed = torch.ops.quantized.linear_prepack(weight, None)
+    reduce_range = not has_vnni()
+
+    def linear(inputs: torch.Tensor) -> torch.Tensor:
+        product = torch.ops.quantized.linear_dynamic(_rows(inputs, in_features), packed, reduce_range)
+        return product.reshape(*inputs.shape[:-1], out_features)
+
+    return linear
+
+
+def quantize_activations(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`rows` (M, K) float32 -> int8 values and one float32 scale (symmetric, per call): `rows ~ values * scale`."""
+    amax = rows.abs().amax()
+    scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))
+    return (rows / scale).round_().clamp_(-127, 127).to(torch.int8), scale
+
+
+def int_mm_int8_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
+    """The `"int8"` product on `torch._int_mm` (int8 x int8 -> int32), activations quantized per call
+    (`quantize_activations`)."""
+    out_features, in_features = quantized.shape
+    transposed = quantized.t()  # (in, out): `_int_mm` takes the weight as its second factor
+
+    def linear(inputs: torch.Tensor) -> torch.Tensor:
+        values, scale = quantize_activations(_rows(inputs, in_features))
+        product = torch._int_mm(values, transposed).float() * (scale * scales)
+        return product.reshape(*inputs.shape[:-1], out_features)
+
+    return linear
+
+
+def dequantized_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
+    """Any int8 method's product with the weight dequantized to float32 on every call (no float32 copy kept): the
+    slow fallback for a CPU or torch without the int8 kernels."""
+    out_features = quantized.shape[0]
+
+    def linear(inputs: torch.Tensor) -> torch.Tensor:
+        weight = quantized.float() * scales.float().unsqueeze(1)
+        return torch.nn.functional.linear(inputs, weight).reshape(*inputs.shape[:-1], out_features)
+
+    return linear
+
+
+def _probe_weights() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Small exact integer weights (out 24, in 32), scales and inputs for the kernels' probes."""
+    generator = torch.Generator().manual_seed(0)
+    quantized = torch.randint(-127, 128, (24, 32), generator=generator, dtype=torch.int8)
+    scales = torch.full((24,), 0.5)
+    inputs = torch.randint(-127, 128, (17, 32), generator=generator).float() * 0.25
+    return quantized, scales, inputs
+
+
+def _probe(make: Callable[[torch.Tensor, torch.Tensor], LinearFn], tolerance: float) -> bool:
+    """Whether `make(quantized, scales)` builds and computes a small product within `tolerance` (relative to the
+    largest output) of the float64 one."""
+    quantized, scales, inputs = _probe_weights()
+    try:
+        with torch.no_grad():
+            found = make(quantized, scales)(inputs)
+    except (AttributeError, NotImplementedError, RuntimeError):
+        return False
+    expected = inputs.double() @ (quantized.double() * scales.double().unsqueeze(1)).t()
+    error = (found.double() - expected).abs().max()
+    return found.shape == expected.shape and bool(error <= tolerance * expected.abs().max())
+
+
+INT8_KERNELS: dict[str, Callable[[torch.Tensor, torch.Tensor], LinearFn]] = {
+    "fbgemm": fbgemm_int8_linear,
+    "int_mm": int_mm_int8_linear,
+    "dequantized": dequantized_linear,
+}
+
+
+def _int8_kernel_applies(name: str) -> bool:
+    """Whether the int8 kernel `name` serves on this CPU: its instruction set, then a probe (8-bit activations on
+    a probe of quarter-integer values: within 2% of the exact product)."""
+    if name == "fbgemm" and not (is_x86() and vectorised_capability()):
+        return False  # fbgemm's kernels are AVX2/AVX-512 only
+    if name == "fbgemm" and "fbgemm" not in torch.backends.quantized.supported_engines:
+        return False
+    if name == "dequantized":
+        return True
+    return _probe(INT8_KERNELS[name], tolerance=0.02)
+
+
+@functools.cache
+def int8_kernel() -> str:
+    """The name of the `"int8"` kernel that serves here, best first (`INT8_KERNELS`), decided once per process."""
+    return next(name for name in INT8_KERNELS if _int8_kernel_applies(name))
+
+
+# ---- int8 weight-only ---------------------------------------------------------------------------------------------
+
+
+def weight_only_int8_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
+    """The `"int8_weight_only"` product on ATen's `_weight_int8pack_mm` (`quantized` (out, in) int8, `scales` (out,)
+    bfloat16): bfloat16 activations where ATen runs its AVX2/AVX-512 kernels (they take no other; K zero-padded to
+    `INT8_K_MULTIPLE`), float32 elsewhere."""
+    out_features, in_features = quantized.shape
+    activation_dtype = torch.bfloat16 if vectorised_capability() else torch.float32
+    padding = -in_features % INT8_K_MULTIPLE
+    packed = torch.nn.functional.pad(quantized, (0, padding)) if padding else quantized
+    kernel_scales = scales.to(activation_dtype)
+
+    def linear(inputs: torch.Tensor) -> torch.Tensor:
+        # a new tensor (dtype change or padding): its rows are aligned as the kernels' aligned loads require
+        rows = inputs.reshape(-1, in_features).to(activation_dtype, copy=True)
+        if padding:
+            rows = torch.nn.functional.pad(rows, (0, padding))
+        product = torch.ops.aten._weight_int8pack_mm(rows, packed, kernel_scales)
+        return product.to(inputs.dtype).reshape(*inputs.shape[:-1], out_features)
+
+    return linear
+
+
+@functools.cache
+def weight_only_kernel() -> str:
+    """`"int8pack"` where `_weight_int8pack_mm` passes its probe here, else `"dequantized"`."""
+    probe_ok = _probe(lambda q, s: weight_only_int8_linear(q, s.to(torch.bfloat16)), tolerance=0.02)
+    return "int8pack" if probe_ok else "dequantized"
+
+
+# ---- bfloat16 -----------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def bf16_kernel() -> str:
+    """`"onednn"` where oneDNN's bfloat16 linear is built for this x86 CPU and exact on a small integer probe, else
+    `"matmul"`."""
+    if not (is_x86() and torch.backends.mkldnn.is_available()):
+        return "matmul"
+    try:
+        if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            return "matmul"
+        weight = torch.arange(12.0).reshape(3, 4).to(torch.bfloat16)
+        inputs = torch.arange(8.0).reshape(2, 4).to(torch.bfloat16)
+        with torch.no_grad():
+            packed = torch.ops.mkldnn._reorder_linear_weight(weight, 2)
+            result = torch.ops.mkldnn._linear_pointwise(inputs, packed, None, "none", [], "")
+    except (AttributeError, NotImplementedError, RuntimeError):
+        return "matmul"
+    return "onednn" if torch.equal(result.float(), inputs.float() @ weight.float().t()) else "matmul"
+
+
+def bf16_linear(weight: torch.Tensor, pack_rows: int) -> LinearFn:
+    """The `"bf16"` product of `weight` (out, in) bfloat16: oneDNN with the weight packed once for products of about
+    `pack_rows` rows (`bf16_kernel`), `torch.matmul` otherwise."""
+    out_features, in_features = weight.shape
+    if bf16_kernel() == "onednn" and torch.backends.mkldnn.enabled:
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), pack_rows)
+
+        def linear(inputs: torch.Tensor) -> torch.Tensor:
+            rows = inputs.reshape(-1, in_features).to(torch.bfloat16)
+            product = torch.ops.mkldnn._linear_pointwise(rows, packed, None, "none", [], "")
+            return product.to(inputs.dtype).reshape(*inputs.shape[:-1], out_features)
+
+        return linear
+    return lambda inputs: torch.matmul(inputs.to(torch.bfloat16), weight.t()).to(inputs.dtype)
+
+
+# ---- one entry point ----------------------------------------------------------------------------------------------
+
+
+def kernel_name(method: str) -> str:
+    """The kernel that computes `method`'s products on this CPU (for records and tests)."""
+    if method == "int8":
+        return int8_kernel()
+    if method == "int8_weight_only":
+        return weight_only_kernel()
+    return bf16_kernel()
+
+
+def quantized_linear(method: str, weight: torch.Tensor, scales: torch.Tensor | None, pack_rows: int = 64) -> LinearFn:
+    """
+    The float32 product `inputs (*, in) -> ~ inputs @ dequantized(weight).T (*, out)` of one quantized weight held
+    as `method` stores it (`weight` (out, in): int8 with `scales` (out,), float32 for "int8" and bfloat16 for
+    "int8_weight_only"; bfloat16 without scales for "bf16"), on `kernel_name(method)`.
+    """
+    kernel = kernel_name(method)
+    if method == "bf16":
+        return bf16_linear(weight, pack_rows)
+    if kernel == "dequantized":
+        return dequantized_linear(weight, scales)
+    if method == "int8_weight_only":
+        return weight_only_int8_linear(weight, scales)
+    return INT8_KERNELS[kernel](weight, scales)

@@ -1,0 +1,171 @@
+"""
+A biLM layer with quantized weights (`ElmoQuantizedLstmLayer`), and the conversion of a model's layers to it
+(`quantize_bilm`, `prepare_quantized_bilm`).
+
+The layer holds its input-to-gate, recurrent and projection weights only in the method's storage (buffers; no
+float32 copy): `weight_ih` (2, 4 * cell_size, input_size), `weight_hh` (2, 4 * cell_size, proj_size) and
+`weight_proj` (2, proj_size, cell_size), each direction's matrix as (out_features, in_features), int8 with
+`<name>_scale` (2, out_features) (float32 for "int8", bfloat16 for "int8_weight_only") or bfloat16 for "bf16". These
+are what `save_pretrained` writes and a saved quantized folder loads back bit for bit. The kernels' own layouts
+(fbgemm's or oneDNN's packed weights) are derived from them on the first call and kept while the buffers stay the
+same tensors at the same version.
+
+The layer runs on CPUs only, without gradients: the CPU engine's recurrence (`lstm_engine.LstmEngine.run`), one
+direction over all its time steps before the other (so at batch 1 one direction's weights stay in cache), the gate
+bias added once per block of steps with the input-to-gate products.
+"""
+
+import torch
+from torch import nn
+
+from ..engine.lstm_engine import LinearSet, LstmEngine
+from ..modeling_elmo import ElmoBiLm, ElmoConfig, ElmoLstmLayer, ElmoModel, ElmoPreTrainedModel
+from .kernels import METHODS, quantize_symmetric, quantized_linear
+
+QUANTIZED_WEIGHTS = ("weight_ih", "weight_hh", "weight_proj")
+SCALE_DTYPES = {"int8": torch.float32, "int8_weight_only": torch.bfloat16}
+_RECURRENCE = LstmEngine()  # holds nothing for given products: one serves every quantized layer
+
+
+class ElmoQuantizedLstmLayer(ElmoLstmLayer):
+    """`ElmoLstmLayer` with its three weight matrices held quantized by `method` (one of `kernels.METHODS`)."""
+
+    def __init__(self, config: ElmoConfig, method: str):
+        super().__init__(config)
+        self.quantization = method
+        for name in QUANTIZED_WEIGHTS:
+            _, in_features, out_features = getattr(self, name).shape
+            device = getattr(self, name).device
+            delattr(self, name)
+            dtype = torch.bfloat16 if method == "bf16" else torch.int8
+            self.register_buffer(name, torch.empty(2, out_features, in_features, dtype=dtype, device=device))
+            if method in SCALE_DTYPES:
+                scale = torch.empty(2, out_features, dtype=SCALE_DTYPES[method], device=device)
+                self.register_buffer(f"{name}_scale", scale)
+        self._products: tuple[tuple, list[LinearSet]] | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_products": None}  # packed kernel weights cannot be pickled or copied
+
+    @classmethod
+    def from_float(cls, layer: ElmoLstmLayer, method: str) -> "ElmoQuantizedLstmLayer":
+        """`layer`'s weights quantized by `method` (its bias and settings kept)."""
+        with torch.device("meta"):
+            quantized = cls(layer.config, method)
+        quantized.bias = layer.bias
+        quantized.train(layer.training)
+        for name in QUANTIZED_WEIGHTS:
+            weight = getattr(layer, name).detach().transpose(1, 2)  # (2, out_features, in_features)
+            if method == "bf16":
+                setattr(quantized, name, weight.to(torch.bfloat16).contiguous())
+                continue
+            values, scales = quantize_symmetric(weight, SCALE_DTYPES[method])
+            setattr(quantized, name, values)
+            setattr(quantized, f"{name}_scale", scales)
+        return quantized
+
+    def _stored(self) -> list[torch.Tensor]:
+        """The buffers the products are derived from."""
+        return [tensor for _, tensor in self.named_buffers(recurse=False)]
+
+    def linear_sets(self) -> list[LinearSet]:
+        """Per direction, the input-to-gate (gate bias added), recurrent and projection products on this CPU's
+        kernel (`kernels.quantized_linear`), derived on first use and kept while the buffers are unchanged."""
+        key = tuple((tensor.data_ptr(), tensor._version) for tensor in self._stored()) + (self.bias._version,)
+        cached = self._products
+        if cached is None or cached[0] != key:
+            self._products = None  # free the old packed weights before packing new ones
+            cached = self._products = (key, self._derive_linear_sets())
+        return cached[1]
+
+    def _product(self, name: str, direction: int):
+        scales = getattr(self, f"{name}_scale", None)
+        return quantized_linear(
+            self.quantization, getattr(self, name)[direction], None if scales is None else scales[direction]
+        )
+
+    def _derive_linear_sets(self) -> list[LinearSet]:
+        bias = self.gate_bias().detach()
+        sets = []
+        for direction in range(2):
+            input_product = self._product("weight_ih", direction)
+            direction_bias = bias[direction]
+
+            def input_to_gates(rows: torch.Tensor, product=input_product, add=direction_bias) -> torch.Tensor:
+                return product(rows).add_(add)
+
+            recurrent, projection = self._product("weight_hh", direction), self._product("weight_proj", direction)
+            sets.append((slice(direction, direction + 1), (input_to_gates, recurrent, projection)))
+        return sets
+
+    def forward(self, inputs, batch_sizes, initial_state, dispatch=None):
+        """`ElmoLstmLayer.forward` on the quantized weights (CPU only, no gradients: refused in one line)."""
+        refuse_gradients(self, inputs, initial_state)
+        if inputs.device.type != "cpu":
+            raise ValueError(
+                f"A quantized biLM ({self.quantization!r}) runs on CPUs only; its inputs are on {inputs.device}."
+            )
+        return _RECURRENCE.run(self.weights(), inputs.float(), batch_sizes, initial_state, self.linear_sets())
+
+
+def refuse_gradients(layer: ElmoQuantizedLstmLayer, inputs: torch.Tensor, state: tuple) -> None:
+    """Refuse a call that would need a gradient through the quantized weights (`RuntimeError`, one line)."""
+    tensors = (inputs, *state, *layer.parameters(), *layer.buffers())
+    if torch.is_grad_enabled() and any(tensor.requires_grad for tensor in tensors):
+        raise RuntimeError(
+            f"The biLM's weights are quantized ({layer.quantization!r}): no gradient flows into or through them. "
+            "Keep the biLM frozen (it is, once quantized), or load it without quantization_config to train it."
+        )
+
+
+def bilms_of(model: nn.Module) -> list[ElmoModel]:
+    """The `ElmoModel`s in `model` (itself, or a head's `elmo`)."""
+    return [module for module in model.modules() if isinstance(module, ElmoModel)]
+
+
+def _replace_layers(bilm: ElmoBiLm, make) -> None:
+    for index, layer in enumerate(bilm.layers):
+        if not isinstance(layer, ElmoQuantizedLstmLayer):
+            bilm.layers[index] = make(layer)
+
+
+def prepare_quantized_bilm(model: ElmoPreTrainedModel, method: str) -> None:
+    """Give `model`'s biLM layers the storage of `method` (empty, on the model's device: the meta device while
+    Transformers loads a saved quantized folder into it)."""
+    check_method(method)
+    for elmo in bilms_of(model):
+        _replace_layers(elmo.bilm, lambda layer: _empty_like(layer, method))
+
+
+def _empty_like(layer: ElmoLstmLayer, method: str) -> ElmoQuantizedLstmLayer:
+    with torch.device(layer.bias.device):
+        quantized = ElmoQuantizedLstmLayer(layer.config, method)
+    quantized.bias = layer.bias
+    return quantized
+
+
+def quantize_bilm(model: ElmoPreTrainedModel, method: str) -> None:
+    """Quantize `model`'s biLM layers by `method` from their float32 weights (which are dropped), and freeze the
+    biLM (character CNN and LSTM): a head above it may still train."""
+    check_method(method)
+    for elmo in bilms_of(model):
+        _replace_layers(elmo.bilm, lambda layer: ElmoQuantizedLstmLayer.from_float(layer, method))
+    freeze_quantized_bilm(model)
+
+
+def freeze_quantized_bilm(model: ElmoPreTrainedModel) -> None:
+    """No gradient for the parameters below the quantized layers: the character CNN and the LSTM biases."""
+    for elmo in bilms_of(model):
+        elmo.char_encoder.requires_grad_(False)
+        elmo.bilm.requires_grad_(False)
+
+
+def is_quantized_layer(layer: nn.Module) -> bool:
+    """Whether `layer` is a quantized biLM layer."""
+    return isinstance(layer, ElmoQuantizedLstmLayer)
+
+
+def check_method(method: object) -> None:
+    """Refuse a quantization method that is not one of `METHODS` (`ValueError`, one line)."""
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"quantization method must be one of {', '.join(map(repr, METHODS))}, got {method!r}.")
