@@ -223,6 +223,37 @@ def test_arguments_out_of_range_name_the_argument(arguments, name, converted_fix
         ElmoBatchEmbedder(converted_fixture, **arguments)
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"quantization": "int4"}, "^quantization: one of None, 'int8', 'int8_weight_only', 'bf16', got 'int4'$"),
+        ({"quantization": "none"}, "^quantization: one of None, "),
+        ({"quantization": "bf16", "device": "cuda"}, "^quantization: 'bf16' runs on the CPU, got device 'cuda'$"),
+    ],
+)
+def test_a_quantization_it_cannot_run_is_one_line(arguments, message, converted_fixture):
+    with pytest.raises(ValueError, match=message):
+        ElmoBatchEmbedder(converted_fixture, **arguments)
+
+
+def test_a_quantized_embedder_gives_the_bits_of_elmo_embed_quantized(corpus_file, converted_fixture, tmp_path):
+    """`quantization="int8"` is `elmo-embed --quantization int8` (fed its batches, bit for bit), and not exact."""
+    options = ("--batch-size", str(SMALL_BATCHES), "--word-cache", "0")
+    quantized = elmo_embed_vectors(
+        corpus_file, tmp_path / "int8.hdf5", converted_fixture, "top", None, *options, "--quantization", "int8"
+    )
+    exact = elmo_embed_vectors(corpus_file, tmp_path / "exact.hdf5", converted_fixture, "top", None, *options)
+    embedder = ElmoBatchEmbedder(converted_fixture, "top", batch_size=SMALL_BATCHES, word_cache=0, quantization="int8")
+    lines = corpus_file.read_text(encoding="utf-8").splitlines()
+    found = {}
+    for batch in bucketed_batches(read_sentences(corpus_file), batch_size=SMALL_BATCHES):
+        ids = sorted(sentence.index for sentence in batch.sentences)
+        found.update(vectors_by_id(embedder(batch_of_kind("arrow", ids, [lines[i] for i in ids])), "top", None))
+    assert_close(found, quantized, bits=True)
+    assert any(not np.array_equal(quantized[index], exact[index]) for index in exact)  # the int8 model ran
+    assert ElmoBatchEmbedder(converted_fixture).loaded()[1] is not embedder.loaded()[1]  # one model per choice
+
+
 def test_an_unusable_device_names_it(converted_fixture):
     with pytest.raises(ValueError, match="Cannot use device 'nonsense'"):
         ElmoBatchEmbedder(converted_fixture, device="nonsense")({"id": [0], "text": ["a"]})

@@ -37,6 +37,19 @@ def test_the_model_cache_keeps_the_most_recently_used_models(monkeypatch, no_mod
     assert ElmoBatchEmbedder("a", word_cache=0).loaded()[1] is embedders["a"].loaded()[1]  # one per model
 
 
+def test_each_quantization_of_a_model_is_a_model_of_its_own(monkeypatch, no_models_loaded):
+    loads = []
+
+    def load_model(model, dtype, device, progress=True, quantization=None):
+        loads.append((model, quantization))
+        return SimpleNamespace(), SimpleNamespace(name=f"{model} {quantization}")
+
+    monkeypatch.setattr(batch_embedder, "load_model", load_model)
+    for quantization in (None, "int8", "bf16", "int8"):
+        assert ElmoBatchEmbedder("a", quantization=quantization).loaded()[1].name == f"a {quantization}"
+    assert loads == [("a", None), ("a", "int8"), ("a", "bf16")]  # "int8" again: still loaded (the exact one went)
+
+
 def test_each_embedder_has_a_word_cache_of_its_own(converted_fixture, no_models_loaded, monkeypatch):
     first, second = ElmoBatchEmbedder(converted_fixture, "top"), ElmoBatchEmbedder(converted_fixture, "top")
     first({"id": [0, 1], "text": ["the bank closed", "river boats"]})

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from modeling_elmo.embed import cli as embed
+from modeling_elmo.embed import run_identity
 from modeling_elmo.embed import store as embed_store
 from modeling_elmo.embed.batching import Batch, Sentence, bucketed_batches
 from modeling_elmo.embed.cli import main
@@ -239,6 +240,60 @@ def test_resume_with_other_model_files_is_refused(tmp_path, corpus, converted_fi
     assert _embed(input_path, tmp_path / "out.hdf5", model, *SMALL_BATCHES) == 0
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--quantization", "int4"], "argument --quantization: invalid choice: 'int4'"),
+        (["--quantization", "int8", "--dtype", "bfloat16"], "leave --dtype at float32 (got --dtype bfloat16)"),
+        (["--quantization", "bf16", "--device", "cuda"], "runs on the CPU: use --device cpu (got cuda)"),
+    ],
+)
+def test_a_quantization_it_cannot_run_is_one_line(tmp_path, corpus, converted_fixture, capsys, options, message):
+    input_path = _write(tmp_path / "in.txt", corpus)
+    assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *options) == 2
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1 and message in error, error
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]
+
+
+def test_the_quantization_is_in_the_run_record_and_a_resume_keeps_it(
+    tmp_path, corpus, converted_fixture, capsys, monkeypatch
+):
+    """The choice is recorded (an exact run's as "none"); resuming with another is refused naming both; the
+    quantized vectors are not the exact ones and the exact run's are unchanged by the option."""
+    input_path = _write(tmp_path / "in.txt", corpus)
+    assert _embed(input_path, tmp_path / "exact.hdf5", converted_fixture, "--layers", "top") == 0
+    assert (
+        _embed(input_path, tmp_path / "none.hdf5", converted_fixture, "--layers", "top", "--quantization", "none") == 0
+    )
+    assert (tmp_path / "none.hdf5").read_bytes() == (tmp_path / "exact.hdf5").read_bytes()
+    with monkeypatch.context() as patch:
+        _stop_after(patch, 2)
+        options = ("--layers", "top", "--quantization", "int8", *SMALL_BATCHES)
+        assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *options) == 130
+    capsys.readouterr()
+    assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, "--layers", "top", *SMALL_BATCHES) == 1
+    error = capsys.readouterr().err
+    assert "other arguments (differs in: quantization 'int8' vs 'none')" in error, error
+    assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *options) == 0
+    with h5py.File(tmp_path / "out.hdf5", "r") as handle:
+        assert json.loads(handle.attrs[embed_store.RUN_RECORD])["quantization"] == "int8"
+    with h5py.File(tmp_path / "exact.hdf5", "r") as handle:
+        assert json.loads(handle.attrs[embed_store.RUN_RECORD])["quantization"] == "none"
+    quantized, _ = _read(tmp_path / "out.hdf5")
+    exact, _ = _read(tmp_path / "exact.hdf5")
+    assert quantized.keys() == exact.keys()
+    assert any(not np.array_equal(quantized[name], exact[name]) for name in exact)
+
+
+def test_the_differences_name_both_values_of_an_option():
+    found = {"quantization": "int8", "layers": "all", "model_sha256": "ab" * 32, "pooling": "none", "window": 8}
+    wanted = {**found, "quantization": "none", "model_sha256": "cd" * 32, "window": None}
+    described = run_identity.describe_differences(found, wanted)
+    assert described == "model_sha256, quantization 'int8' vs 'none', window 8 vs None"
+    assert run_identity.describe_differences(found, found) == ""
+
+
 def test_overwrite_starts_over_and_deletes_only_our_work_folder(tmp_path, corpus, converted_fixture, monkeypatch):
     input_path = _write(tmp_path / "in.txt", corpus)
     assert _embed(input_path, tmp_path / "fresh.hdf5", converted_fixture, *SMALL_BATCHES) == 0
@@ -320,11 +375,12 @@ def test_shards_split_a_small_input_and_merge_equals_a_single_run(tmp_path, thre
     assert (tmp_path / "merged.hdf5").read_bytes() == single.read_bytes()
 
 
-def _copy_with_rank(source: Path, target: Path, rank: int) -> Path:
+def _with_record(source: Path, target: Path, **changes) -> Path:
+    """A copy of the shard `source` whose run record has `changes`."""
     shutil.copy(source, target)
     with h5py.File(target, "r+") as handle:
         record = json.loads(handle.attrs[embed_store.RUN_RECORD])
-        handle.attrs[embed_store.RUN_RECORD] = json.dumps({**record, "rank": rank})
+        handle.attrs[embed_store.RUN_RECORD] = json.dumps({**record, **changes})
     return target
 
 
@@ -333,14 +389,18 @@ def test_merge_refuses_missing_mixed_or_overlapping_shards(tmp_path, three_shard
     other_run = _run_shards(
         _write(tmp_path / "in.txt", corpus), tmp_path / "other.hdf5", converted_fixture, 3, "--layers", "top"
     )
-    overlapping = _copy_with_rank(first, tmp_path / "overlap.hdf5", 1)
+    overlapping = _with_record(first, tmp_path / "overlap.hdf5", rank=1)
     with h5py.File(overlapping, "r+") as handle, h5py.File(second, "r") as source:
         del handle[next(name for name in handle if name.isdigit())]
         source.copy(source[next(name for name in source if name.isdigit())], handle)
     renamed_copy = shutil.copy(first, tmp_path / "multi.shard-00001-of-00003.hdf5")
     cases = [
         ([first, third], ["shard 1 of 3", "multi.shard-00001-of-00003.hdf5"]),
-        ([first, other_run[1], third], ["different runs", "layers"]),
+        ([first, other_run[1], third], ["different runs", "layers 'all' vs 'top'"]),
+        (
+            [first, _with_record(second, tmp_path / "int8.hdf5", quantization="int8"), third],
+            ["quantization 'none' vs 'int8'"],
+        ),
         ([first, first, second, third], ["given twice"]),
         ([first, renamed_copy, third], ["shard 0 of 3"]),
         ([overlapping, first, third], ["is in both"]),

@@ -178,6 +178,7 @@ def test_another_runs_folder_or_foreign_files_are_refused(tmp_path, corpus, conv
         ([input_path, "--layers", "top"], "differs in: layers 'all' vs 'top')"),
         ([other_input], f"input_lines {len(corpus)} vs {len(corpus) - 1}, input_sha256)"),
         ([input_path, "--vector-dtype", "float16"], "differs in: vector_dtype 'float32' vs 'float16')"),
+        ([input_path, "--quantization", "bf16"], "differs in: quantization 'none' vs 'bf16')"),
     ]
     for (source, *options), expected in cases:
         assert _parquet(source, tmp_path / "out", converted_fixture, *WINDOW, *options) == 1
