@@ -44,6 +44,7 @@ from modeling_elmo.pretraining.options import PretrainingOptions
 from modeling_elmo.transformers_compat import IS_TRANSFORMERS_5
 
 ORIGINAL_TOLERANCE = 2e-6  # float32 outputs against the original TensorFlow code's (the project's standard)
+QUANTIZED_FIXTURE_TOLERANCE = 0.1  # max abs error of a quantized fixture model against float32 (docs/speed.md)
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,22 @@ def check_embed_fixture(sandbox: Sandbox, output: str) -> None:
             with h5py.File(sandbox.fixture_dir / f"lm_embeddings_{k}.hdf5", "r") as reference:
                 expected = np.concatenate(list(reference["0"][...]), axis=-1)
             assert np.abs(layers[2] - expected).max() <= ORIGINAL_TOLERANCE
+
+
+def check_embed_quantized(sandbox: Sandbox, output: str) -> None:
+    """Every line's layers, recorded as int8, near the exact model's (the fixture's outputs reach about 7)."""
+    model_dir = sandbox.work / "elmo-fixture"
+    tokenizer, model = AutoTokenizer.from_pretrained(model_dir), AutoModel.from_pretrained(model_dir)
+    with h5py.File(sandbox.work / "sentences-int8.hdf5", "r") as handle:
+        assert json.loads(handle.attrs["elmo_embed_run"])["quantization"] == "int8"
+        errors = []
+        for k, words in enumerate(fixture_sentences(sandbox.fixture_dir)):
+            with torch.inference_mode():
+                encoded = tokenizer([words], is_split_into_words=True, return_tensors="pt")
+                exact = torch.stack(model(**encoded, output_hidden_states=True).hidden_states)[:, 0].numpy()
+            assert handle[str(k)].shape == exact.shape == (3, len(words), 32)
+            errors.append(np.abs(handle[str(k)][...] - exact).max())
+    assert 0 < max(errors) <= QUANTIZED_FIXTURE_TOLERANCE, max(errors)
 
 
 def check_allennlp_drop_in(sandbox: Sandbox, output: str) -> None:
@@ -828,6 +845,7 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "convert-fixture": DocCommand(nothing, check_convert_fixture),
     "export-fixture": DocCommand(copy_converted_fixture, check_export_fixture),
     "embed-fixture": DocCommand(write_sentences, check_embed_fixture),
+    "embed-quantized": DocCommand(write_sentences, check_embed_quantized),
     "allennlp-drop-in": DocCommand(write_fixture_in_batch_order, check_allennlp_drop_in),
     "onnx-fixture": DocCommand(copy_converted_fixture, check_onnx_fixture),
     "ner": DocCommand(write_tiny_conll, check_ner),
