@@ -1,5 +1,6 @@
-"""Inference speed and memory of ElmoModel (CPU, float32, stateless): fast path vs the per-step reference path, each
-figure also as a fraction of this machine's own limits for the model's work.
+"""Inference speed and memory of ElmoModel (CPU, stateless): the exact float32 path, each quantization method and
+AllenNLP side by side, each figure also as a fraction of this machine's own limits for the model's work, where the
+time of a call goes, and the accuracy of each method (issue 44: "one benchmark command prints every figure").
 
 Builds random-weight checkpoints of the real 'small' (LSTM 1024/128, 1 highway) and 'original' (LSTM 4096/512,
 2 highways) shapes in the original HDF5 layout, converts them with `convert_checkpoint`, then runs every setting
@@ -9,39 +10,61 @@ default path measures its step products and, on one call each, its thread counts
 `warm_up_tok_s`) and the sentences in corpus order. Timed: tokenizer + forward with all
 layers (`output_hidden_states=True`) under `torch.inference_mode()`, `--repeats` passes over the setting's sentences;
 the median pass is reported, with the range of the passes (the machine's memory bandwidth is shared, so single passes
-vary). Paths: `fast` (default model), `fast-int8` / `fast-bf16` (`model.set_implementation("cpu_int8" | "cpu_bf16")`:
-recurrent and projection weights compressed, derived in the untimed warm-up), `fast-cache`
-(`model.set_word_cache()`, empty when the timing starts), `reference` (`model.set_implementation("reference")`),
-`onnx` (onnxruntime, `--threads` intra-op threads, on the model exported by `elmo-export-onnx`'s code, once, to
-`<model dir>.onnx`; listed when onnxruntime is installed). The `--busy-paths` (default `fast` and `onnx`) are also
-timed with a competing busy process (a Python loop keeping one CPU busy) running beside the worker: the rows
-"beside a busy process". `--models` takes `fixture` (the shared fixture's model) and model folders too.
+vary). Paths: `fast` (the default model: exact float32), `int8` / `int8_weight_only` / `bf16` (loaded with
+`quantization_config=ElmoQuantizationConfig(method)`; the kernels' packed weights derived in the untimed warm-up),
+`fast-cache` (`model.set_word_cache()`, empty when the timing starts), `reference`
+(`model.set_implementation("reference")`), `onnx` (onnxruntime, `--threads` intra-op threads, on the model exported by
+`elmo-export-onnx`'s code, once, to `<model dir>.onnx`; listed when onnxruntime is installed) and `allennlp`
+(AllenNLP 2.10.1's `_ElmoBiLm` on the same original-format files, run by `../shared/peers/bench_allennlp.py`'s worker
+in the peer's venv, `--peer-python`: the same sentences, threads and repeats, stateless, one untimed warm-up batch;
+listed when that Python exists). The `--busy-paths` (default `fast`, the quantized paths and `onnx`) are also timed
+with a competing busy process (a Python loop keeping one CPU busy) running beside the worker: the rows "beside a busy
+process". Columns "x AllenNLP" and "x exact" divide a row's tok/s by AllenNLP's and by `fast`'s at the same model and
+batch (busy rows: by `fast` beside a busy process). `--models` takes `fixture` (the shared fixture's model) and model
+folders too (no `allennlp` rows for folders: they have no original-format files).
 `--rounds N` runs the whole list of settings N times, interleaved (round 1: every setting, then round 2, ...), so that
 the settings see the same machine; a row reports the median of its rounds' medians and the range of all its passes.
-With compressed paths listed, every round also runs float32, int8 and bf16 side by side in one process, batch by
-batch in rotating order (`worker_compare`), and reports the speedups pass by pass.
+With quantized paths listed, every round also runs float32 and each quantized model side by side in one process,
+batch by batch in rotating order (`worker_compare`), and reports the speedups pass by pass.
 
 Ceilings (`--ceilings`, on by default), measured in a fresh process at the start of every round, with the model's own
-weights and the products its inference path can use (`LstmEngine._linear_sets`: oneDNN with packed weights
-on x86 CPUs, and `bmm`; at each row count the faster of the two, whichever vendor):
+weights and the products its inference paths run (float32: `LstmEngine._linear_sets`, oneDNN with packed weights on
+x86 CPUs and `bmm`, at each row count the faster of the two, whichever vendor; each quantization method: its quantized
+layers' own products, `ElmoQuantizedLstmLayer.linear_sets`):
 - GEMM: the input-to-gate product of a block (`INPUT_GATE_BLOCK_ROWS` rows) and one time step's recurrent +
   projection products of every layer and direction (the (W_hh, W_proj) pairs the model runs in turn) at row counts
-  1 ... max batch, interpolated linearly in between. A setting's GEMM ceiling is the time these products take for
-  its batches (every time step at its own row count, boundary tokens included), with the character CNN's FLOPs at
-  the input-to-gate rate, counted once per distinct word of a batch as the model runs it (the word cache,
-  `fast-cache`, skips even those, so it can pass 100%). Batch sizes above 1 are compared with it. The table also
-  gives every figure as GFLOP/s at the FLOPs per token counted from the config (LSTM: 2 x layers x 2 x
-  (P*4C + P*4C + C*P); char side: convolutions, highways and projection for every word; 204 MFLOP for 'original').
+  1 ... max batch, interpolated linearly in between. A setting's GEMM ceiling is the time these products (its path's:
+  float32 or its method's) take for its batches (every time step at its own row count, boundary tokens included), with
+  the character CNN's FLOPs at the float32 input-to-gate rate, counted once per distinct word of a batch as the model
+  runs it (the word cache, `fast-cache`, skips even those, so it can pass 100%). Batch sizes above 1 are compared with
+  it. The table also gives every figure as GFLOP/s at the FLOPs per token counted from the config (LSTM: 2 x layers x 2
+  x (P*4C + P*4C + C*P); char side: convolutions, highways and projection for every word; 204 MFLOP for 'original').
 - Bandwidth: one time step at 1 row, i.e. every (W_hh, W_proj) pair streamed once in the model's order; bytes per
   step / time = GB/s. Batch 1 is compared with the time steps it runs (words + 2 per sentence) at that speed, for
-  compressed weights at the same GB/s over their own (smaller) bytes. The compressed step times are printed too.
+  quantized weights at the float32 GB/s over their own (smaller) bytes (one direction of a quantized layer may stay in
+  cache over its steps, so a quantized path can pass 100%). The quantized step times are printed too.
 The CPU model and L3 size come from `lscpu` (or /proc/cpuinfo, /sys).
+
+Where the time goes (`--split`, on by default): per model, path (`fast` and the quantized ones) and batch size, in
+the speed worker after its timed passes (round 1), its first `SPLIT_CALLS` calls once without and once under
+`torch.profiler`: the ops' own (self) CPU time summed as products (matrix products of every kind, the character CNN's
+included: `mm`, `linear`, `matmul` in the op's name) and other ops (element-wise work, copies), and the rest of the
+wall time (Python between the ops, and the profiler's own cost), in ms per call; beside them the same calls' wall time
+without the profiler.
+
+Accuracy: per model, on `--accuracy-sentences` CoNLL dev sentences in one batch, the max abs difference between the
+paths and of each against the reference path run in float64, the max abs error of bfloat16 against float32, and per
+quantization method the max and mean abs error against float32 of every layer (layer 0: the character CNN, then each
+biLM layer; the mean over the real words' values). `--ner-tagger DIR` adds the NER F1 of an `elmo-train-ner` folder in
+float32 and with each method (`quantized_ner_f1.py`, CoNLL dev and test next to `--conll`).
 
 Corpus: as the AllenNLP peer benchmark (../shared/peers/bench_allennlp.py): the first 500 sentences with >= 11 words of
 CoNLL-2003 dev.txt, shuffled with random.Random(0) (24.5 words on average); a setting uses the first N of them.
-Also measured: a single 2,000-word sentence (batch 1, fast path), the max abs difference between the paths and of each
-against the reference path run in float64, the max abs error of bfloat16 against float32 and of compressed weights
-(int8, bf16) against float32.
+Also measured: a single 2,000-word sentence (batch 1, fast path).
+
+`--quick` is a one-minute run for checking the benchmark itself: 'small', batch 1 and 64 on a few sentences, one
+repeat, `fast`, the quantized paths and `allennlp` where its Python exists (busy: `fast`, `int8`), no long sentence
+(its figures are not for the record).
 
 `--choice` validates the default's automatic choices instead (`worker_choice`): per model, on the idle machine and
 beside a busy process, batch 1, batch 64 and one long sentence (`--choice-long-words`), the default path against
@@ -49,8 +72,9 @@ every fixed choice it picks from (oneDNN or `bmm` step products x `--threads` or
 process, interleaved; the table gives the default's tok/s as a fraction of the best fixed choice's.
 
     python benchmarks/bench_inference.py [--conll ../shared/data/conll2003/dev.txt] [--models small,original]
-        [--batch-sizes 1,32,64] [--paths fast,fast-int8,...] [--busy-paths fast,onnx] [--work-dir DIR]
-        [--threads 2] [--repeats 3] [--rounds 1] [--no-ceilings] [--omp-passive]
+        [--batch-sizes 1,32,64] [--paths fast,int8,...,allennlp] [--busy-paths fast,int8,...] [--work-dir DIR]
+        [--threads 2] [--repeats 3] [--rounds 1] [--no-ceilings] [--no-split] [--omp-passive]
+        [--peer-python PEER_VENV/bin/python] [--ner-tagger NER_FOLDER] [--quick]
     python benchmarks/bench_inference.py --choice --models fixture,small,original [--repeats 3]
 """
 
@@ -66,21 +90,29 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONLL = REPO.parent / "shared" / "data" / "conll2003" / "dev.txt"
 FIXTURE = REPO.parent / "shared" / "fixtures" / "elmo"
+PEERS = REPO.parent / "shared" / "peers"  # AllenNLP's benchmark worker (bench_allennlp.py), run in its own venv
+DEFAULT_PEER_PYTHON = os.environ.get("ELMO_PEER_PYTHON") or str(Path(tempfile.gettempdir()) / "peer/venv/bin/python")
 HAS_ONNXRUNTIME = importlib.util.find_spec("onnxruntime") is not None  # the `onnx` path needs the onnx extra
+QUANTIZED_PATHS = ("int8", "int8_weight_only", "bf16")  # ElmoQuantizationConfig(method=path)
+TIMED_LIKE_FAST = ("fast", *QUANTIZED_PATHS, "fast-cache", "onnx", "allennlp")
 # sentences per (path, batch size); the reference path is slow on 'original', so it gets fewer
 ORIGINAL_FAST, SMALL_FAST = {1: 32, 32: 128, 64: 128}, {1: 64, 32: 256, 64: 256}
 SENTENCES = {
-    "original": {path: ORIGINAL_FAST for path in ("fast", "fast-int8", "fast-bf16", "fast-cache", "onnx")}
-    | {"reference": {1: 8, 32: 64, 64: 64}},
-    "small": {path: SMALL_FAST for path in ("fast", "fast-int8", "fast-bf16", "fast-cache", "onnx")}
-    | {"reference": {1: 32, 32: 128, 64: 128}},
+    "original": {path: ORIGINAL_FAST for path in TIMED_LIKE_FAST} | {"reference": {1: 8, 32: 64, 64: 64}},
+    "small": {path: SMALL_FAST for path in TIMED_LIKE_FAST} | {"reference": {1: 32, 32: 128, 64: 128}},
 }
-COMPRESSED_PATHS = {"fast-int8": "int8", "fast-bf16": "bf16"}
+QUICK_SENTENCES = {1: 8, 32: 64, 64: 64}  # --quick: every path, every model
+QUICK = {"models": "small", "batch_sizes": "1,64", "paths": ",".join(("fast", *QUANTIZED_PATHS))}
+QUICK |= {"busy_paths": "fast,int8", "repeats": 1, "long_sentence_words": 0, "accuracy_sentences": 8}
+SPLIT_PATHS = ("fast", *QUANTIZED_PATHS)  # the paths whose time per call is split (--split)
+SPLIT_CALLS = 4  # the first calls of a setting profiled (--split)
+PRODUCT_OPS = ("mm", "linear", "matmul")  # in an op's name: a matrix product (addmm, bmm, _int_mm, int8pack_mm, ...)
 WARM_UP_PASSES = 2  # untimed passes over a setting's sentences before the timed ones
 
 
@@ -131,15 +163,28 @@ def setting_sentences(conll: Path, count: int, long_sentence: int = 0) -> list[l
     return load_corpus(conll)[:count]
 
 
-def _load(model_dir: Path, threads: int, dtype=None):
+def original_folder(work_dir: Path, name: str) -> Path | None:
+    """The original-format files (options.json, lm_weights.hdf5) of model `name`, which AllenNLP reads; None for a
+    model folder given by path."""
+    if name == "fixture":
+        return FIXTURE
+    folder = work_dir / name / "original"
+    return folder if (folder / "options.json").is_file() else None
+
+
+def _load(model_dir: Path, threads: int, dtype=None, quantization: str | None = None):
+    """(tokenizer, model in eval mode): float32 (or `dtype`), or quantized by `quantization` (a method)."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    import modeling_elmo  # noqa: F401  (registers the Auto classes)
+    import modeling_elmo  # registers the Auto classes
 
     torch.set_num_threads(threads)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModel.from_pretrained(model_dir, dtype=dtype or torch.float32).eval()
+    options = (
+        {} if quantization is None else {"quantization_config": modeling_elmo.ElmoQuantizationConfig(quantization)}
+    )
+    model = AutoModel.from_pretrained(model_dir, dtype=dtype or torch.float32, **options).eval()
     return tokenizer, model
 
 
@@ -151,9 +196,8 @@ def worker_speed(args: argparse.Namespace) -> dict:
     """Tok/s and peak RSS of one setting (runs in its own process)."""
     import torch
 
-    tokenizer, model = _load(args.model_dir, args.threads)
-    if args.path in COMPRESSED_PATHS:
-        model.set_implementation(f"cpu_{COMPRESSED_PATHS[args.path]}")  # the copies are made in the untimed warm-up
+    quantization = args.path if args.path in QUANTIZED_PATHS else None  # packed in the untimed warm-up
+    tokenizer, model = _load(args.model_dir, args.threads, quantization=quantization)
     if args.path == "reference":
         model.set_implementation("reference")
     if args.path == "onnx":
@@ -187,12 +231,14 @@ def worker_speed(args: argparse.Namespace) -> dict:
                 for batch in batches:
                     run(batch)
                 passes.append(time.perf_counter() - start)
+            split = time_split(lambda: [run(batch) for batch in batches[:SPLIT_CALLS]]) if args.profile else None
     finally:
         if busy is not None:
             busy.kill()
     tokens = sum(map(len, sentences))
     seconds = statistics.median(passes)
     return {
+        "split": split and {kind: ms / len(batches[:SPLIT_CALLS]) for kind, ms in split.items()},
         "tokens": tokens,
         "seconds": round(seconds, 2),
         "tok_s": round(tokens / seconds, 1),
@@ -205,19 +251,17 @@ def worker_speed(args: argparse.Namespace) -> dict:
 
 def worker_compare(args: argparse.Namespace) -> dict:
     """
-    Float32 and compressed weights side by side in one process: one model per kind (`cpu_int8`, `cpu_bf16`), each
-    batch run by every kind in turn (the order rotating from batch to batch), forward only (the batch is tokenized
-    once), `--repeats` passes. Per kind: words/s of every pass; per compressed kind: its speedup over float32 in
-    every pass (the kinds of a pass saw the same machine, so the ratio is steadier than separate runs).
+    Float32 and quantized models side by side in one process: one model per kind (float32, each method of `--path`,
+    comma-separated), each batch run by every kind in turn (the order rotating from batch to batch), forward only (the
+    batch is tokenized once), `--repeats` passes. Per kind: words/s of every pass; per quantized kind: its speedup over
+    float32 in every pass (the kinds of a pass saw the same machine, so the ratio is steadier than separate runs).
     """
     import torch
-    from transformers import AutoModel
 
     tokenizer, float32 = _load(args.model_dir, args.threads)
     models = {"fp32": float32}
-    for compression in COMPRESSED_PATHS.values():
-        models[compression] = AutoModel.from_pretrained(args.model_dir, dtype=torch.float32).eval()
-        models[compression].set_implementation(f"cpu_{compression}")
+    for method in args.path.split(","):
+        models[method] = _load(args.model_dir, args.threads, quantization=method)[1]
     sentences = setting_sentences(args.conll, args.sentences)
     batches = [
         tokenizer(sentences[i : i + args.batch_size], is_split_into_words=True, padding=True, return_tensors="pt")
@@ -226,7 +270,7 @@ def worker_compare(args: argparse.Namespace) -> dict:
     kinds, words = list(models), sum(map(len, sentences))
     seconds = {kind: [] for kind in kinds}
     with torch.inference_mode():
-        for _ in range(WARM_UP_PASSES):  # untimed: derives the packed and compressed weights, learns the choices
+        for _ in range(WARM_UP_PASSES):  # untimed: derives the packed and quantized weights, learns the choices
             for batch in batches:
                 for model in models.values():
                     model(**batch, output_hidden_states=True)
@@ -343,44 +387,54 @@ def worker_choice(args: argparse.Namespace) -> dict:
 
 def worker_accuracy(args: argparse.Namespace) -> dict:
     """
-    Max abs differences of all layers: fast vs reference path in float32, both against the reference path computed in
-    float64 (the exact values up to float64 rounding), bfloat16 (fast path) vs float32, and the fast path with
-    compressed recurrent and projection weights (`cpu_int8`, `cpu_bf16`) vs float32 and vs the float64 reference.
+    On `--sentences` sentences in one batch: max abs differences of all layers between the fast and the reference path
+    in float32, of both against the reference path computed in float64 (the exact values up to float64 rounding), of
+    bfloat16 (fast path) against float32; per quantization method, per layer (0: the character CNN, then each biLM
+    layer), the max and the mean abs error against float32 over the real words' values, and its max against the
+    float64 reference.
     """
     import torch
 
     tokenizer, model = _load(args.model_dir, args.threads)
     sentences = load_corpus(args.conll)[: args.sentences]
     encoded = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    words = encoded["attention_mask"].bool()  # (batch, words): the real words
 
-    def layers(reference: bool, dtype: torch.dtype) -> tuple:
+    def layers_of(found_model) -> list:
+        with torch.inference_mode():
+            return [layer[words] for layer in found_model(**encoded, output_hidden_states=True).hidden_states]
+
+    def layers(reference: bool, dtype: torch.dtype) -> list:
         model.to(dtype)
         model.set_implementation("reference" if reference else None)
-        with torch.inference_mode():
-            return model(**encoded, output_hidden_states=True).hidden_states
+        return layers_of(model)
 
     fast, reference = layers(False, torch.float32), layers(True, torch.float32)
-    compressed = {}
-    for compression in COMPRESSED_PATHS.values():
-        model.set_implementation(f"cpu_{compression}")
-        with torch.inference_mode():
-            compressed[compression] = model(**encoded, output_hidden_states=True).hidden_states
+    quantized = {
+        method: layers_of(_load(args.model_dir, args.threads, quantization=method)[1])
+        for method in _methods(args.path)
+    }
     exact, low = layers(True, torch.float64), layers(False, torch.bfloat16)
+
+    def errors(left, right) -> list[torch.Tensor]:
+        return [(a.double() - b.double()).abs() for a, b in zip(left, right, strict=True)]
 
     def difference(left, right) -> float:
         # torch's max propagates NaN (the builtin `max` of floats would hide it)
-        return float(
-            torch.stack([(a.double() - b.double()).abs().max() for a, b in zip(left, right, strict=True)]).max()
-        )
+        return float(torch.stack([error.max() for error in errors(left, right)]).max())
 
     return {
         "fast_vs_reference": difference(fast, reference),
         "fast_vs_float64_reference": difference(fast, exact),
         "reference_vs_float64_reference": difference(reference, exact),
         "bf16_vs_fp32": difference(low, fast),
-        **{f"{name}_weights_vs_fp32": difference(found, fast) for name, found in compressed.items()},
-        **{f"{name}_weights_vs_float64_reference": difference(found, exact) for name, found in compressed.items()},
+        "quantized_vs_fp32": {
+            method: [[float(error.max()), float(error.mean())] for error in errors(found, fast)]
+            for method, found in quantized.items()
+        },
+        "quantized_vs_float64_reference": {method: difference(found, exact) for method, found in quantized.items()},
         "max_abs_value": float(torch.stack([layer.abs().max() for layer in fast]).max()),
+        "words": int(words.sum()),
     }
 
 
@@ -443,9 +497,10 @@ def _time_ms(function, repeats: int) -> float:
 def worker_ceilings(args: argparse.Namespace) -> dict:
     """
     This machine's limits for the model's products (see the module docstring), with the model's own weights and the
-    products its inference engine builds (`LstmEngine._linear_sets`): the input-to-gate product of one block, and one
-    time step (the recurrent + projection products of every layer and direction in turn) at several row counts, in
-    float32 and with compressed weights at 1 row.
+    products its inference paths build (float32: `LstmEngine._linear_sets`; each quantization method of `--path`:
+    its quantized layers' `linear_sets`): the input-to-gate product of one block, and one time step (the recurrent +
+    projection products of every layer and direction in turn) at several row counts, per kind (float32, each method);
+    the one-row steps of all kinds timed interleaved.
     """
     import torch
 
@@ -461,8 +516,8 @@ def worker_ceilings(args: argparse.Namespace) -> dict:
     inputs = torch.randn(2, max(block_rows, args.max_rows), projection, generator=generator)  # (2, rows, P)
     cell_outputs = torch.randn(2, args.max_rows, cells, generator=generator) * 0.5  # (2, rows, C)
 
-    def linear_sets(compression: str | None, products: str = "auto") -> list:
-        engine = LstmEngine(products, compression=compression)
+    def float32_sets(products: str) -> list:
+        engine = LstmEngine(products)
         # per layer: [(directions, products)]
         return [engine._linear_sets(layer, inputs, args.max_rows)[1] for layer in layers]
 
@@ -477,38 +532,45 @@ def worker_ceilings(args: argparse.Namespace) -> dict:
             for directions, (input_to_gates, _, _) in layer_sets:
                 input_to_gates(inputs[directions, :block_rows])
 
+    def step_times(sets: list) -> dict[int, float]:
+        return {
+            rows: _time_ms(lambda rows=rows: one_step(sets, rows), args.repeats + (12 if rows == 1 else 4))
+            for rows in grid
+        }
+
     grid = sorted({1, 2, 4, 8, 16, 24, 32, 48, 64, args.max_rows} - {r for r in range(args.max_rows + 1, 65)})
     step_flops_per_row = len(layers) * 2 * 2 * (projection * 4 * cells + cells * projection)
     input_flops_per_row = len(layers) * 2 * 2 * projection * 4 * cells
-    float32_bytes = sum(4 * (layer.weight_hh.numel() + layer.weight_proj.numel()) for layer in layers)
-    step_bytes = {
-        "fp32": float32_bytes,
-        "bf16": float32_bytes // 2,
-        "int8": float32_bytes // 4  # int8 values, plus one bf16 or float32 scale per output channel
-        + sum(2 * 2 * (4 * cells + projection) for _ in layers),
+    step_bytes = {"fp32": sum(4 * (layer.weight_hh.numel() + layer.weight_proj.numel()) for layer in layers)}
+    quantized_models = {
+        method: _load(args.model_dir, args.threads, quantization=method)[1] for method in _methods(args.path)
     }
     with torch.inference_mode():
-        float32_sets = {"oneDNN": linear_sets(None, "onednn")} if onednn else {}
-        float32_sets["bmm"] = linear_sets(None, "bmm")
-        input_ms = min(
-            _time_ms(lambda sets=sets: input_blocks(sets), args.repeats + 2) for sets in float32_sets.values()
-        )
-        step_times = {
-            (name, rows): _time_ms(
-                lambda sets=sets, rows=rows: one_step(sets, rows), args.repeats + (12 if rows == 1 else 4)
-            )
-            for name, sets in float32_sets.items()
-            for rows in grid
+        variants = {"oneDNN": float32_sets("onednn")} if onednn else {}
+        variants["bmm"] = float32_sets("bmm")
+        input_ms = {
+            "fp32": min(_time_ms(lambda sets=sets: input_blocks(sets), args.repeats + 2) for sets in variants.values())
         }
-        fastest = {rows: min(float32_sets, key=lambda name, rows=rows: step_times[name, rows]) for rows in grid}
-        step_ms = {rows: step_times[fastest[rows], rows] for rows in grid}
-        sets = float32_sets[fastest[1]]
-        kinds = {"fp32": sets} | {compression: linear_sets(compression) for compression in COMPRESSED_PATHS.values()}
+        times = {name: step_times(sets) for name, sets in variants.items()}
+        fastest = {rows: min(variants, key=lambda name, rows=rows: times[name][rows]) for rows in grid}
+        step_ms = {"fp32": {rows: times[fastest[rows]][rows] for rows in grid}}
+        kinds = {"fp32": variants[fastest[1]]}
+        for method, quantized_model in quantized_models.items():
+            quantized_layers = list(quantized_model.bilm.layers)
+            kinds[method] = [layer.linear_sets() for layer in quantized_layers]
+            step_bytes[method] = sum(
+                buffer.nbytes
+                for layer in quantized_layers
+                for name, buffer in layer.named_buffers()
+                if name.startswith(("weight_hh", "weight_proj"))
+            )
+            input_ms[method] = _time_ms(lambda sets=kinds[method]: input_blocks(sets), args.repeats + 2)
+            step_ms[method] = step_times(kinds[method])
         one_row_times = {kind: [] for kind in kinds}
         for _ in range(args.repeats + 12):  # interleaved, so that all kinds see the same machine
             for kind, kind_sets in kinds.items():
                 one_row_times[kind].append(_time_ms(lambda sets=kind_sets: one_step(sets, 1), 1))
-        one_row_ms = {kind: statistics.median(times) for kind, times in one_row_times.items()}
+        one_row_ms = {kind: statistics.median(found) for kind, found in one_row_times.items()}
     return {
         "cpu": cpu_description(),
         "products": {rows: fastest[rows] for rows in grid},
@@ -516,14 +578,43 @@ def worker_ceilings(args: argparse.Namespace) -> dict:
         "flops_per_token": flops_per_token(config),
         "input_block_rows": block_rows,
         "input_flops_per_row": input_flops_per_row,
-        "input_gflops": input_flops_per_row * block_rows / input_ms / 1e6,
+        "input_gflops": {kind: input_flops_per_row * block_rows / ms / 1e6 for kind, ms in input_ms.items()},
         "step_flops_per_row": step_flops_per_row,
         "step_ms": step_ms,
-        "step_gflops": {rows: step_flops_per_row * rows / ms / 1e6 for rows, ms in step_ms.items()},
+        "step_gflops": {
+            kind: {rows: step_flops_per_row * rows / ms / 1e6 for rows, ms in by_rows.items()}
+            for kind, by_rows in step_ms.items()
+        },
         "step_bytes": step_bytes,
         "one_row_step_ms": one_row_ms,
-        "bandwidth_gbs": float32_bytes / one_row_ms["fp32"] / 1e6,
+        "bandwidth_gbs": step_bytes["fp32"] / one_row_ms["fp32"] / 1e6,
     }
+
+
+def time_split(calls) -> dict[str, float]:
+    """Where the time of `calls()` goes (module docstring, `--split`), in ms: its ops' own CPU time by kind under
+    `torch.profiler` (`products`, `other ops`), the rest of the profiled wall time (`outside ops`), the profiled
+    wall time, and the wall time of the same calls just before without the profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    start = time.perf_counter()
+    calls()
+    unprofiled = time.perf_counter() - start
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        start = time.perf_counter()
+        calls()
+        profiled = time.perf_counter() - start
+    spent = {"products": 0.0, "other ops": 0.0}
+    for event in profiler.key_averages():
+        kind = "products" if any(op in event.key.lower() for op in PRODUCT_OPS) else "other ops"
+        spent[kind] += event.self_cpu_time_total / 1e3  # ms
+    outside = max(profiled * 1e3 - sum(spent.values()), 0.0)
+    return spent | {"outside ops": outside, "profiled": profiled * 1e3, "unprofiled": unprofiled * 1e3}
+
+
+def _methods(text: str) -> list[str]:
+    """The quantization methods of a comma-separated `--path` list given to a worker."""
+    return [method for method in text.split(",") if method in QUANTIZED_PATHS]
 
 
 def _interpolate(points: dict[int, float], x: int) -> float:
@@ -540,25 +631,26 @@ def _interpolate(points: dict[int, float], x: int) -> float:
 def ceiling_tok_s(ceilings: dict, sentences: list[list[str]], batch_size: int, path: str) -> tuple[float, str]:
     """
     The setting's ceiling in words/s and its kind. Batch 1: its time steps (words + 2 per sentence), each streaming
-    the step's weights (float32, or the path's compressed ones) at the measured GB/s. Larger batches: the time the
-    measured products take for its batches (each step at its own row count; input-to-gate products and the
-    character side at the input-to-gate GEMM rate, the character CNN once per distinct word of a batch and for
-    `<S>`, `</S>`, as the model runs it).
+    the step's weights (float32, or the path's quantized ones) at the measured float32 GB/s. Larger batches: the time
+    the measured products of the path's kind take for its batches (each step at its own row count; input-to-gate
+    products at the kind's input-to-gate GEMM rate; the character side at float32's, the character CNN once per
+    distinct word of a batch and for `<S>`, `</S>`, as the model runs it).
     """
+    kind = path if path in QUANTIZED_PATHS else "fp32"
     words = sum(map(len, sentences))
-    steps = ceilings["step_ms"]
+    steps = ceilings["step_ms"][kind]
     if batch_size == 1:
-        step_bytes = ceilings["step_bytes"][COMPRESSED_PATHS.get(path, "fp32")]
+        step_bytes = ceilings["step_bytes"][kind]
         seconds = sum(len(sentence) + 2 for sentence in sentences) * step_bytes / (ceilings["bandwidth_gbs"] * 1e9)
         return words / seconds, "bandwidth"
-    rate = ceilings["input_gflops"] * 1e9
+    char_rate, input_rate = ceilings["input_gflops"]["fp32"] * 1e9, ceilings["input_gflops"][kind] * 1e9
     seconds = 0.0
     for start in range(0, len(sentences), batch_size):
         batch = sentences[start : start + batch_size]
         distinct = len({word for sentence in batch for word in sentence}) + 2
-        seconds += distinct * ceilings["flops_per_token"]["char"] / rate
+        seconds += distinct * ceilings["flops_per_token"]["char"] / char_rate
         lengths = sorted((len(sentence) + 2 for sentence in batch), reverse=True)
-        seconds += sum(lengths) * ceilings["input_flops_per_row"] / rate
+        seconds += sum(lengths) * ceilings["input_flops_per_row"] / input_rate
         seconds += sum(_interpolate(steps, sum(n > t for n in lengths)) for t in range(lengths[0])) / 1000
     return words / seconds, "GEMM"
 
@@ -575,6 +667,28 @@ def _spawn(args: argparse.Namespace, mode: str, model_dir: Path, **options) -> d
         print(f"FAILED {mode} {model_dir} {options}:\n{result.stderr[-2000:]}", flush=True)
         return None
     return json.loads(lines[-1][len("RESULT ") :])
+
+
+def _spawn_allennlp(args: argparse.Namespace, folder: Path, batch_size: int, sentences: int) -> dict | None:
+    """AllenNLP's tok/s on the original-format files in `folder`: the peer's own benchmark worker
+    (../shared/peers/bench_allennlp.py, in its venv), on the same corpus, sentences, threads and repeats."""
+    command = [args.peer_python, str(PEERS / "bench_allennlp.py"), "--worker", "--model-dir", str(folder)]
+    command += ["--batch-size", str(batch_size), "--n-sentences", str(sentences), "--corpus", "conll"]
+    command += ["--conll-dir", str(args.conll.parent), "--threads", str(args.threads), "--repeats", str(args.repeats)]
+    environment = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"} if args.omp_passive else None
+    result = subprocess.run(command, capture_output=True, text=True, env=environment)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    if result.returncode != 0 or not lines:
+        print(f"FAILED allennlp {folder} batch {batch_size}:\n{result.stderr[-2000:]}", flush=True)
+        return None
+    found = json.loads(lines[-1][len("RESULT ") :])
+    passes = found["tokens_per_s_all"]
+    return {
+        "tokens": found["tokens"],
+        "tok_s": found["tokens_per_s"],
+        "tok_s_range": [round(min(passes)), round(max(passes))],
+        "peak_rss_mib": found["peak_rss_mib"],
+    }
 
 
 def run_choice(args: argparse.Namespace) -> None:
@@ -622,38 +736,200 @@ def _print_ceilings(name: str, rounds: list[dict]) -> None:
 
     first = rounds[0]
     flops = first["flops_per_token"]
-    grid = [rows for rows in first["step_gflops"] if rows in (1, 8, 32, 64) or rows == max(first["step_gflops"])]
+    measured = first["step_gflops"]["fp32"]
+    grid = [rows for rows in measured if rows in (1, 8, 32, 64) or rows == max(measured)]
     mib = {kind: count / 2**20 for kind, count in first["step_bytes"].items()}
     total, lstm, char_side = (flops["lstm"] + flops["char"]) / 1e6, flops["lstm"] / 1e6, flops["char"] / 1e6
     print(f"\n{name}: FLOP/token {total:.1f} M (LSTM {lstm:.1f} M, char side {char_side:.1f} M); "
-          f"products: {first['products']}")  # fmt: skip
-    print(f"  input-to-gate GEMM, {first['input_block_rows']} rows: {show([r['input_gflops'] for r in rounds])} "
-          "GFLOP/s")  # fmt: skip
-    for rows in grid:
-        gflops, ms = [r["step_gflops"][rows] for r in rounds], [r["step_ms"][rows] for r in rounds]
-        print(f"  one time step (all layers and directions), {rows} rows: {show(gflops)} GFLOP/s, {show(ms, 2)} ms")
-    print(f"  weights streamed per time step: fp32 {mib['fp32']:.1f} MiB, int8 {mib['int8']:.1f} MiB, "
-          f"bf16 {mib['bf16']:.1f} MiB; one step at 1 row: "
+          f"float32 products: {first['products']}")  # fmt: skip
+    for kind in first["step_ms"]:
+        gemm = show([r["input_gflops"][kind] for r in rounds])
+        print(f"  {kind}: input-to-gate GEMM, {first['input_block_rows']} rows: {gemm} GFLOP/s")
+        for rows in grid:
+            gflops = [r["step_gflops"][kind][rows] for r in rounds]
+            ms = [r["step_ms"][kind][rows] for r in rounds]
+            print(f"  {kind}: one time step (all layers and directions), {rows} rows: {show(gflops)} GFLOP/s, "
+                  f"{show(ms, 2)} ms")  # fmt: skip
+    print("  weights streamed per time step: " + ", ".join(f"{kind} {size:.1f} MiB" for kind, size in mib.items())
+          + "; one step at 1 row (interleaved): "
           + ", ".join(f"{kind} {show([r['one_row_step_ms'][kind] for r in rounds], 2)} ms" for kind in mib)
           + f"; float32 bandwidth {show([r['bandwidth_gbs'] for r in rounds], 1)} GB/s")  # fmt: skip
 
 
-def main() -> None:
+def _ratio(value: float, base: float | None) -> str:
+    return "-" if not base else f"{value / base:.2f}x"
+
+
+def _print_speed_table(args, settings: list, results: dict) -> None:
+    """The speed table: per setting its median tok/s, the range of its passes, GFLOP/s, its ceiling and the fraction
+    of it, the ratios to AllenNLP and to the exact path (same model and batch; busy rows: the exact path beside a
+    busy process), peak RSS."""
+    medians = {
+        (setting.name, setting.path, setting.label, setting.busy): statistics.median(r["tok_s"] for r, _ in found)
+        for setting, found in zip(settings, results.values(), strict=True)
+        if found
+    }
+    print("\n| model | path | batch | tok/s (median) | passes | x AllenNLP | x exact | GFLOP/s | ceiling (tok/s) "
+          "| of ceiling | peak RSS (MiB) | tokens |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for setting, found in zip(settings, results.values(), strict=True):
+        if not found:
+            continue
+        speed = medians[setting.name, setting.path, setting.label, setting.busy]
+        low = min(result["tok_s_range"][0] for result, _ in found)
+        high = max(result["tok_s_range"][1] for result, _ in found)
+        allennlp = medians.get((setting.name, "allennlp", setting.label, False))
+        exact = medians.get((setting.name, "fast", setting.label, setting.busy))
+        ceiling_text = fraction_text = gflops_text = "-"
+        limits = [(result, limit) for result, limit in found if limit]
+        if limits and setting.path != "allennlp":
+            options = setting.options
+            sentences = setting_sentences(args.conll, options.get("sentences", 0), options.get("long_sentence", 0))
+            measured = [
+                (result["tok_s"], *ceiling_tok_s(limit, sentences, setting.batch_size, setting.path))
+                for result, limit in limits
+            ]
+            ceiling = statistics.median(tok_s for _, tok_s, _ in measured)
+            fractions = [value / tok_s for value, tok_s, _ in measured]
+            ceiling_text = f"{ceiling:,.0f} ({measured[0][2]})"
+            flops = limits[0][1]["flops_per_token"]
+            gflops_text = f"{speed * (flops['lstm'] + flops['char']) / 1e9:.0f}"
+            middle, least, most = _median_range(fractions)
+            fraction_text = f"{middle:.0%}" + (f" ({least:.0%}-{most:.0%})" if len(fractions) > 1 else "")
+        path = f"{setting.path}, beside a busy process" if setting.busy else setting.path
+        print(
+            f"| {setting.name} | {path} | {setting.label} | {speed:,.0f} | {low:,}-{high:,} "
+            f"| {_ratio(speed, allennlp) if setting.path != 'allennlp' else '-'} "
+            f"| {_ratio(speed, exact) if setting.path != 'fast' else '-'} | {gflops_text} | {ceiling_text} "
+            f"| {fraction_text} | {max(result['peak_rss_mib'] for result, _ in found):,} | {found[0][0]['tokens']} |"
+        )
+
+
+def _print_compare_table(comparisons: dict, methods: list[str]) -> None:
+    print("\nQuantized models vs float32, interleaved in one process (forward only; median of all passes of all "
+          "rounds, range):")  # fmt: skip
+    print("| model | batch | fp32 tok/s | " + " | ".join(f"{m} tok/s | {m} speedup" for m in methods) + " | passes |")
+    print("|---|---|---|" + "---|---|" * len(methods) + "---|")
+
+    def show(values: list[float], form: str) -> str:
+        middle, low, high = _median_range(values)
+        return f"{middle:{form}} ({low:{form}}-{high:{form}})"
+
+    for (name, batch_size), found in comparisons.items():
+        if not found:
+            continue
+        speed = {kind: [v for result in found for v in result["tok_s"][kind]] for kind in found[0]["tok_s"]}
+        ratio = {kind: [v for result in found for v in result["speedup"][kind]] for kind in found[0]["speedup"]}
+        cells = " | ".join(f"{show(speed[m], ',.0f')} | {show(ratio[m], '.2f')}x" for m in methods)
+        print(f"| {name} | {batch_size} | {show(speed['fp32'], ',.0f')} | {cells} | {len(ratio[methods[0]])} |")
+
+
+def _print_split(splits: list) -> None:
+    print("\nWhere a call's time goes (the first calls of a setting, round 1, under torch.profiler: ops' own CPU "
+          "time; ms per call; outside ops: Python between the ops and the profiler's own cost):")  # fmt: skip
+    print("| model | path | batch | products | other ops | outside ops | products share | profiled call "
+          "| unprofiled call |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for setting, parts in splits:
+        share = parts["products"] / parts["profiled"]
+        print(f"| {setting.name} | {setting.path} | {setting.label} | {parts['products']:.2f} "
+              f"| {parts['other ops']:.2f} | {parts['outside ops']:.2f} | {share:.0%} | {parts['profiled']:.2f} "
+              f"| {parts['unprofiled']:.2f} |")  # fmt: skip
+
+
+def _print_accuracy(accuracies: dict[str, dict]) -> None:
+    print("\nAccuracy against float32 (CoNLL dev sentences in one batch; per layer: 0 = character CNN, then each "
+          "biLM layer; max abs / mean abs over the real words' values):")  # fmt: skip
+    print("| model | method | layer | max abs | mean abs | max abs vs float64 reference | words |")
+    print("|---|---|---|---|---|---|---|")
+    for name, found in accuracies.items():
+        for method, layers in found["quantized_vs_fp32"].items():
+            for index, (largest, mean) in enumerate(layers):
+                exact = f"{found['quantized_vs_float64_reference'][method]:.2e}" if index == 0 else ""
+                print(f"| {name} | {method} | {index} | {largest:.2e} | {mean:.2e} | {exact} | {found['words']} |")
+        print(f"| {name} | (fast vs reference, float32) | all | {found['fast_vs_reference']:.2e} | | "
+              f"{found['fast_vs_float64_reference']:.2e} | {found['words']} |")  # fmt: skip
+        print(f"| {name} | (whole model in bfloat16) | all | {found['bf16_vs_fp32']:.2e} | | | {found['words']} |")
+
+
+def _run_ner(args, methods: list[str]) -> None:
+    """The NER F1 table of `--ner-tagger` (quantized_ner_f1.py in a process of its own)."""
+    command = [sys.executable, str(Path(__file__).with_name("quantized_ner_f1.py")), "--tagger", str(args.ner_tagger)]
+    command += ["--data_dir", str(args.conll.parent), "--threads", str(args.threads), "--methods", ",".join(methods)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    table = [line for line in result.stdout.splitlines() if line.startswith(("|", "NER F1"))]
+    if not table:
+        print(f"\nFAILED NER F1 of {args.ner_tagger}:\n{result.stderr[-2000:]}", flush=True)
+        return
+    print("\n" + "\n".join(table) + ("" if result.returncode == 0 else "\n(a method is beyond the tolerance)"))
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One timed setting: the model, the path, the batch's label and size, beside a busy process or not, and the
+    speed worker's options."""
+
+    name: str
+    model_dir: Path
+    path: str
+    label: str
+    batch_size: int
+    busy: bool
+    options: dict
+
+
+def build_settings(args: argparse.Namespace, batch_sizes: list[int]) -> list[Setting]:
+    settings = []
+    busy_paths = [path for path in args.busy_paths.split(",") if path and path != "allennlp"]
+    for name in args.models.split(","):
+        model_dir = ensure_model(args.work_dir, name)
+        for path, busy in [(path, False) for path in args.paths.split(",")] + [(path, True) for path in busy_paths]:
+            if path == "allennlp" and original_folder(args.work_dir, name) is None:
+                print(f"{name}: no original-format files, so no allennlp rows", flush=True)
+                continue
+            for batch_size in batch_sizes:
+                count = SENTENCES.get(name, {}).get(path, {}).get(batch_size, 64)
+                if args.quick:
+                    count = QUICK_SENTENCES.get(batch_size, 64)
+                options = {"path": path, "batch_size": batch_size, "sentences": count} | ({"busy": ""} if busy else {})
+                if args.split and not busy and path in SPLIT_PATHS:
+                    options["profile"] = ""
+                settings.append(Setting(name, model_dir, path, f"{batch_size}", batch_size, busy, options))
+        if args.long_sentence_words:
+            label = f"1 ({args.long_sentence_words}-word sentence)"
+            options = {"long_sentence": args.long_sentence_words}
+            settings.append(Setting(name, model_dir, "fast", label, 1, False, options))
+    return settings
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--conll", type=Path, default=DEFAULT_CONLL, help="CoNLL-2003 dev.txt")
     parser.add_argument("--models", default="small,original")
     parser.add_argument("--batch-sizes", default="1,32,64")
+    peer = Path(DEFAULT_PEER_PYTHON).is_file()
     parser.add_argument(
         "--paths",
-        default="fast,fast-int8,fast-bf16,fast-cache,reference"
-        + (",onnx" if importlib.util.find_spec("onnxruntime") else ""),
-        help="fast-cache: with the word cache on; fast-int8 / fast-bf16: compressed recurrent and projection weights; "
-        "onnx: onnxruntime on the model exported by elmo-export-onnx (needs the onnx extra)",
+        default=",".join(("fast", *QUANTIZED_PATHS, "fast-cache", "reference"))
+        + (",onnx" if HAS_ONNXRUNTIME else "")
+        + (",allennlp" if peer else ""),
+        help="fast: exact float32; int8, int8_weight_only, bf16: ElmoQuantizationConfig(method); fast-cache: with "
+        "the word cache on; onnx: onnxruntime on the model exported by elmo-export-onnx (needs the onnx extra); "
+        "allennlp: AllenNLP 2.10.1 in the peer's venv (--peer-python)",
     )
     parser.add_argument(
         "--busy-paths",
-        default="fast,onnx" if HAS_ONNXRUNTIME else "fast",
+        default=",".join(("fast", *QUANTIZED_PATHS)) + (",onnx" if HAS_ONNXRUNTIME else ""),
         help="paths also timed with a competing busy process (one CPU kept busy) running beside the worker",
+    )
+    parser.add_argument(
+        "--peer-python",
+        default=DEFAULT_PEER_PYTHON,
+        help="python of the AllenNLP peer venv (../shared/peers/setup_and_bench.sh; default $ELMO_PEER_PYTHON or "
+        "<tmp>/peer/venv/bin/python)",
+    )
+    parser.add_argument(
+        "--ner-tagger", type=Path, help="an elmo-train-ner folder: its NER F1 in float32 and with each method"
     )
     parser.add_argument(
         "--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "elmo-bench", help="checkpoints are kept here"
@@ -662,6 +938,7 @@ def main() -> None:
     parser.add_argument("--long-sentence-words", type=int, default=2000, help="0 to skip")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per setting; the median is reported")
     parser.add_argument("--rounds", type=int, default=1, help="runs of the whole list of settings, interleaved")
+    parser.add_argument("--accuracy-sentences", type=int, default=32, help="CoNLL dev sentences of the accuracy")
     parser.add_argument(
         "--ceilings",
         action=argparse.BooleanOptionalAction,
@@ -669,10 +946,22 @@ def main() -> None:
         help="measure the GEMM and bandwidth ceilings in every round and report each figure as a fraction of them",
     )
     parser.add_argument(
+        "--split",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="where a call's time goes: products, other ops, outside ops (torch.profiler)",
+    )
+    parser.add_argument(
         "--omp-passive",
         action="store_true",
         help="run the workers with OMP_WAIT_POLICY=PASSIVE: on a CPU shared with other busy processes, spinning "
         "OpenMP threads otherwise slow every small parallel operation down by orders of magnitude",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a one-minute check of the benchmark itself: "
+        + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items()),
     )
     parser.add_argument(
         "--choice",
@@ -689,6 +978,7 @@ def main() -> None:
         "--worker", choices=["speed", "accuracy", "ceilings", "compare", "choice"], help=argparse.SUPPRESS
     )
     parser.add_argument("--busy", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)  # the speed worker: --split
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--path", default="fast", help=argparse.SUPPRESS)
     parser.add_argument("--batch-size", type=int, default=1, help=argparse.SUPPRESS)
@@ -696,8 +986,32 @@ def main() -> None:
     parser.add_argument("--long-sentence", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--max-rows", type=int, default=64, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.repeats < 1 or args.rounds < 1:
-        parser.error(f"--repeats and --rounds must be at least 1, got {args.repeats} and {args.rounds}")
+    if args.quick:
+        for key, value in QUICK.items():
+            setattr(args, key, value)
+        if Path(args.peer_python).is_file():
+            args.paths += ",allennlp"
+    if args.repeats < 1 or args.rounds < 1 or args.accuracy_sentences < 1:
+        parser.error(
+            f"--repeats, --rounds and --accuracy-sentences must be at least 1, got {args.repeats}, {args.rounds} "
+            f"and {args.accuracy_sentences}"
+        )
+    known = {"fast", *QUANTIZED_PATHS, "fast-cache", "reference", "onnx", "allennlp"}
+    for option in ("paths", "busy_paths"):
+        unknown = [path for path in getattr(args, option).split(",") if path and path not in known]
+        if unknown:
+            parser.error(
+                f"--{option.replace('_', '-')}: unknown {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+            )
+    if not args.worker and "allennlp" in args.paths.split(",") and not Path(args.peer_python).is_file():
+        parser.error(f"--paths allennlp: no AllenNLP peer Python at {args.peer_python} (give --peer-python)")
+    if args.ner_tagger is not None and not (args.ner_tagger / "config.json").is_file():
+        parser.error(f"--ner-tagger {args.ner_tagger}: no config.json there (give elmo-train-ner's --output_dir)")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     if args.worker:
         workers = {
             "speed": worker_speed,
@@ -722,102 +1036,80 @@ def main() -> None:
         run_choice(args)
         return
     batch_sizes = list(map(int, args.batch_sizes.split(",")))
-    settings = []  # (model name, model dir, path, batch size label, batch size, options)
-    for name in args.models.split(","):
-        model_dir = ensure_model(args.work_dir, name)
-        busy_paths = [path for path in args.busy_paths.split(",") if path]
-        for path, busy in [(path, False) for path in args.paths.split(",")] + [(path, True) for path in busy_paths]:
-            for batch_size in batch_sizes:
-                count = SENTENCES.get(name, {}).get(path, {}).get(batch_size, 64)
-                options = {"path": path, "batch_size": batch_size, "sentences": count} | ({"busy": ""} if busy else {})
-                label = f"{path}, beside a busy process" if busy else path
-                settings.append((name, model_dir, label, f"{batch_size}", batch_size, options))
-        if args.long_sentence_words:
-            label = f"1 ({args.long_sentence_words}-word sentence)"
-            settings.append((name, model_dir, "fast", label, 1, {"long_sentence": args.long_sentence_words}))
-    compare = bool(COMPRESSED_PATHS.keys() & set(args.paths.split(",")))  # compressed paths: also side by side
-    comparisons = {(name, batch_size): [] for name in args.models.split(",") for batch_size in batch_sizes}
+    models = args.models.split(",")
+    methods = [path for path in QUANTIZED_PATHS if path in args.paths.split(",")]
+    quantized = {"path": ",".join(methods)} if methods else {}  # the methods a worker also measures
+    settings = build_settings(args, batch_sizes)
+    comparisons = {(name, batch_size): [] for name in models for batch_size in batch_sizes}
     results = {index: [] for index in range(len(settings))}  # per setting: (round result, that round's ceilings)
-    ceilings = {name: [] for name in args.models.split(",")}
+    ceilings = {name: [] for name in models}
     loads = [os.getloadavg()[0]]
     for round_index in range(args.rounds):
         round_ceilings = {}
-        for index, (name, model_dir, path, label, _, options) in enumerate(settings):
+        for index, setting in enumerate(settings):
+            name = setting.name
             if args.ceilings and name not in round_ceilings:
-                round_ceilings[name] = _spawn(args, "ceilings", model_dir, max_rows=max(batch_sizes))
-                if round_ceilings[name]:
+                found = _spawn(args, "ceilings", setting.model_dir, max_rows=max(batch_sizes), **quantized)
+                round_ceilings[name] = found
+                if found:
                     for key in ("step_ms", "step_gflops"):  # JSON keys are strings
-                        round_ceilings[name][key] = {int(k): v for k, v in round_ceilings[name][key].items()}
-                    ceilings[name].append(round_ceilings[name])
-                    print(f"{name:>8} round {round_index + 1} ceilings {json.dumps(round_ceilings[name])}", flush=True)
-            result = _spawn(args, "speed", model_dir, **options)
+                        found[key] = {kind: {int(k): v for k, v in rows.items()} for kind, rows in found[key].items()}
+                    ceilings[name].append(found)
+                    print(f"{name:>8} round {round_index + 1} ceilings {json.dumps(found)}", flush=True)
+            if setting.path == "allennlp":
+                folder = original_folder(args.work_dir, name)
+                result = _spawn_allennlp(args, folder, setting.batch_size, setting.options["sentences"])
+            else:
+                result = _spawn(args, "speed", setting.model_dir, **setting.options)
             if result:
                 results[index].append((result, round_ceilings.get(name)))
-                print(f"{name:>8} round {round_index + 1} {path:>9} bs={label:<3} {result}", flush=True)
-        for (name, batch_size), found in comparisons.items() if compare else ():
-            count = SENTENCES.get(name, {}).get("fast", {}).get(batch_size, 64)
-            result = _spawn(args, "compare", ensure_model(args.work_dir, name), batch_size=batch_size, sentences=count)
+                path = f"{setting.path}{' (busy)' if setting.busy else ''}"
+                print(f"{name:>8} round {round_index + 1} {path:>16} bs={setting.label:<3} {result}", flush=True)
+        for (name, batch_size), found in comparisons.items() if methods else ():
+            count = (
+                QUICK_SENTENCES[batch_size]
+                if args.quick
+                else SENTENCES.get(name, {}).get("fast", {}).get(batch_size, 64)
+            )
+            model_dir = ensure_model(args.work_dir, name)
+            result = _spawn(args, "compare", model_dir, batch_size=batch_size, sentences=count, **quantized)
             if result:
                 found.append(result)
-                print(f"{name:>8} round {round_index + 1} compressed vs float32 bs={batch_size}: {result}", flush=True)
+                print(f"{name:>8} round {round_index + 1} quantized vs float32 bs={batch_size}: {result}", flush=True)
         loads.append(os.getloadavg()[0])
         print(f"load average after round {round_index + 1}: {loads[-1]:.2f}", flush=True)
-    for name in args.models.split(","):
-        accuracy = _spawn(args, "accuracy", ensure_model(args.work_dir, name), sentences=16)
-        print(f"{name:>8} accuracy on 16 sentences: {accuracy}", flush=True)
+    accuracies = {}
+    for name in models:
+        found = _spawn(
+            args,
+            "accuracy",
+            ensure_model(args.work_dir, name),
+            sentences=args.accuracy_sentences,
+            **quantized,
+        )
+        if found:
+            accuracies[name] = found
+            print(f"{name:>8} accuracy on {args.accuracy_sentences} sentences: {json.dumps(found)}", flush=True)
     print(f"load average (1 min) at the start, after each round: {', '.join(f'{load:.2f}' for load in loads)}")
     if any(comparisons.values()):
-        print("\nCompressed recurrent and projection weights vs float32, interleaved in one process (forward only; "
-              "median of all passes of all rounds, range):")  # fmt: skip
-        print("| model | batch | fp32 tok/s | int8 tok/s | bf16 tok/s | int8 speedup | bf16 speedup | passes |")
-        print("|---|---|---|---|---|---|---|---|")
-        for (name, batch_size), found in comparisons.items():
-            if not found:
-                continue
-            speed = {kind: [v for result in found for v in result["tok_s"][kind]] for kind in found[0]["tok_s"]}
-            ratio = {kind: [v for result in found for v in result["speedup"][kind]] for kind in found[0]["speedup"]}
-
-            def show(values: list[float], form: str) -> str:
-                middle, low, high = _median_range(values)
-                return f"{middle:{form}} ({low:{form}}-{high:{form}})"
-
-            print(f"| {name} | {batch_size} | {show(speed['fp32'], ',.0f')} | {show(speed['int8'], ',.0f')} "
-                  f"| {show(speed['bf16'], ',.0f')} | {show(ratio['int8'], '.2f')}x | {show(ratio['bf16'], '.2f')}x "
-                  f"| {len(ratio['int8'])} |")  # fmt: skip
+        _print_compare_table(comparisons, methods)
     if any(ceilings.values()):
         print(f"\nCeilings on {cpu['model']}, L3 {cpu['l3']}, {args.threads} threads (median of the rounds, range):")
         for name, rounds in ceilings.items():
             if rounds:
                 _print_ceilings(name, rounds)
-    print("\n| model | path | batch | tok/s (median) | passes | GFLOP/s | ceiling (tok/s) | of ceiling "
-          "| peak RSS (MiB) | tokens |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for index, (name, _, path, label, batch_size, options) in enumerate(settings):
-        if not results[index]:
-            continue
-        speeds = [result["tok_s"] for result, _ in results[index]]
-        low = min(result["tok_s_range"][0] for result, _ in results[index])
-        high = max(result["tok_s_range"][1] for result, _ in results[index])
-        ceiling_text = fraction_text = gflops_text = "-"
-        limits = [(result, limit) for result, limit in results[index] if limit]
-        if limits:
-            sentences = setting_sentences(args.conll, options.get("sentences", 0), options.get("long_sentence", 0))
-            measured = [
-                (result["tok_s"], *ceiling_tok_s(limit, sentences, batch_size, path)) for result, limit in limits
-            ]
-            ceiling = statistics.median(tok_s for _, tok_s, _ in measured)
-            fractions = [speed / tok_s for speed, tok_s, _ in measured]
-            ceiling_text = f"{ceiling:,.0f} ({measured[0][2]})"
-            flops = limits[0][1]["flops_per_token"]
-            gflops_text = f"{statistics.median(speeds) * (flops['lstm'] + flops['char']) / 1e9:.0f}"
-            middle, least, most = _median_range(fractions)
-            fraction_text = f"{middle:.0%}" + (f" ({least:.0%}-{most:.0%})" if len(fractions) > 1 else "")
-        print(
-            f"| {name} | {path} | {label} | {statistics.median(speeds):,.0f} | {low:,}-{high:,} | {gflops_text} "
-            f"| {ceiling_text} "
-            f"| {fraction_text} | {max(result['peak_rss_mib'] for result, _ in results[index]):,} "
-            f"| {results[index][0][0]['tokens']} |"
-        )
+    _print_speed_table(args, settings, results)
+    splits = [
+        (setting, found[0][0]["split"])
+        for setting, found in zip(settings, results.values(), strict=True)
+        if found and found[0][0].get("split")
+    ]
+    if splits:
+        _print_split(splits)
+    if accuracies and methods:
+        _print_accuracy(accuracies)
+    if args.ner_tagger is not None:
+        _run_ner(args, methods)
 
 
 if __name__ == "__main__":
