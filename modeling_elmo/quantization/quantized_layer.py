@@ -44,6 +44,20 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
                 self.register_buffer(f"{name}_scale", scale)
         self._products: tuple[tuple, list[LinearSet]] | None = None
 
+    def storage_dtypes(self) -> dict[str, torch.dtype]:
+        """The dtype of each buffer of the method's storage."""
+        dtypes = {name: torch.bfloat16 if self.quantization == "bf16" else torch.int8 for name in QUANTIZED_WEIGHTS}
+        if self.quantization in SCALE_DTYPES:
+            dtypes |= {f"{name}_scale": SCALE_DTYPES[self.quantization] for name in QUANTIZED_WEIGHTS}
+        return dtypes
+
+    def restore_storage_dtypes(self) -> None:
+        """Give loaded buffers their storage dtype back (Transformers 4.x loads bfloat16 ones as float32, which
+        holds them exactly)."""
+        for name, dtype in self.storage_dtypes().items():
+            if getattr(self, name).dtype != dtype:
+                setattr(self, name, getattr(self, name).to(dtype))
+
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_products": None}  # packed kernel weights cannot be pickled or copied
 
@@ -150,6 +164,15 @@ def quantize_bilm(model: ElmoPreTrainedModel, method: str) -> None:
     check_method(method)
     for elmo in bilms_of(model):
         _replace_layers(elmo.bilm, lambda layer: ElmoQuantizedLstmLayer.from_float(layer, method))
+    freeze_quantized_bilm(model)
+
+
+def finish_loading_quantized_bilm(model: ElmoPreTrainedModel) -> None:
+    """After a saved quantized folder loaded into `prepare_quantized_bilm`'s layers: the storage dtypes as saved,
+    and the biLM frozen."""
+    for module in model.modules():
+        if isinstance(module, ElmoQuantizedLstmLayer):
+            module.restore_storage_dtypes()
     freeze_quantized_bilm(model)
 
 
