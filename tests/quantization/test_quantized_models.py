@@ -150,3 +150,23 @@ def test_off_cpu_placement_and_other_dtypes_are_refused(converted_fixture):
         AutoModel.from_pretrained(
             converted_fixture, quantization_config=ElmoQuantizationConfig("int8"), dtype=torch.bfloat16
         )
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_the_card_of_a_quantized_model_says_so_and_by_which_method(converted_fixture, tmp_path, method):
+    from huggingface_hub import ModelCard
+
+    from modeling_elmo.hub.model_card import render_base_model_card
+
+    model = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig(method))
+    model.save_pretrained(tmp_path / "saved")
+    for config in (model.config, AutoModel.from_pretrained(tmp_path / "saved").config):  # object, then saved dict
+        card = ModelCard(render_base_model_card(config, sources={}, max_abs_difference=None))
+        assert "quantized" in card.data.tags
+        assert f'## Quantized\n\nThis biLM is **quantized** (`ElmoQuantizationConfig(method="{method}")`)' in card.text
+    plain = ModelCard(
+        render_base_model_card(
+            AutoModel.from_pretrained(converted_fixture).config, sources={}, max_abs_difference=None
+        )
+    )
+    assert "quantized" not in plain.data.tags and "## Quantized" not in plain.text
