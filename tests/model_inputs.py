@@ -1,7 +1,7 @@
 """Inputs, models and spies shared by the fast-path tests: character ids built straight from the character-id rules,
 ElmoModels with random weights written in the original format, records of oneDNN's linear calls, and the CPU
-engine's settings of a model (`set_lstm_inference`, `compress_lstm_weights`: a `CpuImplementation` registered and
-chosen with `set_implementation`)."""
+engine's settings of a model (`set_lstm_inference`: a `CpuImplementation` registered and chosen with
+`set_implementation`)."""
 
 import contextlib
 from collections.abc import Iterator
@@ -30,6 +30,14 @@ def random_model(random_checkpoint, seed: int = 0, **architecture) -> ElmoModel:
     model = ElmoModel(config)
     model.load_state_dict(state)
     return model.eval()
+
+
+def quantized_copy(model: ElmoModel, method: str, folder) -> ElmoModel:
+    """`model` saved to `folder` and loaded back quantized by `method` (`ElmoQuantizationConfig`), in eval mode."""
+    from modeling_elmo import ElmoQuantizationConfig
+
+    model.save_pretrained(folder)
+    return ElmoModel.from_pretrained(folder, quantization_config=ElmoQuantizationConfig(method)).eval()
 
 
 def record_onednn_calls(monkeypatch, lstm_only: bool = False) -> list[torch.Size]:
@@ -79,10 +87,10 @@ def engine_of(layer: torch.nn.Module) -> lstm_engine.LstmEngine:
 def _set_engine(model: ElmoModel, **changes: object) -> None:
     """Choose a CPU implementation with the model's current settings but `changes` (checked first)."""
     engine = engine_of(model.bilm.layers[0])
-    settings = {"products": engine.products, "threads": engine.threads, "compression": engine.compression}
+    settings = {"products": engine.products, "threads": engine.threads}
     settings.update(changes)
     implementation = CpuImplementation(**settings)
-    name = "test:{products}/{threads}/{compression}".format(**settings)
+    name = "test:{products}/{threads}".format(**settings)
     ALL_ELMO_IMPLEMENTATIONS.register(name, implementation)
     model.set_implementation(name)
 
@@ -90,11 +98,6 @@ def _set_engine(model: ElmoModel, **changes: object) -> None:
 def set_lstm_inference(model: ElmoModel, products: str = "onednn", threads: int | str | None = None) -> None:
     """The step products and threads of the model's CPU engine (`lstm_engine.check_settings`)."""
     _set_engine(model, products=products, threads=threads)
-
-
-def compress_lstm_weights(model: ElmoModel, compression: str | None) -> None:
-    """The compression of the model's CPU engine (`lstm_engine.check_settings`)."""
-    _set_engine(model, compression=compression)
 
 
 @contextlib.contextmanager

@@ -705,6 +705,26 @@ def check_model_python(sandbox: Sandbox, output: str) -> None:
         torch.testing.assert_close(found, alone.last_hidden_state[0], rtol=0, atol=1e-6)
 
 
+def check_quantized_loading(sandbox: Sandbox, output: str) -> None:
+    """The int8 model's top layer within docs/speed.md's tolerance of the float32 one, and the saved folder loads
+    back quantized to the same bits."""
+    from modeling_elmo.quantization.quantized_layer import ElmoQuantizedLstmLayer
+
+    values = block_values(sandbox)
+    model_dir = sandbox.work / "elmo-fixture"
+    batch = AutoTokenizer.from_pretrained(model_dir)(
+        [["The", "bank", "closed"]], is_split_into_words=True, return_tensors="pt"
+    )
+    saved = AutoModel.from_pretrained(sandbox.work / "elmo-fixture-int8")
+    assert (
+        isinstance(saved.bilm.layers[0], ElmoQuantizedLstmLayer) and saved.config.quantization_config.method == "int8"
+    )
+    with torch.inference_mode():
+        exact, again = AutoModel.from_pretrained(model_dir)(**batch), saved(**batch)
+    assert torch.equal(values["top"], again.last_hidden_state)
+    assert 0 < (values["top"] - exact.last_hidden_state).abs().max() <= 0.1
+
+
 def check_efml_python(sandbox: Sandbox, output: str) -> None:
     """The three layers of ELMoForManyLangs' own computation (its Embedder's `output_layer=-2`)."""
     from efml_numpy import efml_numpy_layers
@@ -879,6 +899,7 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "readme-python": DocCommand(copy_converted_fixture, check_model_python),
     "model-python": DocCommand(copy_converted_fixture, check_model_python),
     "states-python": DocCommand(copy_converted_fixture, check_states_python),
+    "quantized-loading": DocCommand(copy_converted_fixture, check_quantized_loading),
     "efml-python": DocCommand(nothing, check_efml_python, follows="efml-convert"),
     "efml-model": DocCommand(nothing, check_efml_model),
     "efml-drop-in": DocCommand(nothing, check_efml_drop_in, follows="efml-model"),

@@ -4,11 +4,10 @@ The CPU inference engine: registers its implementations with `elmo_implementatio
 
 - "cpu" (the default for CPU calls): oneDNN with the recurrent and projection weights packed into its layout, kept
   with a fingerprint of the weights' bits that every call checks (`weight_fingerprint`); `bmm` for a single sentence;
-  nothing timed;
-- "cpu_int8", "cpu_bf16": compressed recurrent and projection weights (not exact; faster at small batches).
+  nothing timed. (Compressed weights are a quantized model's, `modeling_elmo.quantization`: one way to compress.)
 
-`CpuImplementation(products, threads, compression)` makes other settings, for a caller to register under its own
-name (the benchmarks' "views", "bmm", "auto" and "packed" products). "cpu_threads", "cpu" with the thread count of each
+`CpuImplementation(products, threads)` makes other settings, for a caller to register under its own name (the
+benchmarks' "views", "bmm", "auto" and "packed" products). "cpu_threads", "cpu" with the thread count of each
 block of time steps chosen online, is registered for `elmo-embed` (with `tuned_call` around each call), not listed.
 
 On CUDA devices, with Triton installed (the `gpu` extra), `triton_implementation` registers "triton" (a default
@@ -21,8 +20,6 @@ from .lstm_engine import tuned_call
 from .triton_implementation import register_triton_implementations
 
 ALL_ELMO_IMPLEMENTATIONS.register("cpu", CpuImplementation(), default=True, device_types=("cpu",))
-ALL_ELMO_IMPLEMENTATIONS.register("cpu_int8", CpuImplementation(compression="int8"))
-ALL_ELMO_IMPLEMENTATIONS.register("cpu_bf16", CpuImplementation(compression="bf16"))
 ALL_ELMO_IMPLEMENTATIONS.register("cpu_threads", CpuImplementation(threads="auto"), internal=True)
 register_triton_implementations(ALL_ELMO_IMPLEMENTATIONS)
 

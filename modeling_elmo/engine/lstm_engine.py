@@ -5,9 +5,10 @@ model's reference recurrence, with the layer's cell (`LstmWeights.cell`). It ser
 
 Public interface:
 
-- `LstmEngine(products, threads, compression)`: `run(weights, inputs, batch_sizes, initial_state)`, a layer's
-  call (`elmo_implementations.LstmWeights`, the arguments and results of `ElmoImplementation.lstm_layer`).
-  `STEP_PRODUCTS`, `check_settings(products, threads, compression)`.
+- `LstmEngine(products, threads)`: `run(weights, inputs, batch_sizes, initial_state)`, a layer's call
+  (`elmo_implementations.LstmWeights`, the arguments and results of `ElmoImplementation.lstm_layer`; a quantized
+  layer passes its own products, `modeling_elmo.quantization`). `STEP_PRODUCTS`, `check_settings(products,
+  threads)`.
 - `tuned_call(model, compute, attention_mask)`: one whole inference call (`compute()`) under the thread count chosen
   for it, for callers that own their process (`elmo-embed`).
 
@@ -18,7 +19,7 @@ oneDNN does not apply. The packed weights are kept with a fingerprint of the wei
 checked on every call, so a weight change renews them on the next call; no call changes the thread count. The same
 inputs give the same bits in every process, under any load, at any thread count and from any number of Python
 threads at once. Opt-in: `products="views"` (nothing derived or kept), `products="packed"`, `products="auto"` and
-`threads="auto"` (choices from timings, `recurrence_tuning`) and compressed weights (`compressed_linear`).
+`threads="auto"` (choices from timings, `recurrence_tuning`).
 """
 
 import contextlib
@@ -29,7 +30,6 @@ from typing import TypeVar
 import torch
 
 from ..elmo_implementations import ALL_ELMO_IMPLEMENTATIONS, ElmoCall, LstmState, LstmWeights
-from .compressed_linear import WEIGHT_COMPRESSIONS, compressed_linear, compressed_linear_applies
 from .cpu_linear import LinearFn, onednn_linear, onednn_linear_applies
 from .recurrence_tuning import (
     THREAD_CHOOSER,
@@ -55,21 +55,18 @@ class LstmEngine:
     """
     The inference recurrence of one biLM layer and what it keeps between calls.
 
-    Settings (checked by `check_settings`): `products` (one of `STEP_PRODUCTS`), `threads` (None: as set; "auto" or a
-    count) and `compression` (None, "int8", "bf16").
+    Settings (checked by `check_settings`): `products` (one of `STEP_PRODUCTS`) and `threads` (None: as set; "auto"
+    or a count).
     """
 
     INPUT_GATE_BLOCK_ROWS = 256  # packed rows per direction whose input-to-gate products are computed at once
     PACKED_WEIGHT_ROWS = 64  # oneDNN lays the per-step weights out for products of about this many rows (any work)
 
-    def __init__(
-        self, products: str = "onednn", threads: int | str | None = None, compression: str | None = None
-    ) -> None:
+    def __init__(self, products: str = "onednn", threads: int | str | None = None) -> None:
         self.products = products
         self.threads = threads
-        self.compression = compression
-        # (fingerprint of the recurrent and projection weights, (compression, oneDNN), the products derived from them)
-        self._derived: tuple[WeightFingerprint, tuple[str | None, bool], StepLinears] | None = None
+        # (fingerprint of the recurrent and projection weights, the products derived from them)
+        self._derived: tuple[WeightFingerprint, StepLinears] | None = None
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_derived": None}  # packed oneDNN weights cannot be pickled
@@ -154,9 +151,7 @@ class LstmEngine:
     def _linear_sets(self, layer: LstmWeights, inputs: torch.Tensor, rows: int) -> tuple[str, list[LinearSet]]:
         """
         The input-to-gate, recurrent and projection products for a batch of `rows` sequences, named, with the
-        directions each set computes. With `compression` set (eval mode, CPU, float32; not in training mode, where
-        the first pass of reentrant gradient checkpointing also runs without gradients): "int8"/"bf16"
-        (`compressed_linear`). Otherwise, where oneDNN applies (`onednn_linear_applies`), `products` decides:
+        directions each set computes. Where oneDNN applies (`onednn_linear_applies`), `products` decides:
         "onednn", one direction at a time with the recurrent and projection weights packed into oneDNN's layout
         (`_derived_linears`), a one-row projection to fewer outputs on the weight as it is (`onednn_linear`), except
         for a single sequence, whose products only stream the weights: "bmm" reads them faster there; "views", the
@@ -167,23 +162,19 @@ class LstmEngine:
 
         The input-to-gate products read `weight_ih` at call time, so they never hold on to a replaced tensor.
         """
-        applies = not layer.training and compressed_linear_applies(layer.weight_hh, inputs)  # eval mode only
-        compression = self.compression if applies else None
         onednn = onednn_linear_applies(layer.weight_hh, inputs)
-        if compression is not None:
-            return compression, self._derived_linears(layer, compression, onednn)
         bmm_sets = [(slice(0, 2), self._bmm_linears(layer))]
         if not onednn or self.products == "bmm" or (self.products in ("onednn", "views") and rows == 1):
             return "bmm", bmm_sets
         if self.products == "views":
             return "views", self._direction_sets(layer, self._step_linears(layer, onednn_linear), onednn=True)
         if self.products == "onednn":
-            return "onednn", self._derived_linears(layer, None, True)
+            return "onednn", self._derived_linears(layer)
         if self.products == "auto":
             bucket = rows_bucket(rows)
 
             def candidates() -> dict[str, Callable[[], object]]:
-                packed_sets = self._direction_sets(layer, self._derived_step_linears(layer, None), True)  # not kept
+                packed_sets = self._direction_sets(layer, self._derived_step_linears(layer), True)  # not kept
                 return {
                     "bmm": self._steps_probe(layer, bmm_sets, bucket),
                     "packed": self._steps_probe(layer, packed_sets, bucket),
@@ -191,7 +182,7 @@ class LstmEngine:
 
             if choose_step_products((self._shape_key(layer), bucket), candidates) == "bmm":
                 return "bmm", bmm_sets
-        return "packed", self._derived_linears(layer, None, True)
+        return "packed", self._derived_linears(layer)
 
     @staticmethod
     def _bmm_linears(layer: LstmWeights) -> tuple[LinearFn, LinearFn, LinearFn]:
@@ -222,23 +213,21 @@ class LstmEngine:
             for direction in range(2)
         ]
 
-    def _derived_linears(self, layer: LstmWeights, compression: str | None, onednn: bool) -> list[LinearSet]:
-        """The per-direction sets of `_linear_sets` with packed ("onednn", "packed") or compressed step weights, kept
-        while the weights keep the fingerprint (`WeightFingerprint`) of the bits they were derived from."""
-        derived_from, kind = [layer.weight_hh, layer.weight_proj], (compression, onednn)
+    def _derived_linears(self, layer: LstmWeights) -> list[LinearSet]:
+        """The per-direction sets of `_linear_sets` with packed step weights ("onednn", "packed"), kept while the
+        weights keep the fingerprint (`WeightFingerprint`) of the bits they were derived from."""
+        derived_from = [layer.weight_hh, layer.weight_proj]
         cached = self._derived  # one read: another thread may replace it
-        if cached is None or cached[1] != kind or not cached[0].matches(derived_from):
+        if cached is None or not cached[0].matches(derived_from):
             self._derived = cached = None  # free the old derived weights before deriving new ones
-            cached = (WeightFingerprint(derived_from), kind, self._derived_step_linears(layer, compression))
+            cached = (WeightFingerprint(derived_from), self._derived_step_linears(layer))
             self._derived = cached
-        return self._direction_sets(layer, cached[2], onednn)
+        return self._direction_sets(layer, cached[1], True)
 
-    def _derived_step_linears(self, layer: LstmWeights, compression: str | None) -> StepLinears:
+    def _derived_step_linears(self, layer: LstmWeights) -> StepLinears:
         """The step products of `_derived_linears`, derived from the current weights (not kept)."""
 
         def step_linear(weight: torch.Tensor) -> LinearFn:
-            if compression is not None:
-                return compressed_linear(weight, compression, self.PACKED_WEIGHT_ROWS)
             return onednn_linear(weight, self.PACKED_WEIGHT_ROWS, one_row_sums=self.products == "onednn")
 
         return self._step_linears(layer, step_linear)
@@ -352,7 +341,7 @@ def tuned_call(model: torch.nn.Module, compute: Callable[[], Result], attention_
     rows, words = attention_mask.shape[0], int(attention_mask.sum()) + 2 * attention_mask.shape[0]
     shapes = tuple(tuple(parameter.shape) for parameter in model.parameters())
     shape_key = (tuple(layer.weight_hh.shape), tuple(layer.weight_proj.shape), layer.weight_hh.dtype)
-    key = ("call", shape_key, shapes, getattr(implementation, "compression", None), rows_bucket(rows))
+    key = ("call", shape_key, shapes, layer.quantization, rows_bucket(rows))
     products = getattr(implementation, "products", None)
     if not same_results_at((*key, counts, products), counts, lambda: [lambda: _output_tensors(compute())]):
         return compute()
@@ -367,7 +356,7 @@ def _output_tensors(output: object) -> list[torch.Tensor]:
     return [item for item in flat if isinstance(item, torch.Tensor)]
 
 
-def check_settings(products: str, threads: int | str | None, compression: str | None) -> None:
+def check_settings(products: str, threads: int | str | None) -> None:
     """
     Refuse settings of an `LstmEngine` that it cannot run.
 
@@ -382,7 +371,7 @@ def check_settings(products: str, threads: int | str | None, compression: str | 
             `"packed"` (needs oneDNN): every product on packed weights, a single sequence's and one-row products
             included. `"auto"`: `"packed"` or `"bmm"`, whichever ran a few time steps faster on this machine at the
             batch's row count, measured once per process (`bmm` unless packed is clearly faster), so the choice and
-            the bits can differ between processes. A `compression` takes precedence.
+            the bits can differ between processes.
         threads: None (the default: the calls run under `torch.get_num_threads()` and never change it), a thread
             count for the time steps (set process-wide while they run), or `"auto"`: each block of time steps runs
             under the count, out of `torch.get_num_threads()`, half of it (from 4) and 1, with the lowest measured
@@ -390,12 +379,6 @@ def check_settings(products: str, threads: int | str | None, compression: str | 
             (`recurrence_tuning.ThreadCountChooser`). A count is only chosen for work that gives the same bits at
             every count (checked once, `same_results_at`; on x86 CPUs in float32 every product runs through oneDNN,
             which splits work among threads that way): outputs do not depend on the choice.
-        compression: `"int8"` (weight-only, one float scale per output channel) or `"bf16"` copies of the recurrent
-            and projection weights (the ones every time step reads) for the products in eval mode, with float32
-            accumulation (`compressed_linear`); `None`: float32. Faster where streaming those weights bounds the
-            speed (small batches, batch 1 above all), slower at large batches, and no longer exact. The parameters
-            stay float32 and untouched; the copies are derived on first use and checked against a fingerprint of the
-            weights they came from on every call, so weight updates never leave them stale.
     """
     if products not in STEP_PRODUCTS:
         raise ValueError(f"products must be one of {', '.join(map(repr, STEP_PRODUCTS))}, got {products!r}.")
@@ -403,6 +386,3 @@ def check_settings(products: str, threads: int | str | None, compression: str | 
         raise ValueError("products='packed' needs PyTorch's oneDNN on an x86 CPU, which this machine lacks.")
     if threads not in (None, "auto") and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be 'auto' or a positive int, got {threads!r} (None: leave them as set).")
-    if compression is not None and not (isinstance(compression, str) and compression in WEIGHT_COMPRESSIONS):
-        choices = ", ".join(map(repr, WEIGHT_COMPRESSIONS))
-        raise ValueError(f"compression must be one of {choices} or None, got {compression!r}.")

@@ -1,6 +1,6 @@
 """
-Fingerprints of weights that the engine's derived weights (packed into oneDNN's layout, or compressed) are checked
-against on every call, so that a change of the weights renews them on the next call.
+Fingerprints of weights that the engine's derived weights (packed into oneDNN's layout) are checked against on every
+call, so that a change of the weights renews them on the next call.
 
 Fused optimizers (the Trainer's default `adamw_torch_fused`), writes through `.data` and reloads can change a
 parameter without a trace in its version counter or address, so the check reads the bits themselves: a weight's bits

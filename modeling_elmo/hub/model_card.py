@@ -43,7 +43,14 @@ def load_template(name: str) -> str:
 
 def render_card(template_name: str, card_data: ModelCardData, **fields: object) -> str:
     """Render `model_cards/<template_name>` with the YAML metadata `card_data` and the template's `fields`."""
-    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    environment = jinja2.Environment(
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+        loader=jinja2.FunctionLoader(load_template),  # `{% include "quantization.md" %}`: the shared parts
+    )
+    if fields.get("quantization"):
+        card_data.tags = [*(card_data.tags or []), "quantized"]
     try:
         return environment.from_string(load_template(template_name)).render(card_data=card_data.to_yaml(), **fields)
     except jinja2.UndefinedError as error:
@@ -77,7 +84,16 @@ def architecture_fields(config: ElmoConfig) -> dict[str, object]:
         )
     }
     fields["max_word_bytes"] = config.max_characters_per_token - 2
+    fields["quantization"] = quantization_method(config)
     return fields
+
+
+def quantization_method(config: ElmoConfig) -> str | None:
+    """The method of a quantized model's config (`ElmoQuantizationConfig`, or its dict once saved), else None."""
+    quantization = getattr(config, "quantization_config", None)
+    if isinstance(quantization, dict):
+        return quantization.get("method")
+    return getattr(quantization, "method", None)
 
 
 def render_base_model_card(

@@ -31,5 +31,9 @@ class ElmoQuantizationConfig(QuantizationConfigMixin):
         self.quant_method = QUANT_METHOD
         self.method = method
 
+    def to_diff_dict(self) -> dict:
+        """Every field (Transformers 4.x's `to_json_string` calls this, and its mixin lacks it)."""
+        return self.to_dict()
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ElmoQuantizationConfig) and other.method == self.method

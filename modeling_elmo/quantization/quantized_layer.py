@@ -15,9 +15,12 @@ direction over all its time steps before the other (so at batch 1 one direction'
 bias added once per block of steps with the input-to-gate products.
 """
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
+from ..elmo_implementations import LstmState
 from ..engine.lstm_engine import LinearSet, LstmEngine
 from ..modeling_elmo import ElmoBiLm, ElmoConfig, ElmoLstmLayer, ElmoModel, ElmoPreTrainedModel
 from .kernels import METHODS, quantize_symmetric, quantized_linear
@@ -43,6 +46,20 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
                 scale = torch.empty(2, out_features, dtype=SCALE_DTYPES[method], device=device)
                 self.register_buffer(f"{name}_scale", scale)
         self._products: tuple[tuple, list[LinearSet]] | None = None
+
+    def storage_dtypes(self) -> dict[str, torch.dtype]:
+        """The dtype of each buffer of the method's storage."""
+        dtypes = {name: torch.bfloat16 if self.quantization == "bf16" else torch.int8 for name in QUANTIZED_WEIGHTS}
+        if self.quantization in SCALE_DTYPES:
+            dtypes |= {f"{name}_scale": SCALE_DTYPES[self.quantization] for name in QUANTIZED_WEIGHTS}
+        return dtypes
+
+    def restore_storage_dtypes(self) -> None:
+        """Give loaded buffers their storage dtype back (Transformers 4.x loads bfloat16 ones as float32, which
+        holds them exactly)."""
+        for name, dtype in self.storage_dtypes().items():
+            if getattr(self, name).dtype != dtype:
+                setattr(self, name, getattr(self, name).to(dtype))
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_products": None}  # packed kernel weights cannot be pickled or copied
@@ -78,14 +95,28 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
             cached = self._products = (key, self._derive_linear_sets())
         return cached[1]
 
+    def _gate_factors(self) -> torch.Tensor:
+        """(4 * cell_size,): 2 for the new-input gate's rows (`j`), 1 for the others (see `cell`)."""
+        factors = torch.ones(4, self.weight_proj.shape[-1])
+        factors[1] = 2.0
+        return factors.flatten()
+
     def _product(self, name: str, direction: int):
+        """The product of one direction's `name` on this CPU's kernel; the gate products' `j` rows doubled (a power
+        of two: exact in the scales or bfloat16 weights)."""
+        weight = getattr(self, name)[direction]
         scales = getattr(self, f"{name}_scale", None)
-        return quantized_linear(
-            self.quantization, getattr(self, name)[direction], None if scales is None else scales[direction]
-        )
+        scales = None if scales is None else scales[direction]
+        if name != "weight_proj":
+            factors = self._gate_factors()
+            if scales is None:
+                weight = weight * factors.to(weight.dtype).unsqueeze(1)
+            else:
+                scales = scales * factors.to(scales.dtype)
+        return quantized_linear(self.quantization, weight, scales)
 
     def _derive_linear_sets(self) -> list[LinearSet]:
-        bias = self.gate_bias().detach()
+        bias = self.gate_bias().detach() * self._gate_factors()
         sets = []
         for direction in range(2):
             input_product = self._product("weight_ih", direction)
@@ -97,6 +128,27 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
             recurrent, projection = self._product("weight_hh", direction), self._product("weight_proj", direction)
             sets.append((slice(direction, direction + 1), (input_to_gates, recurrent, projection)))
         return sets
+
+    def cell(
+        self, gates: torch.Tensor, cell: torch.Tensor, project: Callable[[torch.Tensor], torch.Tensor] | None = None
+    ) -> LstmState:
+        """
+        `ElmoLstmLayer.cell` for this layer's products, whose new-input gate `j` comes doubled: one sigmoid for all
+        four gates, and `tanh(x) = 2 sigmoid(2x) - 1` (`f c + i tanh(j) = f c + 2 i sigmoid(2j) - i`, `o tanh(c) =
+        2 o sigmoid(2c) - o`), since ATen splits `tanh` of even a few thousand values among threads, each of which
+        waits for the others on a busy CPU, while `sigmoid` of a time step's values runs on one. `gates` (D, n,
+        4 * cell_size), `cell` (D, n, cell_size) -> (hidden (D, n, proj_size), cell); `project`, the projection
+        product (D, n, cell_size) -> (D, n, proj_size), is needed.
+        """
+        input_gate, new_input, forget_gate, output_gate = torch.sigmoid(gates).chunk(4, dim=-1)
+        cell = torch.addcmul(torch.addcmul(-input_gate, input_gate, new_input, value=2), forget_gate, cell)
+        if self.cell_clip:
+            cell.clamp_(-self.cell_clip, self.cell_clip)
+        cell_output = torch.addcmul(-output_gate, output_gate, torch.sigmoid(cell * 2), value=2)
+        hidden = project(cell_output)  # always given: the engine passes this layer's projection product
+        if self.proj_clip:
+            hidden = hidden.clamp_(-self.proj_clip, self.proj_clip)
+        return hidden, cell
 
     def forward(self, inputs, batch_sizes, initial_state, dispatch=None):
         """`ElmoLstmLayer.forward` on the quantized weights (CPU only, no gradients: refused in one line)."""
@@ -150,6 +202,15 @@ def quantize_bilm(model: ElmoPreTrainedModel, method: str) -> None:
     check_method(method)
     for elmo in bilms_of(model):
         _replace_layers(elmo.bilm, lambda layer: ElmoQuantizedLstmLayer.from_float(layer, method))
+    freeze_quantized_bilm(model)
+
+
+def finish_loading_quantized_bilm(model: ElmoPreTrainedModel) -> None:
+    """After a saved quantized folder loaded into `prepare_quantized_bilm`'s layers: the storage dtypes as saved,
+    and the biLM frozen."""
+    for module in model.modules():
+        if isinstance(module, ElmoQuantizedLstmLayer):
+            module.restore_storage_dtypes()
     freeze_quantized_bilm(model)
 
 

@@ -11,7 +11,7 @@ import torch
 from transformers.quantizers.base import HfQuantizer
 
 from ..modeling_elmo import ElmoPreTrainedModel
-from .quantized_layer import freeze_quantized_bilm, prepare_quantized_bilm, quantize_bilm
+from .quantized_layer import finish_loading_quantized_bilm, prepare_quantized_bilm, quantize_bilm
 
 
 class ElmoQuantizer(HfQuantizer):
@@ -42,6 +42,10 @@ class ElmoQuantizer(HfQuantizer):
         if not isinstance(model, ElmoPreTrainedModel):
             raise ValueError(f"ElmoQuantizationConfig quantizes ELMo models only, not {type(model).__name__}.")
 
+    def _convert_model_for_quantization(self, model) -> None:
+        """Nothing to patch (Transformers patches some of its own models' modules here, through accelerate in
+        4.x)."""
+
     def _process_model_before_weight_loading(self, model, **kwargs):
         self._check_model(model)
         if self.pre_quantized:
@@ -50,7 +54,7 @@ class ElmoQuantizer(HfQuantizer):
 
     def _process_model_after_weight_loading(self, model, **kwargs):
         if self.pre_quantized:
-            freeze_quantized_bilm(model)
+            finish_loading_quantized_bilm(model)
         else:
             quantize_bilm(model, self.quantization_config.method)
         return model

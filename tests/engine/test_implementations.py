@@ -283,7 +283,7 @@ def test_a_backend_that_cannot_compute_a_call_hands_it_to_the_next_candidate(con
 
 def test_public_names_are_the_users_and_benchmark_knobs_are_not_registered():
     names = set(ALL_ELMO_IMPLEMENTATIONS.names())
-    assert {"eager", "reference", "cpu", "cpu_int8", "cpu_bf16", "triton", "triton_tf32", "triton_bf16"} <= names
+    assert {"eager", "reference", "cpu", "triton", "triton_tf32", "triton_bf16"} <= names
     assert not {"cpu_views", "cpu_bmm", "cpu_auto", "cpu_packed", "cpu_threads"} & names
     assert "cpu_threads" in ALL_ELMO_IMPLEMENTATIONS  # elmo-embed's setting, registered but not listed
 

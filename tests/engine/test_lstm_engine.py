@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 from model_inputs import char_ids as _char_ids
-from model_inputs import compress_lstm_weights, engine_of, record_onednn_calls, set_lstm_inference
+from model_inputs import engine_of, record_onednn_calls, set_lstm_inference
 from model_inputs import random_model as _model
 from test_fast_paths import ARCHITECTURE_CASES, _max_difference, _sentences
 
@@ -139,9 +139,6 @@ def test_views_keep_no_derived_copy_of_the_weights(random_checkpoint):
     ids = _char_ids(_sentences(seed=39, count=3, max_words=10))
     _hidden_states(model, ids)
     assert all(engine_of(layer)._derived is None for layer in model.bilm.layers)
-    compress_lstm_weights(model, "int8")
-    _hidden_states(model, ids)
-    assert all(engine_of(layer)._derived is not None for layer in model.bilm.layers)
 
 
 def test_default_keeps_packed_weights_with_a_fingerprint_not_a_copy(random_checkpoint):

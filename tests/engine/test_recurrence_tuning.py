@@ -12,8 +12,8 @@ import pytest
 import torch
 from model_inputs import char_ids as _char_ids
 from model_inputs import (
-    compress_lstm_weights,
     engine_of,
+    quantized_copy,
     record_onednn_calls,
     reference_implementation,
     set_lstm_inference,
@@ -686,15 +686,17 @@ def test_the_callers_thread_count_is_restored(random_checkpoint, monkeypatch, tw
     assert torch.get_num_threads() == 2
 
 
-def test_compressed_and_float32_calls_are_measured_apart(random_checkpoint, monkeypatch, two_threads, spied_chooser):
-    """Two models of the same shapes in one process, one with int8 weights (faster per word): their calls must not
+def test_quantized_and_float32_calls_are_measured_apart(
+    random_checkpoint, monkeypatch, two_threads, spied_chooser, tmp_path
+):
+    """Two models of the same shapes in one process, one quantized to int8 (faster per word): their calls must not
     share the chooser's measurements, or each would judge its counts by the other's times."""
     monkeypatch.setattr(modeling, "same_results_at", lambda *args: True)
     ids = _char_ids(SENTENCES)
-    float32, int8 = _model(random_checkpoint, seed=6), _model(random_checkpoint, seed=6)
-    compress_lstm_weights(int8, "int8")
+    float32 = _model(random_checkpoint, seed=6)
+    int8 = quantized_copy(float32, "int8", tmp_path / "float32")
     for model in (float32, int8):
-        set_lstm_inference(model, "auto", "auto")  # opt-in
+        set_lstm_inference(model, "auto", "auto")  # opt-in (the quantized layers run their own products)
         with torch.inference_mode():  # the whole call's thread count too, as `elmo-embed` chooses it
             tuned_call(model, lambda model=model: _hidden_states(model, ids), (ids != 0).any(dim=-1))
     call_keys = {key for key, _ in spied_chooser.used if not _is_step_key(key)}

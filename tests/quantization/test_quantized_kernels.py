@@ -1,0 +1,153 @@
+"""The kernels of the quantization methods (`modeling_elmo.quantization.kernels`): the choice by instruction set and
+probe, the fallbacks where an op is missing or its quantized tensors are gone (faked), which kernel ran, and each
+product against the float64 product of the dequantized weight."""
+
+import warnings
+
+import pytest
+import torch
+
+from modeling_elmo.quantization import kernels
+
+CACHED = (kernels.int8_kernel, kernels.weight_only_kernel, kernels.bf16_kernel)
+
+
+@pytest.fixture(autouse=True)
+def fresh_choices():
+    """Every test decides the kernels afresh (they are decided once per process), and leaves no choice behind."""
+    for choice in CACHED:
+        choice.cache_clear()
+    yield
+    for choice in CACHED:
+        choice.cache_clear()
+
+
+def _weights(out_features=48, in_features=40, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    weight = torch.randn(out_features, in_features, generator=generator) * 0.1
+    inputs = torch.randn(5, 3, in_features, generator=generator)
+    return weight, inputs
+
+
+def _error_bound(method: str, weight: torch.Tensor, inputs: torch.Tensor) -> float:
+    """A loose bound on the product's error: the rounding of weights and activations to the method's bits."""
+    bits = {"int8": 7, "int8_weight_only": 7, "bf16": 8}[method]
+    return float(inputs.abs().sum(-1).max() * weight.abs().max()) * 2.0 ** (1 - bits)
+
+
+def _product(method: str, weight: torch.Tensor):
+    if method == "bf16":
+        return kernels.quantized_linear(method, weight.to(torch.bfloat16), None)
+    scale_dtype = torch.float32 if method == "int8" else torch.bfloat16
+    quantized, scales = kernels.quantize_symmetric(weight, scale_dtype)
+    return kernels.quantized_linear(method, quantized, scales)
+
+
+@pytest.mark.parametrize("method", ["int8", "int8_weight_only", "bf16"])
+def test_each_method_computes_the_product_within_its_rounding(method):
+    weight, inputs = _weights()
+    found = _product(method, weight)(inputs)
+    expected = inputs.double() @ weight.double().t()
+    assert found.dtype == torch.float32 and found.shape == (5, 3, 48)
+    assert (found.double() - expected).abs().max() <= _error_bound(method, weight, inputs)
+
+
+def test_the_symmetric_quantization_is_within_half_a_scale():
+    weight, _ = _weights(seed=3)
+    weight[4] = 0.0
+    quantized, scales = kernels.quantize_symmetric(weight, torch.float32)
+    assert quantized.dtype == torch.int8 and quantized.abs().max() <= 127
+    assert scales[4] == 1 and not quantized[4].any()
+    assert ((quantized.float() * scales.unsqueeze(1) - weight).abs() <= scales.unsqueeze(1) / 2 + 1e-7).all()
+
+
+def test_on_an_avx512_vnni_cpu_int8_runs_on_fbgemm_at_full_range(monkeypatch):
+    if not (kernels.is_x86() and kernels.vectorised_capability()):
+        pytest.skip("fbgemm's kernels need AVX2 or AVX-512")
+    assert kernels.int8_kernel() == "fbgemm"
+    ranges = []
+    dynamic = torch.ops.quantized.linear_dynamic
+
+    def spy(inputs, packed, reduce_range):
+        ranges.append(reduce_range)
+        return dynamic(inputs, packed, reduce_range)
+
+    monkeypatch.setattr(torch.ops.quantized, "linear_dynamic", spy)
+    weight, inputs = _weights()
+    _product("int8", weight)(inputs)
+    assert ranges == [not kernels.has_vnni()]
+
+
+def _fake_without_fbgemm(monkeypatch):
+    def missing(*args, **kwargs):
+        raise RuntimeError("quantized::linear_dynamic is not available (faked)")
+
+    monkeypatch.setattr(torch.ops.quantized, "linear_dynamic", missing)
+
+
+def test_without_fbgemm_int8_falls_back_to_int_mm_and_runs_it(monkeypatch):
+    _fake_without_fbgemm(monkeypatch)
+    calls = []
+    int_mm = torch._int_mm
+    monkeypatch.setattr(torch, "_int_mm", lambda *args: calls.append(args) or int_mm(*args))
+    assert kernels.int8_kernel() == "int_mm"
+    calls.clear()  # the probe's call
+    weight, inputs = _weights()
+    found = _product("int8", weight)(inputs)
+    assert len(calls) == 1
+    assert (found.double() - inputs.double() @ weight.double().t()).abs().max() <= _error_bound("int8", weight, inputs)
+
+
+def test_without_quantized_tensors_int8_falls_back(monkeypatch):
+    """A torch whose deprecated quantized tensors are gone (their constructor raises) leaves fbgemm's path."""
+
+    def removed(*args, **kwargs):
+        raise RuntimeError("quantized tensors were removed (faked)")
+
+    monkeypatch.setattr(torch, "_make_per_channel_quantized_tensor", removed)
+    assert kernels.int8_kernel() == "int_mm"
+
+
+def test_without_either_int8_op_the_weights_are_dequantized_per_call(monkeypatch):
+    _fake_without_fbgemm(monkeypatch)
+    monkeypatch.delattr(torch, "_int_mm")
+    assert kernels.int8_kernel() == "dequantized"
+    weight, inputs = _weights()
+    found = _product("int8", weight)(inputs)
+    assert (found.double() - inputs.double() @ weight.double().t()).abs().max() <= _error_bound("int8", weight, inputs)
+
+
+def test_fbgemm_is_not_chosen_without_its_instruction_sets(monkeypatch):
+    monkeypatch.setattr(kernels, "vectorised_capability", lambda: False)
+    assert kernels.int8_kernel() != "fbgemm"
+
+
+def test_the_weight_only_and_bf16_kernels_fall_back_where_their_ops_fail(monkeypatch):
+    def missing(*args, **kwargs):
+        raise RuntimeError("not available (faked)")
+
+    monkeypatch.setattr(torch.ops.aten, "_weight_int8pack_mm", missing)
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", missing)
+    assert kernels.weight_only_kernel() == "dequantized"
+    assert kernels.bf16_kernel() == "matmul"
+    weight, inputs = _weights()
+    for method in ("int8_weight_only", "bf16"):
+        found = _product(method, weight)(inputs)
+        error = (found.double() - inputs.double() @ weight.double().t()).abs().max()
+        assert error <= _error_bound(method, weight, inputs)
+
+
+def test_packing_for_fbgemm_raises_no_deprecation_warning():
+    if kernels.int8_kernel() != "fbgemm":
+        pytest.skip("fbgemm does not serve on this CPU")
+    weight, inputs = _weights()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _product("int8", weight)(inputs)
+
+
+def test_the_cpu_flags_are_read_from_the_instruction_set_list():
+    flags = kernels.cpu_flags()
+    assert isinstance(flags, frozenset)
+    if kernels.is_x86() and flags:
+        assert "sse2" in flags  # every x86-64 CPU has it

@@ -1,0 +1,172 @@
+"""Quantized ELMo the Transformers way (`ElmoQuantizationConfig`, docs/speed.md "Quantization"): loading, the stated
+tolerances on the fixture, the save/load round trip, the gradient rule and the heads."""
+
+import json
+
+import pytest
+import torch
+from transformers import (
+    AutoModel,
+    AutoModelForPreTraining,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+)
+
+from modeling_elmo import ElmoQuantizationConfig
+from modeling_elmo.quantization.quantized_layer import ElmoQuantizedLstmLayer
+
+METHODS = ["int8", "int8_weight_only", "bf16"]
+# docs/speed.md, "Quantization": max and mean abs difference from float32 of each biLM layer on the fixture
+TOLERANCES = {"int8": (0.1, 0.01), "int8_weight_only": (0.04, 0.005), "bf16": (0.04, 0.005)}
+STORAGE = {"int8": torch.int8, "int8_weight_only": torch.int8, "bf16": torch.bfloat16}
+
+
+@pytest.fixture(scope="module")
+def fixture_batch(converted_fixture, fixture_dir):
+    """The fixture's reference sentences, tokenized."""
+    groups = json.loads((fixture_dir / "sentences.json").read_text())
+    sentences = [sentence.split() for group in groups for sentence in group]
+    tokenizer = AutoTokenizer.from_pretrained(converted_fixture)
+    return tokenizer(sentences, is_split_into_words=True, return_tensors="pt", padding=True)
+
+
+@pytest.fixture(scope="module")
+def float32_layers(converted_fixture, fixture_batch):
+    with torch.no_grad():
+        return AutoModel.from_pretrained(converted_fixture)(**fixture_batch, output_hidden_states=True).hidden_states
+
+
+def _layers(model, batch) -> tuple[torch.Tensor, ...]:
+    with torch.no_grad():
+        return model(**batch, output_hidden_states=True).hidden_states
+
+
+@pytest.mark.parametrize("method", ["int4", "INT8", "", None, 8, torch.int8, ["int8"]])
+def test_an_unknown_method_is_refused_in_one_line_naming_the_valid_ones(method):
+    with pytest.raises(
+        ValueError, match=r"^quantization method must be one of 'int8', 'int8_weight_only', 'bf16', got"
+    ):
+        ElmoQuantizationConfig(method)
+
+
+def test_the_config_and_quantizer_are_registered_with_transformers():
+    from transformers.quantizers.auto import AUTO_QUANTIZER_MAPPING, AutoQuantizationConfig
+
+    from modeling_elmo.quantization import ElmoQuantizer
+
+    config = AutoQuantizationConfig.from_dict({"quant_method": "elmo", "method": "bf16"})
+    assert isinstance(config, ElmoQuantizationConfig) and config.method == "bf16"
+    assert AUTO_QUANTIZER_MAPPING["elmo"] is ElmoQuantizer
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_fixture_outputs_within_the_stated_tolerance_and_no_float32_weights_kept(
+    converted_fixture, fixture_batch, float32_layers, method
+):
+    model = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig(method))
+    assert model.config.quantization_config.method == method and model.is_quantized
+    for layer in model.bilm.layers:
+        assert isinstance(layer, ElmoQuantizedLstmLayer)
+        assert {name for name, _ in layer.named_parameters()} == {"bias"}  # the weights are only the quantized ones
+        assert all(getattr(layer, name).dtype == STORAGE[method] for name in ("weight_ih", "weight_hh", "weight_proj"))
+    mask = fixture_batch["attention_mask"].bool()
+    max_tolerance, mean_tolerance = TOLERANCES[method]
+    found = _layers(model, fixture_batch)
+    assert torch.equal(found[0], float32_layers[0])  # the character CNN is not quantized
+    for quantized, exact in zip(found[1:], float32_layers[1:], strict=True):
+        difference = (quantized - exact)[mask].abs()
+        assert 0 < difference.max() <= max_tolerance and difference.mean() <= mean_tolerance
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_saved_quantized_folder_loads_back_with_the_same_bits(converted_fixture, fixture_batch, tmp_path, method):
+    model = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig(method))
+    model.save_pretrained(tmp_path / "saved")
+    saved = json.loads((tmp_path / "saved" / "config.json").read_text())["quantization_config"]
+    assert saved == {"quant_method": "elmo", "method": method}
+    loaded = AutoModel.from_pretrained(tmp_path / "saved")
+    assert (
+        isinstance(loaded.bilm.layers[0], ElmoQuantizedLstmLayer)
+        and loaded.config.quantization_config == model.config.quantization_config
+    )
+    before, after = model.state_dict(), loaded.state_dict()
+    assert before.keys() == after.keys()
+    assert all(before[key].dtype == after[key].dtype and torch.equal(before[key], after[key]) for key in before)
+    expected, found = _layers(model, fixture_batch), _layers(loaded, fixture_batch)
+    assert all(torch.equal(left, right) for left, right in zip(expected, found, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("auto_class", "kwargs"),
+    [
+        (AutoModelForTokenClassification, {"num_labels": 3}),
+        (AutoModelForSequenceClassification, {"num_labels": 2}),
+        (AutoModelForPreTraining, {"lm_vocab_size": 11}),
+    ],
+)
+def test_every_head_loads_with_a_quantized_bilm(converted_fixture, fixture_batch, auto_class, kwargs):
+    model = auto_class.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8"), **kwargs)
+    assert all(isinstance(layer, ElmoQuantizedLstmLayer) for layer in model.elmo.bilm.layers)
+    assert not any(parameter.requires_grad for parameter in model.elmo.parameters())  # the quantized biLM is frozen
+    if auto_class is not AutoModelForPreTraining:
+        with torch.no_grad():
+            logits = model(**fixture_batch).logits
+        assert logits.shape[0] == fixture_batch["input_ids"].shape[0] and torch.isfinite(logits).all()
+
+
+def test_a_gradient_through_the_quantized_weights_is_refused_in_one_line(converted_fixture, fixture_batch):
+    model = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8"))
+    model.requires_grad_(True)  # a user unfreezing the biLM to fine-tune it
+    with pytest.raises(
+        RuntimeError, match=r"^The biLM's weights are quantized \('int8'\): no gradient flows"
+    ) as error:
+        model(**fixture_batch)
+    assert "\n" not in str(error.value)
+
+
+def test_a_head_over_the_frozen_quantized_bilm_trains(converted_fixture, fixture_batch, tmp_path):
+    from transformers import Trainer, TrainingArguments
+
+    model = AutoModelForTokenClassification.from_pretrained(
+        converted_fixture, num_labels=3, quantization_config=ElmoQuantizationConfig("int8")
+    ).train()
+    Trainer(model=model, args=TrainingArguments(output_dir=str(tmp_path), report_to=[]))  # accepts the model
+    labels = torch.zeros_like(fixture_batch["attention_mask"]).masked_fill(fixture_batch["attention_mask"] == 0, -100)
+    before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
+    optimizer = torch.optim.SGD([parameter for parameter in model.parameters() if parameter.requires_grad], lr=0.5)
+    model(**fixture_batch, labels=labels).loss.backward()
+    optimizer.step()
+    changed = {name for name, parameter in model.named_parameters() if not torch.equal(parameter, before[name])}
+    assert changed and all(not name.startswith("elmo.") for name in changed)
+
+
+def test_off_cpu_placement_and_other_dtypes_are_refused(converted_fixture):
+    with pytest.raises(ValueError, match="runs on CPUs only"):
+        AutoModel.from_pretrained(
+            converted_fixture, quantization_config=ElmoQuantizationConfig("int8"), device_map={"": "cuda:0"}
+        )
+    with pytest.raises(ValueError, match="keeps its other weights in float32"):
+        AutoModel.from_pretrained(
+            converted_fixture, quantization_config=ElmoQuantizationConfig("int8"), dtype=torch.bfloat16
+        )
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_the_card_of_a_quantized_model_says_so_and_by_which_method(converted_fixture, tmp_path, method):
+    from huggingface_hub import ModelCard
+
+    from modeling_elmo.hub.model_card import render_base_model_card
+
+    model = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig(method))
+    model.save_pretrained(tmp_path / "saved")
+    for config in (model.config, AutoModel.from_pretrained(tmp_path / "saved").config):  # object, then saved dict
+        card = ModelCard(render_base_model_card(config, sources={}, max_abs_difference=None))
+        assert "quantized" in card.data.tags
+        assert f'## Quantized\n\nThis biLM is **quantized** (`ElmoQuantizationConfig(method="{method}")`)' in card.text
+    plain = ModelCard(
+        render_base_model_card(
+            AutoModel.from_pretrained(converted_fixture).config, sources={}, max_abs_difference=None
+        )
+    )
+    assert "quantized" not in plain.data.tags and "## Quantized" not in plain.text
