@@ -55,7 +55,7 @@ without the profiler.
 Accuracy: per model, on `--accuracy-sentences` CoNLL dev sentences in one batch, the max abs difference between the
 paths and of each against the reference path run in float64, the max abs error of bfloat16 against float32, and per
 quantization method the max and mean abs error against float32 of every layer (layer 0: the character CNN, then each
-biLM layer; the mean over the real words' values). `--ner-tagger DIR` adds the NER F1 of an `elmo-train-ner` folder in
+biLM layer; the mean over the real words' values); for every model of `--models` and the fixture's. `--ner-tagger DIR` adds the NER F1 of an `elmo-train-ner` folder in
 float32 and with each method (`quantized_ner_f1.py`, CoNLL dev and test next to `--conll`).
 
 Corpus: as the AllenNLP peer benchmark (../shared/peers/bench_allennlp.py): the first 500 sentences with >= 11 words of
@@ -63,8 +63,8 @@ CoNLL-2003 dev.txt, shuffled with random.Random(0) (24.5 words on average); a se
 Also measured: a single 2,000-word sentence (batch 1, fast path).
 
 `--quick` is a one-minute run for checking the benchmark itself: 'small', batch 1 and 64 on a few sentences, one
-repeat, `fast`, the quantized paths and `allennlp` where its Python exists (busy: `fast`, `int8`), no long sentence
-(its figures are not for the record).
+repeat, `fast`, `int8` and `allennlp` where its Python exists (busy: `fast`, `int8`), no long sentence (its
+figures are not for the record).
 
 `--choice` validates the default's automatic choices instead (`worker_choice`): per model, on the idle machine and
 beside a busy process, batch 1, batch 64 and one long sentence (`--choice-long-words`), the default path against
@@ -108,7 +108,7 @@ SENTENCES = {
     "small": {path: SMALL_FAST for path in TIMED_LIKE_FAST} | {"reference": {1: 32, 32: 128, 64: 128}},
 }
 QUICK_SENTENCES = {1: 8, 32: 64, 64: 64}  # --quick: every path, every model
-QUICK = {"models": "small", "batch_sizes": "1,64", "paths": ",".join(("fast", *QUANTIZED_PATHS))}
+QUICK = {"models": "small", "batch_sizes": "1,64", "paths": "fast,int8"}
 QUICK |= {"busy_paths": "fast,int8", "repeats": 1, "long_sentence_words": 0, "accuracy_sentences": 8}
 SPLIT_PATHS = ("fast", *QUANTIZED_PATHS)  # the paths whose time per call is split (--split)
 SPLIT_CALLS = 4  # the first calls of a setting profiled (--split)
@@ -1079,7 +1079,7 @@ def main() -> None:
         loads.append(os.getloadavg()[0])
         print(f"load average after round {round_index + 1}: {loads[-1]:.2f}", flush=True)
     accuracies = {}
-    for name in models:
+    for name in models + ["fixture"] * ("fixture" not in models):
         found = _spawn(
             args,
             "accuracy",
