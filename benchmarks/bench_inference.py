@@ -55,8 +55,9 @@ without the profiler.
 Accuracy: per model, on `--accuracy-sentences` CoNLL dev sentences in one batch, the max abs difference between the
 paths and of each against the reference path run in float64, the max abs error of bfloat16 against float32, and per
 quantization method the max and mean abs error against float32 of every layer (layer 0: the character CNN, then each
-biLM layer; the mean over the real words' values); for every model of `--models` and the fixture's. `--ner-tagger DIR` adds the NER F1 of an `elmo-train-ner` folder in
-float32 and with each method (`quantized_ner_f1.py`, CoNLL dev and test next to `--conll`).
+biLM layer; the mean over the real words' values); for every model of `--models` and the fixture's. `--ner-tagger DIR`
+adds the NER F1 of an `elmo-train-ner` folder in float32 and with each method (`quantized_ner_f1.py`, CoNLL dev and
+test next to `--conll`).
 
 Corpus: as the AllenNLP peer benchmark (../shared/peers/bench_allennlp.py): the first 500 sentences with >= 11 words of
 CoNLL-2003 dev.txt, shuffled with random.Random(0) (24.5 words on average); a setting uses the first N of them.
