@@ -160,7 +160,7 @@ class RequestLog:
             path, status = scope["path"], answered["status"]
             self.service.metrics.count_request(path if path in ROUTES else "other", status)
             sizes = scope.get("elmo", {})
-            client = "%s:%s" % tuple(scope["client"]) if scope.get("client") else "-"
+            client = "{}:{}".format(*scope["client"]) if scope.get("client") else "-"
             LOG.info(
                 '%s "%s %s" %d inputs=%s words=%s %.1fms',
                 client,

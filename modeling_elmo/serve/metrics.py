@@ -35,7 +35,10 @@ class ServeMetrics:
         self.batch_inputs = Histogram("elmo_batch_inputs", "Inputs per batch", buckets=SIZE_BUCKETS, registry=registry)
         self.batch_words = Histogram("elmo_batch_words", "Words per batch", buckets=SIZE_BUCKETS, registry=registry)
         self.queue_wait = Histogram(
-            "elmo_queue_wait_seconds", "Each input's wait before its batch ran", buckets=SECONDS_BUCKETS, registry=registry
+            "elmo_queue_wait_seconds",
+            "Each input's wait before its batch ran",
+            buckets=SECONDS_BUCKETS,
+            registry=registry,
         )
         self.model_time = Histogram(
             "elmo_model_seconds", "Each batch's time on the model", buckets=SECONDS_BUCKETS, registry=registry

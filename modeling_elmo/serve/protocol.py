@@ -17,7 +17,9 @@ from typing import Any
 
 ENCODING_FORMATS = ("float", "base64")
 LAYER_NAMES = ("all", "top", "average")  # the per-word route's `layers` by name; or a list of layer indices
-NO_DIMENSIONS = "not supported: ELMo has no Matryoshka training, so a shortened vector is not a sentence vector; leave it out"
+NO_DIMENSIONS = (
+    "not supported: ELMo has no Matryoshka training, so a shortened vector is not a sentence vector; leave it out"
+)
 
 
 @dataclass(eq=False)
@@ -180,7 +182,9 @@ def _parse_layers(value: Any, num_layers: int) -> tuple[int, ...] | str:
     if isinstance(value, str) and value in LAYER_NAMES:
         return value
     if not isinstance(value, list) or not value:
-        raise bad_field("layers", f"one of {', '.join(map(repr, LAYER_NAMES))} or a list of layer indices, got {value!r:.60}")
+        raise bad_field(
+            "layers", f"one of {', '.join(map(repr, LAYER_NAMES))} or a list of layer indices, got {value!r:.60}"
+        )
     for index in value:
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < num_layers:
             raise bad_field("layers", f"layer indices from 0 to {num_layers - 1}, got {index!r:.40}")
@@ -213,4 +217,3 @@ def _refuse_unknown(document: dict, known: frozenset[str]) -> None:
 
 def _kind(value: Any) -> str:
     return "null" if value is None else f"{type(value).__name__} {value!r:.40}"
-

@@ -1,9 +1,9 @@
 """
-`elmo serve`'s app on Ray Serve (the `ray-serve` extra; docs/serving.md): each replica is a Ray actor that builds the
-same app as `elmo serve` (`app.build_app`: the same routes, checks, limits, batcher, metrics and log lines) around
-its own model, on its own thread, and Ray Serve's HTTP proxy spreads the requests over the replicas. The batching is
-the app's own (length-sorted batches bounded by words, per replica), the equivalent of `@serve.batch` with a batch
-size counted in words; a replica takes requests once its model is loaded and warmed.
+`elmo serve`'s app on Ray Serve (the `serve` and `ray` extras; docs/serving.md): each replica is a Ray actor that
+builds the same app as `elmo serve` (`app.build_app`: the same routes, checks, limits, batcher, metrics and log lines)
+around its own model, on its own thread, and Ray Serve's HTTP proxy spreads the requests over the replicas. The
+batching is the app's own (length-sorted batches bounded by words, per replica), the equivalent of `@serve.batch` with
+a batch size counted in words; a replica takes requests once its model is loaded and warmed.
 
     from ray import serve
     from modeling_elmo.serve.ray_deployment import elmo_deployment

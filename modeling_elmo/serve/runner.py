@@ -77,10 +77,16 @@ class ModelRunner:
         from ..embed.cli import load_model
         from ..word_embedding_store import WordEmbeddingCache
 
-        self.tokenizer, self.model = load_model(self.model_id, torch.float32, torch.device(self.device), progress=False)
+        self.tokenizer, self.model = load_model(
+            self.model_id, torch.float32, torch.device(self.device), progress=False
+        )
         if self.word_cache:
             self.model.char_encoder.word_cache = WordEmbeddingCache(self.word_cache)
-        warm_up = [Job([word for word, _, _ in self.split_words(text)], kind, 0) for text in WARM_UP_TEXTS for kind in (SENTENCE, WORDS)]
+        warm_up = [
+            Job([word for word, _, _ in self.split_words(text)], kind, 0)
+            for text in WARM_UP_TEXTS
+            for kind in (SENTENCE, WORDS)
+        ]
         for count in (1, len(warm_up)):
             self.compute(warm_up[:count])
 

@@ -8,7 +8,7 @@ from .protocol import Limits
 
 # measured on the fixture and on 'original' shapes (benchmarks/bench_serve.py, docs/serving.md)
 DEFAULT_MAX_BATCH_WORDS = 2048
-DEFAULT_MAX_WAIT_MS = 2.0
+DEFAULT_MAX_WAIT_MS = 100.0
 DEFAULT_MAX_QUEUE = 4096
 DEFAULT_WORD_CACHE = 20_000  # as elmo-embed's
 

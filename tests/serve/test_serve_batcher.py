@@ -65,18 +65,47 @@ def test_every_caller_gets_its_own_results_and_batches_hold_several_callers():
         assert [len(job) for job in batch] == sorted(len(job) for job in batch)
 
 
-def test_a_free_model_waits_for_more_inputs_up_to_the_limit():
+def test_a_free_model_waits_for_as_many_inputs_as_the_last_round_answered():
     model = FakeModel()
 
     async def main():
-        queue = batcher(model, max_wait=0.3)
+        queue = batcher(model, max_wait=5.0)
+        await queue.submit(["a", "b"])  # a round of 2
         first = asyncio.create_task(queue.submit(["one"]))
         await asyncio.sleep(0.1)
         second = await queue.submit(["two"])
         return await first, second
 
     assert run(main()) == (["ONE"], ["TWO"])
-    assert model.batches == [["one", "two"]]
+    assert model.batches == [["a", "b"], ["one", "two"]]
+
+
+def test_the_wait_ends_at_the_limit():
+    model = FakeModel()
+
+    async def main():
+        queue = batcher(model, max_wait=0.2)
+        await queue.submit(["a", "b"])
+        started = time.monotonic()
+        answer = await queue.submit(["one"])  # the second input of the round never comes
+        return answer, time.monotonic() - started
+
+    answer, seconds = run(main())
+    assert answer == ["ONE"] and 0.2 <= seconds < 10
+
+
+def test_a_lone_client_never_waits():
+    model = FakeModel()
+
+    async def main():
+        queue = batcher(model, max_wait=30.0)
+        started = time.monotonic()
+        for text in ("one", "two", "three"):
+            await queue.submit([text])
+        return time.monotonic() - started
+
+    assert run(main()) < 10
+    assert model.batches == [["one"], ["two"], ["three"]]
 
 
 def test_a_full_batch_does_not_wait():

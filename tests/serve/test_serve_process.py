@@ -156,7 +156,12 @@ def test_word_embeddings_every_layer_and_the_offsets(server, word_layers):
 
 @pytest.mark.parametrize(
     "options",
-    [{"layers": "top"}, {"layers": "average"}, {"layers": [2, 0]}, {"scalar_mix": {"weights": [0.5, -1, 2], "gamma": 0.7}}],
+    [
+        {"layers": "top"},
+        {"layers": "average"},
+        {"layers": [2, 0]},
+        {"scalar_mix": {"weights": [0.5, -1, 2], "gamma": 0.7}},
+    ],
 )
 def test_word_embeddings_layers_and_mix(server, word_layers, options):
     text = SENTENCES[3]

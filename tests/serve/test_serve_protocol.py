@@ -30,7 +30,9 @@ def refusal(parse, document) -> ApiError:
         parse(document)
     error = raised.value
     assert error.message.startswith(f"{error.param}: ") and "\n" not in error.message
-    assert error.body() == {"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}}
+    assert error.body() == {
+        "error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}
+    }
     return error
 
 

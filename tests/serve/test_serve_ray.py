@@ -23,7 +23,7 @@ def require_ray_serve() -> None:
     try:
         import ray.serve  # noqa: F401  (its own dependencies come with ray[serve] only)
     except ImportError as error:
-        lacking = f"Ray Serve cannot be imported ({error}; pip install -e '.[ray-serve]')"
+        lacking = f"Ray Serve cannot be imported ({error}; pip install -e '.[serve,ray]')"
         if os.environ.get("ELMO_REQUIRE_SCALE_OUT") == "1":
             pytest.fail(f"{lacking}, and ELMO_REQUIRE_SCALE_OUT=1", pytrace=False)
         pytest.skip(lacking)
