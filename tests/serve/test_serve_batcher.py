@@ -66,7 +66,7 @@ def test_every_caller_gets_its_own_results_and_batches_hold_several_callers():
 
 
 def test_a_free_model_waits_for_as_many_inputs_as_the_last_round_answered():
-    model = FakeModel()
+    model = FakeModel(seconds=1.0)  # a wait of up to a quarter of it: 0.25 s
 
     async def main():
         queue = batcher(model, max_wait=5.0)
@@ -80,18 +80,19 @@ def test_a_free_model_waits_for_as_many_inputs_as_the_last_round_answered():
     assert model.batches == [["a", "b"], ["one", "two"]]
 
 
-def test_the_wait_ends_at_the_limit():
-    model = FakeModel()
+@pytest.mark.parametrize(("max_wait", "model_seconds", "waited"), [(0.1, 1.0, 0.1), (30.0, 0.4, 0.1)])
+def test_the_wait_ends_at_the_limit_or_at_a_share_of_the_model_time(max_wait, model_seconds, waited):
+    model = FakeModel(seconds=model_seconds)
 
     async def main():
-        queue = batcher(model, max_wait=0.2)
+        queue = batcher(model, max_wait=max_wait)
         await queue.submit(["a", "b"])
         started = time.monotonic()
         answer = await queue.submit(["one"])  # the second input of the round never comes
         return answer, time.monotonic() - started
 
     answer, seconds = run(main())
-    assert answer == ["ONE"] and 0.2 <= seconds < 10
+    assert answer == ["ONE"] and model_seconds + waited <= seconds < model_seconds + 10
 
 
 def test_a_lone_client_never_waits():
