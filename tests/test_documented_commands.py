@@ -851,6 +851,11 @@ def check_serving_session(sandbox: Sandbox, output: str) -> None:
     assert "[32, 32] 8" in output
 
 
+def check_serving_ray(sandbox: Sandbox, output: str) -> None:
+    (expected,) = served_sentence_vectors(sandbox, ["The bank closed its doors ."])
+    np.testing.assert_allclose(block_values(sandbox)["vector"], expected, atol=1e-6, rtol=0)
+
+
 DOC_COMMANDS: dict[str, DocCommand] = {
     "quickstart": DocCommand(nothing, check_quickstart, runnable_part=after_install),
     "convert-fixture": DocCommand(nothing, check_convert_fixture),
@@ -860,6 +865,7 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "onnx-fixture": DocCommand(copy_converted_fixture, check_onnx_fixture),
     "serve-fixture": DocCommand(copy_converted_fixture, check_serve_fixture),
     "serving-session": DocCommand(copy_converted_fixture, check_serving_session),
+    "serving-ray": DocCommand(copy_converted_fixture, check_serving_ray, needs="ray"),
     "ner": DocCommand(write_tiny_conll, check_ner),
     "pretrain-vocab": DocCommand(write_tiny_corpus, check_pretrain_vocab),
     "pretrain-options": DocCommand(nothing, check_pretrain_options, follows="pretrain-vocab"),

@@ -35,8 +35,10 @@ ROUTES = ("/v1/embeddings", "/v1/word-embeddings", "/health", "/metrics")
 
 
 def build_app(
-    service: EmbeddingService, load_in_background: bool = True, on_load_failure: Callable[[BaseException], None] = None
-) -> Starlette:
+    service: EmbeddingService,
+    load_in_background: bool = True,
+    on_load_failure: Callable[[BaseException], None] | None = None,
+) -> "RequestLog":
     """The app over `service`. The model loads when the app starts: in the background (`/health` answers 503 until
     it is ready; `on_load_failure` is called with the error if loading fails), or before the app takes requests."""
 

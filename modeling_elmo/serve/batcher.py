@@ -5,22 +5,26 @@ bounded by words, as `elmo-embed` and `ElmoBatchEmbedder` cut their windows.
 The batcher lives in the server's event loop. A request's inputs are queued together (`submit`), or refused at once
 (`QueueFull`, HTTP 429) where the inputs accepted and not yet answered would exceed `max_queued_inputs`. While the
 model is busy, inputs accumulate; when it is free, the batcher waits until the queue holds `max_batch_words` words, or
-as many inputs as the last round answered (the clients it answered are likely to send again: one client alone never
-waits), or until its oldest input has waited `max_wait` seconds or `WAIT_SHARE` of the last batch's time on the model
-(whichever is shorter: a wait never costs more than a fraction of what a batch costs); then it takes every queued
-input, sorts them by (words, arrival) and cuts them into batches of at most `max_batch_words` words (an input longer
-than that runs alone), which run one after the other while new inputs queue for the next round. The model side (`run`)
-is any function of a list of jobs that returns one result or exception per job, called on the executor's thread.
+as many inputs as the largest of the last `ROUNDS_REMEMBERED` rounds (the clients it answered are likely to send again:
+one client alone never waits; the largest, so that clients slow to come back once do not halve the batches for good),
+or until it has waited `max_wait` seconds or `WAIT_SHARE` of the last batch's time on the model since the model became
+free or its oldest input came (whichever is shorter: a wait never costs more than a fraction of what a batch costs);
+then it takes every queued input, sorts them by (words, arrival) and cuts them into batches of at most
+`max_batch_words` words (an input longer than that runs alone), which run one after the other while new inputs queue
+for the next round. The model side (`run`) is any function of a list of jobs that returns one result or exception per
+job, called on the executor's thread.
 """
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
 WAIT_SHARE = 0.25  # the longest wait for more inputs, as a share of the last batch's time on the model
+ROUNDS_REMEMBERED = 4  # the rounds whose largest number of inputs a free model waits for
 
 
 class QueueFull(Exception):
@@ -80,8 +84,9 @@ class Batcher:
         self._queue: list[_Entry] = []
         self._unanswered = 0  # inputs queued or running
         self._arrivals = 0
-        self._last_round = 0  # inputs the last round answered
+        self._rounds: deque[int] = deque(maxlen=ROUNDS_REMEMBERED)  # inputs of each recent round
         self._last_model_seconds = 0.0  # the last batch's time on the model
+        self._free_since = 0.0  # when the model finished its last batch
         self._wake: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
 
@@ -139,15 +144,19 @@ class Batcher:
                 continue
             await self._gather_more()
             taken, self._queue = self._queue, []
-            self._last_round = len(taken)
+            self._rounds.append(len(taken))
             for batch in cut_batches(taken, self.max_batch_words):
                 await self._run_batch(batch)
 
     async def _gather_more(self) -> None:
-        """Wait for a full batch of words, or the last round's number of inputs, or until the oldest input has waited
-        `max_wait` or `WAIT_SHARE` of the last batch's time on the model."""
-        deadline = self._queue[0].enqueued + min(self.max_wait, WAIT_SHARE * self._last_model_seconds)
-        while len(self._queue) < self._last_round and sum(entry.words for entry in self._queue) < self.max_batch_words:
+        """Wait for a full batch of words, or the recent rounds' largest number of inputs, or until the oldest input
+        has waited `max_wait` or `WAIT_SHARE` of the last batch's time on the model."""
+        waiting_since = max(
+            self._queue[0].enqueued, self._free_since
+        )  # inputs queued while the model ran count from now
+        deadline = waiting_since + min(self.max_wait, WAIT_SHARE * self._last_model_seconds)
+        expected = max(self._rounds, default=0)
+        while len(self._queue) < expected and sum(entry.words for entry in self._queue) < self.max_batch_words:
             left = deadline - time.monotonic()
             if left <= 0:
                 return
@@ -168,7 +177,8 @@ class Batcher:
             )
         except Exception as error:  # `run` itself failed: every input of the batch gets the error
             results = [error] * len(live)
-        model_seconds = self._last_model_seconds = time.monotonic() - started
+        self._free_since = time.monotonic()
+        model_seconds = self._last_model_seconds = self._free_since - started
         for entry, result in zip(live, results, strict=True):
             if entry.future.done():
                 continue

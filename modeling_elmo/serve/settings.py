@@ -2,13 +2,13 @@
 library only: the command line is checked before torch is imported."""
 
 from dataclasses import dataclass, field
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 from .protocol import Limits
 
 # measured on the fixture and on 'original' shapes (benchmarks/bench_serve.py, docs/serving.md)
 DEFAULT_MAX_BATCH_WORDS = 2048
-DEFAULT_MAX_WAIT_MS = 100.0
+DEFAULT_MAX_WAIT_MS = 500.0
 DEFAULT_MAX_QUEUE = 4096
 DEFAULT_WORD_CACHE = 20_000  # as elmo-embed's
 
@@ -40,6 +40,4 @@ class ServeSettings:
 
 
 def _is_hub_id(model: str) -> bool:
-    from pathlib import Path
-
     return not Path(model).expanduser().exists() and model.count("/") == 1

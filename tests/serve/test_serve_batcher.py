@@ -95,6 +95,25 @@ def test_the_wait_ends_at_the_limit_or_at_a_share_of_the_model_time(max_wait, mo
     assert answer == ["ONE"] and model_seconds + waited <= seconds < model_seconds + 10
 
 
+def test_inputs_queued_while_the_model_ran_wait_for_the_clients_it_answers():
+    """Two groups of clients out of step (one queues while the other's batch runs) come together again: the queued
+    input waits, from when the model is free, for the input of the client just answered."""
+    model = FakeModel(seconds=2.0)  # waits of up to 0.5 s
+
+    async def main():
+        queue = batcher(model, max_wait=5.0)
+        await queue.submit(["a", "b"])  # a round of 2
+        alone = asyncio.create_task(queue.submit(["c"]))  # runs alone after its wait
+        await asyncio.sleep(1.0)
+        queued = asyncio.create_task(queue.submit(["d"]))  # queued while "c" runs
+        await alone
+        back = await queue.submit(["e"])  # c's client again, right after its answer
+        return await queued, back
+
+    assert run(main()) == (["D"], ["E"])
+    assert model.batches == [["a", "b"], ["c"], ["d", "e"]]
+
+
 def test_a_lone_client_never_waits():
     model = FakeModel()
 
