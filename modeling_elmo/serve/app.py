@@ -43,14 +43,18 @@ def build_app(
     it is ready; `on_load_failure` is called with the error if loading fails), or before the app takes requests."""
 
     async def embeddings(request: Request) -> Response:
-        parsed = parse_openai_request(await _document(request, service), service.settings.limits, _splitter(service))
+        parsed = parse_openai_request(
+            await _document(request, service), service.settings.limits, service.runner.split_words
+        )
         _note(request, parsed.texts, parsed.word_count)
         vectors = await _embed(service, parsed, SENTENCE)
         return JSONResponse(responses.openai_embeddings(parsed, vectors, service.settings.model_name))
 
     async def word_embeddings(request: Request) -> Response:
         document = await _document(request, service)
-        parsed = parse_word_request(document, service.settings.limits, _splitter(service), service.runner.num_layers)
+        parsed = parse_word_request(
+            document, service.settings.limits, service.runner.split_words, service.runner.num_layers
+        )
         _note(request, parsed.texts, parsed.word_count)
         layers = await _embed(service, parsed, WORDS)
         return JSONResponse(responses.word_embeddings(parsed, layers, service.settings.model_name))
@@ -101,10 +105,6 @@ async def _document(request: Request, service: EmbeddingService) -> dict:
             raise too_large("body", f"over the limit of {limit} bytes (--max-body-bytes)")
         chunks.append(chunk)
     return parse_body(b"".join(chunks), service.settings.limits)
-
-
-def _splitter(service: EmbeddingService):
-    return service.runner.split_words
 
 
 def _note(request: Request, texts: list[str], words: int) -> None:
