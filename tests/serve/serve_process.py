@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 START_SECONDS = 180  # loading torch and the model on a busy machine
-FAILING_SERVER = Path(__file__).with_name("failing_server.py")
+INJECTED_SERVER = Path(__file__).with_name("injected_server.py")
 ELMO_SERVE = Path(sysconfig.get_path("scripts")) / "elmo-serve"  # the console script, as users start it
 
 
@@ -25,13 +25,14 @@ def free_port() -> int:
 
 
 class ServeProcess:
-    """`elmo serve MODEL --port PORT ARGS` (or `failing_server.py`, the same with a model that fails on a word)."""
+    """`elmo serve MODEL --port PORT ARGS` (or, `injected=True`, `injected_server.py`: the same with a model that
+    fails or is slow on a word)."""
 
-    def __init__(self, model: Path, *args: str, log: Path, failing: bool = False):
+    def __init__(self, model: Path, *args: str, log: Path, injected: bool = False):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log
-        script = [sys.executable, str(FAILING_SERVER)] if failing else [str(ELMO_SERVE)]
+        script = [sys.executable, str(INJECTED_SERVER)] if injected else [str(ELMO_SERVE)]
         command = [*script, str(model), "--port", str(self.port), *args]
         environment = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
         self._log = open(log, "w")

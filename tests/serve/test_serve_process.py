@@ -4,6 +4,7 @@ the size limits, 429, a model failure, SIGTERM with requests in flight, and the 
 
 import base64
 import json
+import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -270,9 +271,7 @@ def test_the_log_has_a_line_per_request_without_the_text(server):
     assert "secret" not in log
 
 
-def held_server(model, tmp_path, *args: str) -> ServeProcess:
-    """A server whose batches wait 3 s for more inputs (so requests stay queued while a test looks at them)."""
-    return ServeProcess(model, "--max-wait-ms", "3000", "--max-batch-words", "100000", *args, log=tmp_path / "log")
+SLOW = "This SLOW sentence keeps the model busy ."  # 3 s on the model (injected_server.py)
 
 
 def post_in_threads(server: ServeProcess, texts: list[str]) -> tuple[list, list[threading.Thread]]:
@@ -287,18 +286,27 @@ def post_in_threads(server: ServeProcess, texts: list[str]) -> tuple[list, list[
     return answers, threads
 
 
+def busy_server(model, tmp_path, *args: str) -> tuple[ServeProcess, list, list[threading.Thread]]:
+    """A server whose model runs the slow sentence (3 s): the answers and threads of that request."""
+    server = ServeProcess(model, *args, log=tmp_path / "log", injected=True)
+    answers, threads = post_in_threads(server, [SLOW])
+    server.wait_for_metric("elmo_unanswered_inputs", 1)
+    return server, answers, threads
+
+
 def test_a_full_queue_answers_429(converted_fixture, tmp_path, sentence_vectors):
-    server = held_server(converted_fixture, tmp_path, "--max-queue", "4", "--max-inputs", "2")
+    server, slow, slow_thread = busy_server(converted_fixture, tmp_path, "--max-queue", "4", "--max-inputs", "2")
     try:
-        answers, threads = post_in_threads(server, SENTENCES[:3])
-        server.wait_for_metric("elmo_unanswered_inputs", 3)
+        answers, threads = post_in_threads(server, SENTENCES[:2])
+        server.wait_for_metric("elmo_unanswered_inputs", 3)  # the slow one running, two queued
         status, body = server.post("/v1/embeddings", {"input": SENTENCES[3:5]})  # 3 + 2 > 4
         assert status == 429 and body["error"]["code"] == "queue_full"
+        assert body["error"]["type"] == "rate_limit_error"
         status, body = server.post("/v1/embeddings", {"input": SENTENCES[5]})  # 3 + 1 fits
         assert status == 200
-        for thread in threads:
+        for thread in threads + slow_thread:
             thread.join()
-        for (status, body), text in zip(answers, SENTENCES[:3], strict=True):
+        for (status, body), text in zip(slow + answers, [SLOW, *SENTENCES[:2]], strict=True):
             assert status == 200
             np.testing.assert_allclose(body["data"][0]["embedding"], sentence_vectors(text), atol=TOLERANCE, rtol=0)
         assert server.metric('elmo_request_errors_total{status="429"}') == 1
@@ -307,14 +315,14 @@ def test_a_full_queue_answers_429(converted_fixture, tmp_path, sentence_vectors)
 
 
 def test_sigterm_answers_every_accepted_request_then_exits_0(converted_fixture, tmp_path, sentence_vectors):
-    server = held_server(converted_fixture, tmp_path)
+    server, slow, slow_thread = busy_server(converted_fixture, tmp_path)
     answers, threads = post_in_threads(server, SENTENCES)
-    server.wait_for_metric("elmo_unanswered_inputs", len(SENTENCES))
-    server.process.send_signal(15)
-    for thread in threads:
+    server.wait_for_metric("elmo_unanswered_inputs", 1 + len(SENTENCES))  # the slow one running, the rest queued
+    server.process.send_signal(signal.SIGTERM)
+    for thread in threads + slow_thread:
         thread.join()
     assert server.wait() == 0, server.log()
-    for (status, body), text in zip(answers, SENTENCES, strict=True):
+    for (status, body), text in zip(slow + answers, [SLOW, *SENTENCES], strict=True):
         assert status == 200
         np.testing.assert_allclose(body["data"][0]["embedding"], sentence_vectors(text), atol=TOLERANCE, rtol=0)
     with pytest.raises(OSError):  # no longer listening
@@ -322,19 +330,22 @@ def test_sigterm_answers_every_accepted_request_then_exits_0(converted_fixture, 
 
 
 def test_a_model_failure_fails_that_request_only(converted_fixture, tmp_path, sentence_vectors):
-    server = ServeProcess(converted_fixture, "--max-wait-ms", "200", log=tmp_path / "log", failing=True)
+    server, slow, slow_thread = busy_server(converted_fixture, tmp_path)
     try:
         answers, threads = post_in_threads(server, ["This one will FAIL .", *SENTENCES[:3]])
-        for thread in threads:
+        server.wait_for_metric("elmo_queued_inputs", 4)  # one batch after the slow one: the failing input among others
+        for thread in threads + slow_thread:
             thread.join()
+        assert slow[0][0] == 200
         (status, body), *others = answers
         assert status == 500 and body["error"]["code"] == "model_failure"
         assert "FAIL" not in body["error"]["message"]
         for (status, body), text in zip(others, SENTENCES[:3], strict=True):
             assert status == 200
             np.testing.assert_allclose(body["data"][0]["embedding"], sentence_vectors(text), atol=TOLERANCE, rtol=0)
+        assert server.metric("elmo_batch_inputs_count") == 2  # the slow one, then the four together
+        assert server.metric("elmo_batch_inputs_sum") == 1 + 4
         assert server.post("/v1/embeddings", {"input": SENTENCES[4]})[0] == 200  # still serving
-        assert server.metric("elmo_batch_inputs_count") >= 1
         assert server.terminate() == 0
     finally:
         server.stop()
