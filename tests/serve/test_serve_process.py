@@ -5,13 +5,15 @@ the size limits, 429, a model failure, SIGTERM with requests in flight, and the 
 import base64
 import json
 import signal
+import socket
+import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 import torch
-from serve_process import ServeProcess
+from serve_process import ELMO_SERVE, ServeProcess
 
 pytestmark = pytest.mark.integration
 
@@ -357,3 +359,16 @@ def test_a_model_that_cannot_load_exits_1_in_one_line(tmp_path):
         ServeProcess(tmp_path / "not-a-model", log=tmp_path / "log")
     last = raised.value.args[0].strip().splitlines()[-1]
     assert last.startswith("elmo-serve: error: cannot serve")
+
+
+def test_a_port_in_use_is_one_line_before_the_model_loads(converted_fixture):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = [str(ELMO_SERVE), str(converted_fixture), "--port", str(port)]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"elmo-serve: error: cannot listen on 127.0.0.1:{port}: Address already in use"
+    ]
