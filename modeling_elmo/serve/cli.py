@@ -3,8 +3,8 @@
 
 The server listens at once and loads the model in the background (`GET /health`: 503, then 200 once loaded and
 warmed); an address it cannot listen on (bound first, before anything loads) and a model that cannot load are one
-line on stderr and exit status 1. SIGTERM (and Ctrl-C) stops accepting
-connections, answers every request already accepted, and exits 0.
+line on stderr and exit status 1. SIGTERM (and Ctrl-C) stops accepting connections, answers every request already
+accepted, and exits 0.
 """
 
 import logging
