@@ -3,7 +3,8 @@ The server's Prometheus metrics (`GET /metrics`, text format), in a registry of 
 
 - `elmo_requests_total{route, status}`: requests answered, by route and HTTP status;
 - `elmo_request_errors_total{status}`: requests answered with a status of 400 or more;
-- `elmo_inputs_total`, `elmo_words_total`: inputs and words embedded (words/s: `rate(elmo_words_total[1m])`);
+- `elmo_inputs_total`, `elmo_words_total`: inputs and words run on the model, a failed batch's included (words/s:
+  `rate(elmo_words_total[1m])`);
 - `elmo_batch_inputs`, `elmo_batch_words`: histograms of the batches' sizes;
 - `elmo_queue_wait_seconds`: histogram of each input's wait before its batch ran;
 - `elmo_model_seconds`: histogram of each batch's time on the model;
@@ -30,8 +31,8 @@ class ServeMetrics:
         registry = self.registry
         self.requests = Counter("elmo_requests", "Requests answered", ["route", "status"], registry=registry)
         self.errors = Counter("elmo_request_errors", "Requests answered with an error", ["status"], registry=registry)
-        self.inputs = Counter("elmo_inputs", "Inputs embedded", registry=registry)
-        self.words = Counter("elmo_words", "Words embedded", registry=registry)
+        self.inputs = Counter("elmo_inputs", "Inputs run on the model", registry=registry)
+        self.words = Counter("elmo_words", "Words run on the model", registry=registry)
         self.batch_inputs = Histogram("elmo_batch_inputs", "Inputs per batch", buckets=SIZE_BUCKETS, registry=registry)
         self.batch_words = Histogram("elmo_batch_words", "Words per batch", buckets=SIZE_BUCKETS, registry=registry)
         self.queue_wait = Histogram(
