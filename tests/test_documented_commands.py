@@ -860,6 +860,39 @@ def check_simple_elmo_python(sandbox: Sandbox, output: str) -> None:
     assert sentence_vectors.shape == (30, 32) and np.allclose(np.linalg.norm(sentence_vectors, axis=1), 1.0)
 
 
+def served_sentence_vectors(sandbox: Sandbox, texts: list[str]) -> np.ndarray:
+    """`SentenceTransformer(elmo-fixture).encode` of each text alone, L2-normalised: what `elmo serve` answers."""
+    from sentence_transformers import SentenceTransformer
+
+    encoder = SentenceTransformer(str(sandbox.work / "elmo-fixture"), device="cpu")
+    return np.stack([encoder.encode([text], normalize_embeddings=True)[0] for text in texts])
+
+
+def check_serve_fixture(sandbox: Sandbox, output: str) -> None:
+    body = json.loads((sandbox.work / "embedding.json").read_text())
+    assert body["model"] == "elmo-fixture" and body["usage"]["prompt_tokens"] == 6
+    (expected,) = served_sentence_vectors(sandbox, ["The bank closed its doors ."])
+    np.testing.assert_allclose(body["data"][0]["embedding"], expected, atol=1e-6, rtol=0)
+
+
+def check_serving_session(sandbox: Sandbox, output: str) -> None:
+    texts = ["The bank closed its doors .", "River bank"]
+    body = json.loads((sandbox.work / "embeddings.json").read_text())
+    assert [item["index"] for item in body["data"]] == [0, 1] and body["usage"]["prompt_tokens"] == 8
+    np.testing.assert_allclose(
+        [item["embedding"] for item in body["data"]], served_sentence_vectors(sandbox, texts), atol=1e-6, rtol=0
+    )
+    (words,) = json.loads((sandbox.work / "words.json").read_text())["data"]
+    assert words["words"] == ["River", "bank"] and words["offsets"] == [[0, 5], [6, 10]]
+    assert words["shape"] == [2, 32] and np.asarray(words["embedding"]).shape == (2, 32)
+    assert "[32, 32] 8" in output
+
+
+def check_serving_ray(sandbox: Sandbox, output: str) -> None:
+    (expected,) = served_sentence_vectors(sandbox, ["The bank closed its doors ."])
+    np.testing.assert_allclose(block_values(sandbox)["vector"], expected, atol=1e-6, rtol=0)
+
+
 DOC_COMMANDS: dict[str, DocCommand] = {
     "quickstart": DocCommand(nothing, check_quickstart, runnable_part=after_install),
     "convert-fixture": DocCommand(nothing, check_convert_fixture),
@@ -868,6 +901,9 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "embed-quantized": DocCommand(write_sentences, check_embed_quantized),
     "allennlp-drop-in": DocCommand(write_fixture_in_batch_order, check_allennlp_drop_in),
     "onnx-fixture": DocCommand(copy_converted_fixture, check_onnx_fixture),
+    "serve-fixture": DocCommand(copy_converted_fixture, check_serve_fixture),
+    "serving-session": DocCommand(copy_converted_fixture, check_serving_session),
+    "serving-ray": DocCommand(copy_converted_fixture, check_serving_ray, needs="ray"),
     "ner": DocCommand(write_tiny_conll, check_ner),
     "pretrain-vocab": DocCommand(write_tiny_corpus, check_pretrain_vocab),
     "pretrain-options": DocCommand(nothing, check_pretrain_options, follows="pretrain-vocab"),

@@ -37,6 +37,7 @@ LEVELS = {
     "elmoformanylangs": 5,
     "flair": 5,
     "ner": 5,
+    "serve": 5,  # elmo serve: on embed's batch computation
     "simple_elmo": 6,  # simple_elmo's API on the AllenNLP adapter's model loading
 }
 

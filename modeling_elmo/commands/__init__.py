@@ -21,6 +21,7 @@ LIGHT_START_COMMANDS = frozenset(
         "elmo-pretrain",
         "elmo-publish",
         "elmo-run-legacy",
+        "elmo-serve",
         "elmo-train-classifier",
         "elmo-train-ner",
     }

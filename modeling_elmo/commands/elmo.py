@@ -75,6 +75,11 @@ SUBCOMMANDS = {
         run="modeling_elmo.deploy.onnx_export:main",
         check="modeling_elmo.deploy.arguments:check_onnx_export_command_line",
     ),
+    "serve": Subcommand(
+        "serve a model over HTTP: OpenAI's /v1/embeddings, per-word vectors, health and metrics",
+        run="modeling_elmo.serve.cli:main",
+        check="modeling_elmo.serve.arguments:check_serve_command_line",
+    ),
     "run-legacy": Subcommand(
         "run an unchanged AllenNLP-ELMo program (seqvec, a script) with modeling_elmo serving allennlp's names",
         run="modeling_elmo.commands.run_legacy:main",
@@ -156,4 +161,5 @@ train_ner = alias("train-ner")
 train_classifier = alias("train-classifier")
 pretrain = alias("pretrain")
 export_onnx = alias("export-onnx")
+serve = alias("serve")
 run_legacy = alias("run-legacy")

@@ -41,6 +41,7 @@ ARGUMENT_ERRORS = {
     "elmo-pretrain": ["--options", "x.json", "--vocab_file", "v.txt", "--output_dir", "o", "--bogus_flag"],
     "elmo-export-onnx": ["model", "out.onnx", "--opset", "x"],
     "elmo-run-legacy": ["--verbose", "seqvec"],
+    "elmo-serve": ["m", "--port", "0"],
 }
 
 

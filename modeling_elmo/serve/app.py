@@ -1,0 +1,175 @@
+"""
+The HTTP app (Starlette, an ASGI app that uvicorn serves for `elmo serve` and a Ray Serve replica runs as its
+ingress): the routes, the body-size check, the log line and the metrics of every request.
+
+Routes: `POST /v1/embeddings` (OpenAI's), `POST /v1/word-embeddings` (ELMo's words and layers), `GET /health`
+(200 `{"status": "ready"}` once the model is loaded and warmed, 503 `{"status": "loading"}` before), `GET /metrics`
+(Prometheus text). Errors have OpenAI's error body (`protocol.ApiError`): 400 bad input, 404/405 no such route, 413
+over a size limit, 429 queue full, 500 a model failure (that request only), 503 the model still loading.
+
+One log line per request (logger `modeling_elmo.serve`): client, method, path, status, inputs, words and
+milliseconds, never the text.
+"""
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from . import responses
+from .batcher import QueueFull
+from .metrics import CONTENT_TYPE
+from .protocol import ApiError, parse_body, parse_openai_request, parse_word_request, too_large
+from .runner import SENTENCE, WORDS, ModelFailure
+from .service import EmbeddingService
+
+LOG = logging.getLogger("modeling_elmo.serve")
+ROUTES = ("/v1/embeddings", "/v1/word-embeddings", "/health", "/metrics")
+
+
+def build_app(
+    service: EmbeddingService,
+    load_in_background: bool = True,
+    on_load_failure: Callable[[BaseException], None] | None = None,
+) -> "RequestLog":
+    """The app over `service`. The model loads when the app starts: in the background (`/health` answers 503 until
+    it is ready; `on_load_failure` is called with the error if loading fails), or before the app takes requests."""
+
+    async def embeddings(request: Request) -> Response:
+        parsed = parse_openai_request(
+            await _document(request, service), service.settings.limits, service.runner.split_words
+        )
+        _note(request, parsed.texts, parsed.word_count)
+        vectors = await _embed(service, parsed, SENTENCE)
+        return JSONResponse(responses.openai_embeddings(parsed, vectors, service.settings.model_name))
+
+    async def word_embeddings(request: Request) -> Response:
+        document = await _document(request, service)
+        parsed = parse_word_request(
+            document, service.settings.limits, service.runner.split_words, service.runner.num_layers
+        )
+        _note(request, parsed.texts, parsed.word_count)
+        layers = await _embed(service, parsed, WORDS)
+        return JSONResponse(responses.word_embeddings(parsed, layers, service.settings.model_name))
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ready" if service.ready else "loading"}, 200 if service.ready else 503)
+
+    async def metrics(request: Request) -> Response:
+        return Response(service.metrics.text(), media_type=CONTENT_TYPE)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        loading = asyncio.create_task(service.load())
+        if load_in_background:
+            loading.add_done_callback(lambda task: _report_load(task, on_load_failure))
+        else:
+            await loading
+        try:
+            yield
+        finally:
+            loading.cancel()
+            await service.close()
+
+    routes = [
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
+        Route("/v1/word-embeddings", word_embeddings, methods=["POST"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+    handlers = {ApiError: _api_error, HTTPException: _http_error}
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
+    return RequestLog(app, service)
+
+
+async def _document(request: Request, service: EmbeddingService) -> dict:
+    """The request's JSON object, read up to the body limit (413 beyond it, before reading where the length is
+    declared); 503 while the model loads."""
+    if not service.ready:
+        raise ApiError(503, "the model is still loading; GET /health says when it is ready", type="server_error")
+    limit = service.settings.limits.body_bytes
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large("body", f"{declared} bytes, over the limit of {limit} (--max-body-bytes)")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large("body", f"over the limit of {limit} bytes (--max-body-bytes)")
+        chunks.append(chunk)
+    return parse_body(b"".join(chunks), service.settings.limits)
+
+
+def _note(request: Request, texts: list[str], words: int) -> None:
+    """What the log line says of a request (its sizes, never its text)."""
+    request.scope.setdefault("elmo", {}).update(inputs=len(texts), words=words)
+
+
+async def _embed(service: EmbeddingService, parsed, kind: str) -> list:
+    try:
+        return await service.embed(parsed, kind)
+    except QueueFull as error:
+        raise ApiError(429, str(error), type="rate_limit_error", code="queue_full") from None
+    except ModelFailure as error:
+        raise ApiError(500, str(error), type="server_error", code="model_failure") from None
+
+
+def _report_load(task: asyncio.Task, on_load_failure) -> None:
+    if task.cancelled() or task.exception() is None:
+        return
+    if on_load_failure is not None:
+        on_load_failure(task.exception())
+
+
+async def _api_error(request: Request, error: Exception) -> Response:
+    return JSONResponse(error.body(), error.status)
+
+
+async def _http_error(request: Request, error: HTTPException) -> Response:
+    kind = "not_found" if error.status_code == 404 else "invalid_request_error"
+    message = f"{request.method} {request.url.path}: {error.detail}; the routes are {', '.join(ROUTES)}"
+    body = ApiError(error.status_code, message, type=kind).body()
+    return JSONResponse(body, error.status_code, headers=getattr(error, "headers", None))
+
+
+class RequestLog:
+    """ASGI middleware: one log line and the request metrics for every HTTP request (an error before the app
+    answers is a 500 in both)."""
+
+    def __init__(self, app: Starlette, service: EmbeddingService):
+        self.app, self.service = app, service
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, answered = time.monotonic(), {"status": 500}
+
+        async def send_status(message) -> None:
+            if message["type"] == "http.response.start":
+                answered["status"] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            path, status = scope["path"], answered["status"]
+            self.service.metrics.count_request(path if path in ROUTES else "other", status)
+            sizes = scope.get("elmo", {})
+            client = "{}:{}".format(*scope["client"]) if scope.get("client") else "-"
+            LOG.info(
+                '%s "%s %s" %d inputs=%s words=%s %.1fms',
+                client,
+                scope["method"],
+                path,
+                status,
+                sizes.get("inputs", "-"),
+                sizes.get("words", "-"),
+                1000 * (time.monotonic() - started),
+            )

@@ -1,0 +1,108 @@
+"""The command line of `elmo serve` (`elmo-serve`): a parser that imports neither torch nor the web libraries, so
+that `--help` and argument errors answer at once, and the `ServeSettings` it gives."""
+
+import argparse
+from collections.abc import Callable
+
+from ..commands.arguments import NO_SUCH_FOLDER, DefaultsSayWhatHappens, OneLineErrors, missing_model_folder
+from ..commands.errors import command_as_typed
+from .protocol import Limits
+from .settings import (
+    DEFAULT_MAX_BATCH_WORDS,
+    DEFAULT_MAX_QUEUE,
+    DEFAULT_MAX_WAIT_MS,
+    DEFAULT_WORD_CACHE,
+    ServeSettings,
+)
+
+PROG = "elmo-serve"
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class ServeParser(OneLineErrors, argparse.ArgumentParser):
+    pass
+
+
+def _number(kind: type, minimum: float, what: str) -> Callable[[str], float]:
+    def parse(value: str):
+        try:
+            number = kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what}, got {value!r}") from None
+        if not number >= minimum or number == float("inf"):
+            raise argparse.ArgumentTypeError(f"{what}, got {value!r}")
+        return number
+
+    return parse
+
+
+_COUNT = _number(int, 1, "a positive integer")
+
+
+def build_parser() -> ServeParser:
+    defaults = Limits()
+    parser = ServeParser(
+        prog=command_as_typed(PROG),
+        description="Serve an ELMo model over HTTP: OpenAI's POST /v1/embeddings (unit sentence vectors), "
+        "POST /v1/word-embeddings (each word's layers), GET /health, GET /metrics (docs/serving.md).",
+        formatter_class=DefaultsSayWhatHappens,
+    )
+    parser.add_argument("model", metavar="MODEL", help="an ELMo folder or Hub id 'namespace/name'")
+    parser.add_argument("--host", default=DEFAULT_HOST, help="the address to listen on (0.0.0.0: every interface)")
+    parser.add_argument("--port", type=_number(int, 1, "a port from 1 to 65535"), default=DEFAULT_PORT, help="port")
+    parser.add_argument("--served-model-name", help="the `model` the responses give (default: the folder's name)")
+    parser.add_argument("--device", default="cpu", help="a torch device: cpu, cuda, cuda:1")
+    parser.add_argument("--max-batch-words", type=_COUNT, default=DEFAULT_MAX_BATCH_WORDS, help="words per batch")
+    parser.add_argument(
+        "--max-wait-ms",
+        type=_number(float, 0, "a number of milliseconds >= 0"),
+        default=DEFAULT_MAX_WAIT_MS,
+        help="how long a free model waits for more inputs after the first",
+    )
+    parser.add_argument(
+        "--max-queue", type=_COUNT, default=DEFAULT_MAX_QUEUE, help="inputs queued or running; more get 429"
+    )
+    parser.add_argument(
+        "--max-body-bytes", type=_COUNT, default=defaults.body_bytes, help="bytes of a request body; more get 413"
+    )
+    parser.add_argument("--max-inputs", type=_COUNT, default=defaults.inputs, help="inputs of a request; more get 413")
+    parser.add_argument(
+        "--max-words", type=_COUNT, default=defaults.words_per_input, help="words of one input; more get 413"
+    )
+    parser.add_argument(
+        "--word-cache",
+        type=_number(int, 0, "an integer >= 0"),
+        default=DEFAULT_WORD_CACHE,
+        help="words kept in the character CNN's cache (0: none)",
+    )
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="info: one line per request")
+    return parser
+
+
+def parse_command_line(argv: list[str]) -> tuple[ServeSettings, argparse.Namespace]:
+    """The settings and the server's own arguments (host, port, log level) of `argv`; errors exit here (status 2)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if missing_model_folder(args.model):
+        parser.error(f"MODEL {args.model!r}: {NO_SUCH_FOLDER}")
+    if args.max_inputs > args.max_queue:
+        parser.error(f"--max-inputs {args.max_inputs} is more than --max-queue {args.max_queue}: no such request fits")
+    if args.port > 65535:
+        parser.error(f"argument --port: a port from 1 to 65535, got {args.port}")
+    settings = ServeSettings(
+        model=args.model,
+        served_model_name=args.served_model_name,
+        device=args.device,
+        word_cache=args.word_cache,
+        max_batch_words=args.max_batch_words,
+        max_wait_ms=args.max_wait_ms,
+        max_queue=args.max_queue,
+        limits=Limits(args.max_body_bytes, args.max_inputs, args.max_words),
+    )
+    return settings, args
+
+
+def check_serve_command_line(argv: list[str]) -> None:
+    """`elmo serve`'s check before torch is imported: `--help` and argument errors exit here."""
+    parse_command_line(argv)

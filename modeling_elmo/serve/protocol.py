@@ -1,0 +1,219 @@
+"""
+The HTTP API's request bodies, read and checked, and its error body: OpenAI's `POST /v1/embeddings` and this
+server's per-word route `POST /v1/word-embeddings` (docs/serving.md). Standard library only: the checks are the same
+for `elmo serve` and the Ray Serve deployment, and run in-process in the unit tests.
+
+Every refusal is an `ApiError`: an HTTP status and OpenAI's error body, `{"error": {"message", "type", "param",
+"code"}}`, whose `param` names the field (`input`, `input[3]`, `encoding_format`, ...) and whose message is one line
+that begins with it. A malformed or mistyped body is 400; a body over the size limits (bytes, inputs, words per
+input) is 413, before any work.
+"""
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+ENCODING_FORMATS = ("float", "base64")
+LAYER_NAMES = ("all", "top", "average")  # the per-word route's `layers` by name; or a list of layer indices
+NO_DIMENSIONS = (
+    "not supported: ELMo has no Matryoshka training, so a shortened vector is not a sentence vector; leave it out"
+)
+
+
+@dataclass(eq=False)
+class ApiError(Exception):
+    """A refused request: HTTP `status`, OpenAI's error `type`, the field it concerns (`param`) and a one-line
+    `message` (beginning with the field)."""
+
+    status: int
+    message: str
+    param: str | None = None
+    type: str = "invalid_request_error"
+    code: str | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+    def body(self) -> dict:
+        """OpenAI's error body."""
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def bad_field(param: str, what: str) -> ApiError:
+    """400 for the field `param`: `what` it must be, or what is wrong with it."""
+    return ApiError(400, f"{param}: {what}", param)
+
+
+def too_large(param: str, what: str) -> ApiError:
+    """413 for the field `param` (a size limit)."""
+    return ApiError(413, f"{param}: {what}", param, code="too_large")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The size limits of one request (`elmo serve --max-body-bytes`, `--max-inputs`, `--max-words`)."""
+
+    body_bytes: int = 2_000_000
+    inputs: int = 256
+    words_per_input: int = 512
+
+
+@dataclass(frozen=True)
+class ScalarMix:
+    """The per-word route's scalar mix: `gamma * sum_k softmax(weights)_k * layer_k` (AllenNLP's `ScalarMix`)."""
+
+    weights: tuple[float, ...]
+    gamma: float = 1.0
+
+
+@dataclass(frozen=True)
+class EmbeddingsRequest:
+    """A checked request of either route: its texts split into words (`words[i]` for `texts[i]`, with each word's
+    character `offsets`), the response's encoding, and for the per-word route the layers (indices) or the mix."""
+
+    texts: list[str]
+    words: list[list[str]]
+    offsets: list[list[tuple[int, int]]]
+    encoding_format: str
+    model: str | None
+    layers: tuple[int, ...] | str | None = None
+    scalar_mix: ScalarMix | None = None
+
+    @property
+    def word_count(self) -> int:
+        return sum(len(words) for words in self.words)
+
+
+Splitter = Callable[[str], list[tuple[str, int, int]]]  # text -> [(word, start, end)] (`ElmoTokenizer.split_words`)
+
+OPENAI_FIELDS = frozenset({"input", "model", "encoding_format", "dimensions", "user"})
+WORD_FIELDS = frozenset({"input", "model", "encoding_format", "layers", "scalar_mix"})
+
+
+def parse_body(body: bytes, limits: Limits) -> dict:
+    """The JSON object of a request body: 413 over `limits.body_bytes`, 400 where it is not a JSON object."""
+    if len(body) > limits.body_bytes:
+        raise too_large("body", f"{len(body)} bytes, over the limit of {limits.body_bytes} (--max-body-bytes)")
+    try:
+        document = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise bad_field("body", f"not JSON ({error})") from None
+    if not isinstance(document, dict):
+        raise bad_field("body", f"a JSON object, got {_kind(document)}")
+    return document
+
+
+def parse_openai_request(document: dict, limits: Limits, split: Splitter) -> EmbeddingsRequest:
+    """`POST /v1/embeddings`'s body (OpenAI's shape), checked; `dimensions` is refused (`NO_DIMENSIONS`)."""
+    _refuse_unknown(document, OPENAI_FIELDS)
+    if document.get("dimensions") is not None:
+        raise bad_field("dimensions", NO_DIMENSIONS)
+    if "user" in document and not isinstance(document["user"], str):
+        raise bad_field("user", f"a string, got {_kind(document['user'])}")
+    return _parse_common(document, limits, split)
+
+
+def parse_word_request(document: dict, limits: Limits, split: Splitter, num_layers: int) -> EmbeddingsRequest:
+    """`POST /v1/word-embeddings`'s body, checked: `layers` (a name of `LAYER_NAMES` or a list of distinct indices
+    below `num_layers`; default "all") or `scalar_mix` (`{"weights": [num_layers numbers], "gamma": number}`)."""
+    _refuse_unknown(document, WORD_FIELDS)
+    request = _parse_common(document, limits, split)
+    if "layers" in document and "scalar_mix" in document:
+        raise bad_field("layers", "give layers or scalar_mix, not both")
+    if "scalar_mix" in document:
+        return replace(request, scalar_mix=_parse_scalar_mix(document["scalar_mix"], num_layers))
+    return replace(request, layers=_parse_layers(document.get("layers", "all"), num_layers))
+
+
+def _parse_common(document: dict, limits: Limits, split: Splitter) -> EmbeddingsRequest:
+    if "input" not in document:
+        raise bad_field("input", "required: a string or a list of strings")
+    texts = _parse_input(document["input"], limits)
+    model = document.get("model")
+    if model is not None and not isinstance(model, str):
+        raise bad_field("model", f"a string, got {_kind(model)}")
+    encoding_format = document.get("encoding_format", "float")
+    if encoding_format not in ENCODING_FORMATS or not isinstance(encoding_format, str):
+        raise bad_field("encoding_format", f"one of {', '.join(map(repr, ENCODING_FORMATS))}, got {encoding_format!r}")
+    words, offsets = [], []
+    for index, text in enumerate(texts):
+        split_text = split(text)
+        param = _input_param(document["input"], index)
+        if not split_text:
+            raise bad_field(param, "holds no words (only spaces or control characters)")
+        if len(split_text) > limits.words_per_input:
+            raise too_large(
+                param, f"{len(split_text)} words, over the limit of {limits.words_per_input} per input (--max-words)"
+            )
+        words.append([word for word, _, _ in split_text])
+        offsets.append([(start, end) for _, start, end in split_text])
+    return EmbeddingsRequest(texts, words, offsets, encoding_format, model)
+
+
+def _parse_input(value: Any, limits: Limits) -> list[str]:
+    if isinstance(value, str):
+        texts = [value]
+    elif isinstance(value, list):
+        if not value:
+            raise bad_field("input", "an empty list; give at least one string")
+        if len(value) > limits.inputs:
+            raise too_large("input", f"{len(value)} inputs, over the limit of {limits.inputs} (--max-inputs)")
+        texts = value
+    else:
+        raise bad_field("input", f"a string or a list of strings, got {_kind(value)}")
+    for index, text in enumerate(texts):
+        param = _input_param(value, index)
+        if not isinstance(text, str):
+            token_ids = isinstance(text, int) or isinstance(text, list) and all(isinstance(i, int) for i in text)
+            why = "; token ids are not accepted (ELMo reads characters)" if token_ids else ""
+            raise bad_field(param, f"a string, got {_kind(text)}{why}")
+        if not text:
+            raise bad_field(param, "an empty string")
+    return texts
+
+
+def _input_param(value: Any, index: int) -> str:
+    return "input" if isinstance(value, str) else f"input[{index}]"
+
+
+def _parse_layers(value: Any, num_layers: int) -> tuple[int, ...] | str:
+    if isinstance(value, str) and value in LAYER_NAMES:
+        return value
+    if not isinstance(value, list) or not value:
+        raise bad_field(
+            "layers", f"one of {', '.join(map(repr, LAYER_NAMES))} or a list of layer indices, got {value!r:.60}"
+        )
+    for index in value:
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < num_layers:
+            raise bad_field("layers", f"layer indices from 0 to {num_layers - 1}, got {index!r:.40}")
+    if len(set(value)) != len(value):
+        raise bad_field("layers", f"distinct layer indices, got {value!r:.60}")
+    return tuple(value)
+
+
+def _parse_scalar_mix(value: Any, num_layers: int) -> ScalarMix:
+    if not isinstance(value, dict) or set(value) - {"weights", "gamma"}:
+        raise bad_field("scalar_mix", 'an object {"weights": [numbers], "gamma": number}')
+    weights = value.get("weights")
+    if not isinstance(weights, list) or len(weights) != num_layers or not all(map(_is_number, weights)):
+        raise bad_field("scalar_mix.weights", f"{num_layers} numbers (one per layer), got {weights!r:.60}")
+    gamma = value.get("gamma", 1.0)
+    if not _is_number(gamma):
+        raise bad_field("scalar_mix.gamma", f"a number, got {gamma!r:.40}")
+    return ScalarMix(tuple(float(weight) for weight in weights), float(gamma))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _refuse_unknown(document: dict, known: frozenset[str]) -> None:
+    unknown = sorted(set(document) - known)
+    if unknown:
+        raise bad_field(unknown[0], f"unknown field; the fields are {', '.join(sorted(known))}")
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else f"{type(value).__name__} {value!r:.40}"

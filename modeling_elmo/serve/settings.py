@@ -1,0 +1,43 @@
+"""What one server is set to serve and how (`elmo serve`'s flags; the Ray Serve deployment's arguments). Standard
+library only: the command line is checked before torch is imported."""
+
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+
+from .protocol import Limits
+
+# measured on the fixture and on 'original' shapes (benchmarks/bench_serve.py, docs/serving.md)
+DEFAULT_MAX_BATCH_WORDS = 2048
+DEFAULT_MAX_WAIT_MS = 500.0
+DEFAULT_MAX_QUEUE = 4096
+DEFAULT_WORD_CACHE = 20_000  # as elmo-embed's
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """
+    model: the folder or Hub id served; served_model_name: the `model` of the responses (default: the folder's name
+    or the Hub id); device: a torch device; word_cache: words in the character CNN's cache; max_batch_words: words per
+    batch; max_wait_ms: how long a free model waits for more inputs; max_queue: inputs queued or running before 429;
+    limits: the per-request size limits (413).
+    """
+
+    model: str
+    served_model_name: str | None = None
+    device: str = "cpu"
+    word_cache: int = DEFAULT_WORD_CACHE
+    max_batch_words: int = DEFAULT_MAX_BATCH_WORDS
+    max_wait_ms: float = DEFAULT_MAX_WAIT_MS
+    max_queue: int = DEFAULT_MAX_QUEUE
+    limits: Limits = field(default_factory=Limits)
+
+    @property
+    def model_name(self) -> str:
+        """The name the responses give (never a local path: a folder answers with its own name)."""
+        if self.served_model_name:
+            return self.served_model_name
+        return self.model if _is_hub_id(self.model) else PurePath(self.model.rstrip("/")).name or self.model
+
+
+def _is_hub_id(model: str) -> bool:
+    return not Path(model).expanduser().exists() and model.count("/") == 1

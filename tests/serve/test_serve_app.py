@@ -1,0 +1,106 @@
+"""The HTTP app in-process (Starlette's test client) over a fake model: readiness, the routes' bodies, the error
+bodies, a failure kept to its request, and the metrics and log lines; the real model and server are
+test_serve_process.py's."""
+
+import logging
+import threading
+
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+
+from modeling_elmo.serve.app import build_app
+from modeling_elmo.serve.runner import SENTENCE, ModelFailure
+from modeling_elmo.serve.service import EmbeddingService
+from modeling_elmo.serve.settings import ServeSettings
+from modeling_elmo.word_splitter import split_words
+
+WIDTH, LAYERS = 4, 3
+
+
+class FakeRunner:
+    """Splits as the tokenizer does; a word's vector in layer k is (k + len(word)) in every dimension; "FAIL" fails;
+    `load` waits for `release`."""
+
+    num_layers = LAYERS
+
+    def __init__(self):
+        self.release = threading.Event()
+
+    def split_words(self, text: str):
+        return split_words(text)
+
+    def load(self) -> None:
+        assert self.release.wait(30)
+
+    def compute(self, jobs):
+        results = []
+        for job in jobs:
+            if "FAIL" in job.words:
+                results.append(ModelFailure("the model failed on this request (RuntimeError)"))
+                continue
+            layers = np.array([[[k + len(word)] * WIDTH for word in job.words] for k in range(LAYERS)], np.float32)
+            results.append(layers[-1].mean(0) / np.linalg.norm(layers[-1].mean(0)) if job.kind == SENTENCE else layers)
+        return results
+
+
+@pytest.fixture
+def app_client():
+    runner = FakeRunner()
+    service = EmbeddingService(ServeSettings("some/model", max_wait_ms=0), runner=runner)
+    with TestClient(build_app(service)) as client:
+        yield client, runner
+
+
+def ready(app_client) -> TestClient:
+    client, runner = app_client
+    runner.release.set()
+    for _ in range(300):
+        if client.get("/health").status_code == 200:
+            return client
+        threading.Event().wait(0.1)
+    raise AssertionError("never ready")
+
+
+def test_loading_then_ready(app_client):
+    client, runner = app_client
+    assert client.get("/health").json() == {"status": "loading"}
+    answer = client.post("/v1/embeddings", json={"input": "a"})
+    assert answer.status_code == 503 and answer.json()["error"]["type"] == "server_error"
+    ready(app_client)
+    assert client.get("/health").json() == {"status": "ready"}
+
+
+def test_openai_route(app_client):
+    client = ready(app_client)
+    body = client.post("/v1/embeddings", json={"input": ["ab c", "xyz"], "model": "whatever"}).json()
+    assert body["model"] == "some/model" and body["usage"] == {"prompt_tokens": 3, "total_tokens": 3}
+    np.testing.assert_allclose(body["data"][1]["embedding"], [0.5] * WIDTH)  # unit vector of (5, 5, 5, 5)
+
+
+def test_word_route(app_client):
+    client = ready(app_client)
+    body = client.post("/v1/word-embeddings", json={"input": "ab c", "layers": [0]}).json()
+    (item,) = body["data"]
+    assert item["words"] == ["ab", "c"] and item["offsets"] == [[0, 2], [3, 4]] and item["shape"] == [1, 2, WIDTH]
+    assert item["embedding"] == [[[2.0] * WIDTH, [1.0] * WIDTH]]
+    mixed = client.post("/v1/word-embeddings", json={"input": "c", "scalar_mix": {"weights": [0, 0, 0], "gamma": 3}})
+    np.testing.assert_allclose(mixed.json()["data"][0]["embedding"], [[3 * (1 + 2 + 3) / 3] * WIDTH], rtol=1e-6)
+
+
+def test_errors_and_the_metrics_and_log(app_client, caplog):
+    client = ready(app_client)
+    with caplog.at_level(logging.INFO, logger="modeling_elmo.serve"):
+        assert client.post("/v1/embeddings", json={"input": "A secret FAIL"}).status_code == 500
+        assert client.post("/v1/embeddings", json={"input": "fine"}).status_code == 200
+        assert client.post("/v1/embeddings", content=b"{").json()["error"]["param"] == "body"
+        assert client.get("/nowhere").json()["error"]["type"] == "not_found"
+    metrics = client.get("/metrics").text
+    assert 'elmo_requests_total{route="/v1/embeddings",status="500"} 1.0' in metrics
+    assert 'elmo_requests_total{route="/v1/embeddings",status="200"} 1.0' in metrics
+    assert 'elmo_request_errors_total{status="400"} 1.0' in metrics
+    assert 'elmo_requests_total{route="other",status="404"} 1.0' in metrics
+    assert "elmo_words_total 4.0" in metrics and "elmo_ready 1.0" in metrics  # the failed batch's words count too
+    lines = [record.getMessage() for record in caplog.records if "POST /v1/embeddings" in record.getMessage()]
+    assert len(lines) == 3 and '" 500 inputs=1 words=3' in lines[0]
+    assert not any("secret" in line for line in lines)

@@ -1,0 +1,125 @@
+"""The request checks in-process: what each route accepts, and each refusal's status, field and one-line message."""
+
+import json
+
+import pytest
+
+from modeling_elmo.serve.protocol import (
+    ApiError,
+    Limits,
+    ScalarMix,
+    parse_body,
+    parse_openai_request,
+    parse_word_request,
+)
+from modeling_elmo.word_splitter import split_words
+
+LIMITS = Limits(body_bytes=1000, inputs=3, words_per_input=5)
+
+
+def openai(document: dict):
+    return parse_openai_request(document, LIMITS, split_words)
+
+
+def words(document: dict):
+    return parse_word_request(document, LIMITS, split_words, num_layers=3)
+
+
+def refusal(parse, document) -> ApiError:
+    with pytest.raises(ApiError) as raised:
+        parse(document)
+    error = raised.value
+    assert error.message.startswith(f"{error.param}: ") and "\n" not in error.message
+    assert error.body() == {
+        "error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}
+    }
+    return error
+
+
+def test_a_string_and_a_list_of_strings():
+    request = openai({"input": "River bank.", "model": "m", "user": "u"})
+    assert request.texts == ["River bank."] and request.words == [["River", "bank", "."]]
+    assert request.offsets == [[(0, 5), (6, 10), (10, 11)]] and request.word_count == 3
+    assert request.encoding_format == "float" and request.model == "m"
+    request = openai({"input": ["a b", "c"], "encoding_format": "base64", "dimensions": None})
+    assert request.words == [["a", "b"], ["c"]] and request.encoding_format == "base64"
+
+
+@pytest.mark.parametrize(
+    ("document", "status", "param"),
+    [
+        ({}, 400, "input"),
+        ({"input": 1}, 400, "input"),
+        ({"input": True}, 400, "input"),
+        ({"input": {"text": "a"}}, 400, "input"),
+        ({"input": []}, 400, "input"),
+        ({"input": ""}, 400, "input"),
+        ({"input": "\u200b \t"}, 400, "input"),
+        ({"input": ["a", None]}, 400, "input[1]"),
+        ({"input": [[7, 8]]}, 400, "input[0]"),
+        ({"input": ["a", ""]}, 400, "input[1]"),
+        ({"input": "a", "model": ["m"]}, 400, "model"),
+        ({"input": "a", "encoding_format": "float16"}, 400, "encoding_format"),
+        ({"input": "a", "encoding_format": ["float"]}, 400, "encoding_format"),
+        ({"input": "a", "dimensions": 8}, 400, "dimensions"),
+        ({"input": "a", "user": 1}, 400, "user"),
+        ({"input": "a", "layers": "top"}, 400, "layers"),
+        ({"input": ["a", "b", "c", "d"]}, 413, "input"),
+        ({"input": "a b c d e f"}, 413, "input"),
+        ({"input": ["a", "a b c d e f"]}, 413, "input[1]"),
+    ],
+)
+def test_openai_refusals(document, status, param):
+    error = refusal(openai, document)
+    assert (error.status, error.param) == (status, param)
+
+
+def test_token_ids_are_refused_with_the_reason():
+    assert "token ids are not accepted" in refusal(openai, {"input": [[1, 2]]}).message
+
+
+def test_the_body():
+    assert parse_body(b'{"input": "a"}', LIMITS) == {"input": "a"}
+    assert refusal(lambda body: parse_body(body, LIMITS), b"x" * 1001).status == 413
+    for body in (b"{", b"[]", b'"text"', b"\xff"):
+        assert refusal(lambda body: parse_body(body, LIMITS), body).param == "body"
+
+
+def test_word_requests_layers_and_mix():
+    assert words({"input": "a"}).layers == "all"
+    assert words({"input": "a", "layers": "average"}).layers == "average"
+    assert words({"input": "a", "layers": [2, 0]}).layers == (2, 0)
+    mixed = words({"input": "a", "scalar_mix": {"weights": [1, 0, -1.5]}})
+    assert mixed.scalar_mix == ScalarMix((1.0, 0.0, -1.5), 1.0) and mixed.layers is None
+    assert words({"input": "a", "scalar_mix": {"weights": [1, 2, 3], "gamma": 2}}).scalar_mix.gamma == 2.0
+
+
+@pytest.mark.parametrize(
+    ("document", "param"),
+    [
+        ({"input": "a", "layers": []}, "layers"),
+        ({"input": "a", "layers": [3]}, "layers"),
+        ({"input": "a", "layers": [-1]}, "layers"),
+        ({"input": "a", "layers": [True]}, "layers"),
+        ({"input": "a", "layers": [0, 0]}, "layers"),
+        ({"input": "a", "layers": "bottom"}, "layers"),
+        ({"input": "a", "layers": 1}, "layers"),
+        ({"input": "a", "layers": "all", "scalar_mix": {"weights": [1, 1, 1]}}, "layers"),
+        ({"input": "a", "scalar_mix": [1, 1, 1]}, "scalar_mix"),
+        ({"input": "a", "scalar_mix": {"weights": [1, 1, 1], "beta": 1}}, "scalar_mix"),
+        ({"input": "a", "scalar_mix": {"weights": [1, 1]}}, "scalar_mix.weights"),
+        ({"input": "a", "scalar_mix": {"weights": [1, "1", 1]}}, "scalar_mix.weights"),
+        ({"input": "a", "scalar_mix": {"weights": [1, float("nan"), 1]}}, "scalar_mix.weights"),
+        ({"input": "a", "scalar_mix": {"weights": [1, 1, 1], "gamma": None}}, "scalar_mix.gamma"),
+        ({"input": "a", "dimensions": 3}, "dimensions"),
+        ({"input": ""}, "input"),
+    ],
+)
+def test_word_refusals(document, param):
+    error = refusal(words, document)
+    assert error.status == 400 and error.param == param
+
+
+def test_errors_serialise_as_json():
+    error = refusal(openai, {"input": 3})
+    assert json.loads(json.dumps(error.body()))["error"]["type"] == "invalid_request_error"
