@@ -1,6 +1,10 @@
 """The output policy of every command: what it refuses before any work, how it claims what it writes, and how the
 new output takes the place of the old one, so that a failed or killed run never leaves a half-written output.
 
+Every command claims its output (`owned_files.output_claimed`, a lock file beside it naming the process) before it
+checks it, and holds the claim until the output is in place: of two runs into one output, the second refuses at once
+in one line naming the output and the first run's pid and host.
+
 - A folder written as a whole (`elmo-convert`, its ELMoForManyLangs and NLPL paths, `elmo-export`): `prepare_output`
   refuses an output it must not replace (not the current directory, not a symbolic link, `--overwrite` only over a
   folder of the same kind, never over its own inputs); the new folder is built in a hidden work folder beside it marked

@@ -32,7 +32,7 @@ from ..formats.original_checkpoint import OriginalCheckpointError
 from ..hub.model_card import ModelCardError
 from ..hub.push import check_push_target, push_folder
 from .arguments import publish_batch_parser, publish_parser
-from .convert import ConversionError, ConversionResult, convert_checkpoint, prepare_converted_output
+from .convert import ConversionError, ConversionResult, convert_checkpoint, converted_output_claimed
 from .efml_convert import convert_efml
 from .nlpl import convert_nlpl_model
 from .presets import ALLENNLP_ELMO_URL, PRESETS, efml_language, efml_source_facts
@@ -106,8 +106,10 @@ def convert_download(path: Path, output: Path, *, verify: bool, overwrite: bool)
         options = dict(overwrite=overwrite, verify=verify, facts=efml_source_facts(language))
         if is_folder:
             return convert_efml(path, output, **options)
-        prepare_converted_output(output, overwrite, (str(path),))  # before extracting a large archive for nothing
-        with tempfile.TemporaryDirectory(prefix="elmo-efml-") as work:
+        with (
+            converted_output_claimed(output, overwrite, (str(path),)),  # before extracting a large archive for nothing
+            tempfile.TemporaryDirectory(prefix="elmo-efml-") as work,
+        ):
             return convert_efml(extract_efml_archive(path, Path(work)), output, archive=(str(path), path), **options)
     return convert_nlpl_model(
         str(path),

@@ -42,6 +42,7 @@ from torch import nn
 from ..character_ids import word_to_char_ids
 from ..commands.errors import ToolError, one_line, report
 from ..commands.output_folder import parent_folders, path_replaced_atomically, reason_of
+from ..commands.owned_files import output_claimed
 from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, model_folder_problem, onnx_export_parser
 
 INPUT_NAMES = ["input_ids", "attention_mask"]
@@ -232,10 +233,9 @@ def export_onnx(
     blocking = next((path for path in output.parents if path.exists()), None)
     if blocking is not None and not blocking.is_dir():
         raise OnnxExportError(f"cannot write {output}: {blocking} is not a folder.")
-    model = load_model(model_dir)
 
-    def still_free(temporary: Path) -> None:
-        if output.exists() and not overwrite:  # again: it may have appeared while the export ran
+    def still_free(temporary: Path | None = None) -> None:
+        if output.exists() and not overwrite:  # again: it may have appeared meanwhile
             raise OnnxExportError(f"{output} exists; pass --overwrite to replace it.")
 
     with contextlib.ExitStack() as created_folders:
@@ -243,6 +243,9 @@ def export_onnx(
             created_folders.enter_context(parent_folders(output))
         except OSError as error:
             raise OnnxExportError(f"cannot write beside {output}: {reason_of(error)}") from error
+        created_folders.enter_context(output_claimed(output, "elmo-export-onnx", OnnxExportError))
+        still_free()  # under the claim: another run may have written it since the check above
+        model = load_model(model_dir)
         with path_replaced_atomically(output, OnnxExportError, before_rename=still_free) as temporary:
             try:
                 export_to_file(model, temporary, opset)

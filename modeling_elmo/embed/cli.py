@@ -41,10 +41,12 @@ from typing import TYPE_CHECKING, NoReturn
 from ..commands import start_work
 from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, subcommands_epilog
 from ..commands.errors import ToolError, ToolInputError, one_line, report
+from ..commands.owned_files import output_claimed
 from ..runtime.cpu_threads import configure_cpu_threads
 from .batching import Batch, EmbedInputError, Sentence, bucketed_batches, read_sentences
 from .run_identity import InputScan, model_identity, rank_windows, scan_input, shared_window
 from .store import (
+    EmbedOutputError,
     PartStore,
     in_line_order,
     keep_last_index,
@@ -386,20 +388,22 @@ def _run_parquet(args, embedder: _Embedder, scan: InputScan, record: dict, windo
 def run(args: argparse.Namespace) -> str:
     """The embedding job for one process; returns what it wrote."""
     rank, world = shard_from_environment()
-    input_path = Path(args.input)
-    _check_input(input_path, Path(args.output))
-    embedder = _Embedder(args, input_path)
-    scan = scan_input(input_path, args.window)  # a line that is not UTF-8 fails here, before any writing
-    window = shared_window(args.window, scan.lines, world)
-    if window != args.window:  # a small input: windows small enough that every process gets lines
-        scan = scan_input(input_path, window)
-    device = _device(args.device)
-    record = _run_record(args, device, scan)
-    embedder.device = process_device(device, world)
-    windows = rank_windows(len(scan.window_starts), rank, world)
-    if args.format == "parquet":
-        return _run_parquet(args, embedder, scan, record, windows)
-    return _run_hdf5(args, embedder, scan, record, windows, rank, world)
+    output = Path(args.output) if args.format == "parquet" else shard_output(Path(args.output), rank, world)
+    with output_claimed(output, "elmo-embed", EmbedOutputError):  # before any check: one run per output
+        input_path = Path(args.input)
+        _check_input(input_path, Path(args.output))
+        embedder = _Embedder(args, input_path)
+        scan = scan_input(input_path, args.window)  # a line that is not UTF-8 fails here, before any writing
+        window = shared_window(args.window, scan.lines, world)
+        if window != args.window:  # a small input: windows small enough that every process gets lines
+            scan = scan_input(input_path, window)
+        device = _device(args.device)
+        record = _run_record(args, device, scan)
+        embedder.device = process_device(device, world)
+        windows = rank_windows(len(scan.window_starts), rank, world)
+        if args.format == "parquet":
+            return _run_parquet(args, embedder, scan, record, windows)
+        return _run_hdf5(args, embedder, scan, record, windows, rank, world)
 
 
 def _integer(minimum: int) -> Callable[[str], int]:
