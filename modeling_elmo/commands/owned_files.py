@@ -18,7 +18,6 @@ ignored, and cut off before the next append.
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -28,27 +27,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from .output_folder import OutputKind, listed, parent_folders, prepare_output, reason_of, replaced_atomically
-
-CHUNK_BYTES = 1 << 22
-
-
-def sha256_of(path: str | os.PathLike, each_chunk: Callable[[bytes], None] | None = None) -> str:
-    """The SHA-256 of the file `path` (hex), read in chunks; `each_chunk` also sees every chunk, in order."""
-    return feed(hashlib.sha256(), path, each_chunk).hexdigest()
-
-
-def feed(
-    digest: "hashlib._Hash", path: str | os.PathLike, each_chunk: Callable[[bytes], None] | None = None
-) -> "hashlib._Hash":
-    """Update `digest` with the bytes of `path` (and pass each chunk to `each_chunk`); returns `digest`."""
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK_BYTES):
-            digest.update(chunk)
-            if each_chunk is not None:
-                each_chunk(chunk)
-    return digest
-
+from .file_hash import file_entry, sha256_of
+from .output_folder import (
+    FOLDER_RECORD,
+    OutputKind,
+    listed,
+    parent_folders,
+    prepare_output,
+    reason_of,
+    replaced_atomically,
+    write_text_atomically,
+)
 
 HOLDER_ERRORS = (OSError, ValueError, KeyError, TypeError)
 
@@ -160,9 +149,12 @@ def output_folder_claimed(
         yield
 
 
-def file_entry(path: Path) -> dict[str, int | str]:
-    """What a record keeps of a finished file: its size in bytes and SHA-256."""
-    return {"bytes": path.stat().st_size, "sha256": sha256_of(path)}
+def record_folder(folder: Path, tool: str, error: type[Exception]) -> None:
+    """Write the record of the finished folder `folder` (`output_folder.FOLDER_RECORD`, before it is moved into
+    place): `tool`, and every file in it with its `file_entry`, so that `--overwrite` later deletes only those."""
+    files = {path.name: file_entry(path) for path in sorted(folder.iterdir()) if path.name != FOLDER_RECORD}
+    text = json.dumps({"tool": tool, "files": files}, indent=1, sort_keys=True) + "\n"
+    write_text_atomically(folder / FOLDER_RECORD, text, error)
 
 
 class OwnedFolder:

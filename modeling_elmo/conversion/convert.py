@@ -29,6 +29,7 @@ from safetensors import SafetensorError
 from transformers.utils import logging
 
 from ..commands.errors import ToolError
+from ..commands.file_hash import sha256_of
 from ..commands.output_folder import (
     OutputKind,
     current_umask,
@@ -37,7 +38,7 @@ from ..commands.output_folder import (
     replaced_atomically,
     work_folder,
 )
-from ..commands.owned_files import output_folder_claimed, sha256_of
+from ..commands.owned_files import output_folder_claimed, record_folder
 from ..configuration_elmo import ElmoConfig
 from ..formats.original_checkpoint import load_original_checkpoint
 from ..hub.model_card import render_base_model_card
@@ -251,6 +252,7 @@ def write_model_folder(
             for path in folder.iterdir():
                 if path.is_file():
                     path.chmod(mode)
+            record_folder(folder, CONVERTED_FOLDER.tool, ConversionError)
             move_into_place(folder, output_dir, CONVERTED_FOLDER)
     except (OSError, SafetensorError) as error:
         kept = "; the existing folder is unchanged" if output_dir.exists() else ""

@@ -39,7 +39,7 @@ from safetensors import SafetensorError, safe_open
 
 from ..commands.errors import ToolError, one_line, report
 from ..commands.output_folder import OutputKind, current_umask, move_into_place, reason_of, work_folder
-from ..commands.owned_files import output_folder_claimed
+from ..commands.owned_files import output_folder_claimed, record_folder
 from ..configuration_elmo import ElmoConfig
 from ..formats.original_checkpoint import (
     LSTM_CELL_PATH,
@@ -324,6 +324,7 @@ def export_model(
                 mode = 0o666 & ~current_umask()  # what a new file gets
                 for path in folder.iterdir():
                     path.chmod(mode)
+                record_folder(folder, EXPORTED_FOLDER.tool, ExportError)
                 move_into_place(folder, output_dir, EXPORTED_FOLDER)
         except OSError as error:
             kept = "; the existing folder is unchanged" if output_dir.exists() else ""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..commands.owned_files import feed
+from ..commands.file_hash import feed
 from .batching import EmbedInputError, read_sentences
 
 MIN_LINES_PER_RANK = 64  # below this many lines per process, a share may be empty

@@ -17,7 +17,7 @@ import torch
 
 from ..character_ids import LEXICON_CHAR_SPECIALS, LEXICON_WORD_SPECIALS
 from ..commands.errors import ToolError, one_line
-from ..commands.owned_files import sha256_of
+from ..commands.file_hash import sha256_of
 from ..configuration_elmo import ElmoConfig, ElmoConfigError
 
 # The two architecture files packaged with elmoformanylangs 0.0.4 (`elmoformanylangs/configs/`), byte-identical;

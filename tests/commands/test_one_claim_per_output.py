@@ -17,6 +17,7 @@ import pytest
 from safetensors.torch import load_file
 
 from modeling_elmo.commands import owned_files
+from modeling_elmo.commands.output_folder import FOLDER_RECORD
 
 pytestmark = pytest.mark.integration
 
@@ -25,6 +26,7 @@ PAUSED_RUN = """
 import contextlib, os, sys, time
 from pathlib import Path
 from modeling_elmo.commands import owned_files
+from modeling_elmo.commands.output_folder import FOLDER_RECORD
 from modeling_elmo.commands.elmo import main
 
 ready, release = Path(sys.argv[1]), Path(sys.argv[2])
@@ -103,7 +105,7 @@ def test_two_exports_into_one_output(tmp_path, converted_fixture):
     done, refused, holder = two_runs(tmp_path, command, command)
     assert done.returncode == 0, done.stderr
     assert_refused(refused, output, holder)
-    assert sorted(path.name for path in output.iterdir()) == ["lm_weights.hdf5", "options.json"]
+    assert sorted(path.name for path in output.iterdir()) == [FOLDER_RECORD, "lm_weights.hdf5", "options.json"]
 
 
 def test_two_onnx_exports_into_one_file(tmp_path, converted_fixture):
