@@ -271,9 +271,9 @@ class OwnedFolder:
         foreign = self.foreign()
         if foreign:
             raise self.error(
-                f"{self.folder} holds files {self.tool} did not write ({listed(foreign, 3)}): its {self.record_name} "
-                "does not list them, so they are never overwritten, deleted or read; move them away or give another "
-                "folder."
+                f"{self.folder} holds files {self.tool} did not write ({listed(foreign, 3)}): its "
+                f"{self.journal or self.record_name} does not list them, so they are never overwritten, deleted or "
+                "read; move them away or give another folder."
             )
 
     def is_intact(self, name: str, checksum: bool = True) -> bool:

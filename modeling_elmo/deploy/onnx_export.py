@@ -40,10 +40,11 @@ import torch
 from torch import nn
 
 from ..character_ids import word_to_char_ids
+from ..commands.arguments import model_folder_problem
 from ..commands.errors import ToolError, one_line, report
 from ..commands.output_folder import parent_folders, path_replaced_atomically, reason_of
 from ..commands.owned_files import output_claimed
-from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, model_folder_problem, onnx_export_parser
+from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, onnx_export_parser
 
 INPUT_NAMES = ["input_ids", "attention_mask"]
 OUTPUT_NAMES = ["hidden_states", "last_hidden_state"]

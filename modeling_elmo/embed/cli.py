@@ -334,11 +334,13 @@ def _run_hdf5(args, embedder: _Embedder, scan: InputScan, record: dict, windows:
     sentence_to_index: dict[str, str] = {}
     share = sum(len(scan.window_lines(window)) for window in windows)
     embedder.load()  # a model that cannot be loaded fails before anything is written
+    reused = 0
     with store, _progress(args, output.name, share) as bar:
         for window in windows:
             batches = list(embedder.window_batches(scan, window))
             done = [store.is_done(batch.name, [sentence.index for sentence in batch.sentences]) for batch in batches]
             last_to_compute = max((number for number, finished in enumerate(done) if not finished), default=-1)
+            reused += sum(done)
             for batch, finished in zip(batches, done, strict=True):
                 for sentence in batch.sentences:
                     keep_last_index(sentence_to_index, sentence.text, sentence.index)
@@ -350,7 +352,7 @@ def _run_hdf5(args, embedder: _Embedder, scan: InputScan, record: dict, windows:
                 bar.update(len(batch.sentences))
         embedder.check_input_unchanged()
         store.finalize(in_line_order(sentence_to_index), scan.lines)
-    return f"{output}"
+    return f"{output}" + (f" (resumed: {reused} finished batch(es) of the interrupted run reused)" if reused else "")
 
 
 def _run_parquet(args, embedder: _Embedder, scan: InputScan, record: dict, windows: range) -> str:
@@ -382,7 +384,8 @@ def _run_parquet(args, embedder: _Embedder, scan: InputScan, record: dict, windo
                         bar.set_postfix_str(embedder.rate(), refresh=False)
                         bar.update(len(batch.sentences))
                     embedder.check_input_unchanged()
-    return f"{args.output} ({len(todo)} part(s))"
+    reused = f"; {len(windows) - len(todo)} finished part(s) reused" if len(todo) < len(windows) else ""
+    return f"{args.output} ({len(todo)} part(s){reused})"
 
 
 def run(args: argparse.Namespace) -> str:

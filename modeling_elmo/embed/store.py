@@ -155,7 +155,11 @@ class PartStore(OwnedRun):
         return self.manifest
 
     def _check_foreign(self) -> None:
-        """Refuse, in one line naming them, a work folder that is a file or holds files its journal does not list."""
+        """Refuse, in one line naming them, a work folder that is a file or holds files its journal does not list (in
+        a work folder of a run, as `OwnedFolder.check_foreign` says; anything else is not a work folder)."""
+        if (self.folder / MANIFEST).is_file():
+            self.owned.check_foreign()
+            return
         if self.folder.exists() and not self.folder.is_dir():
             problem = "it is a file"
         elif foreign := self.owned.foreign():
