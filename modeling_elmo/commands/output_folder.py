@@ -202,6 +202,11 @@ def current_umask() -> int:
     return umask
 
 
+def new_file_mode() -> int:
+    """The permissions a new file gets under the current umask (what `open` would give it)."""
+    return 0o666 & ~current_umask()
+
+
 @contextmanager
 def parent_folders(path: Path) -> Iterator[None]:
     """Create the missing parent folders of `path`; when the block fails, remove again those that this call created
@@ -302,7 +307,7 @@ def path_replaced_atomically(
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
-        os.chmod(temporary, 0o666 & ~current_umask())  # as any new file (mkstemp creates it 0600)
+        os.chmod(temporary, new_file_mode())  # as any new file (mkstemp creates it 0600)
         if before_rename is not None:
             before_rename(temporary)
         os.replace(temporary, target)

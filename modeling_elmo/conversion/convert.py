@@ -32,8 +32,8 @@ from ..commands.errors import ToolError
 from ..commands.file_hash import sha256_of
 from ..commands.output_folder import (
     OutputKind,
-    current_umask,
     move_into_place,
+    new_file_mode,
     reason_of,
     replaced_atomically,
     work_folder,
@@ -248,7 +248,7 @@ def write_model_folder(
             problems = model_repo_problems(folder)
             if problems:
                 raise ConversionError("The converted folder is incomplete: " + "; ".join(problems))
-            mode = 0o666 & ~current_umask()  # what a new file gets; safetensors writes model.safetensors 0600
+            mode = new_file_mode()  # safetensors writes model.safetensors 0600
             for path in folder.iterdir():
                 if path.is_file():
                     path.chmod(mode)

@@ -38,7 +38,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from ..commands.errors import ToolError, one_line, report
-from ..commands.output_folder import OutputKind, current_umask, move_into_place, reason_of, work_folder
+from ..commands.output_folder import OutputKind, move_into_place, new_file_mode, reason_of, work_folder
 from ..commands.owned_files import output_folder_claimed, record_folder
 from ..configuration_elmo import ElmoConfig
 from ..formats.original_checkpoint import (
@@ -321,7 +321,7 @@ def export_model(
                     write_weights_hdf5(folder / SOFTMAX_FILE, softmax)
                     shutil.copyfile(vocabulary, folder / VOCAB_FILE)
                     written.update({SOFTMAX_FILE: sorted(softmax), VOCAB_FILE: []})
-                mode = 0o666 & ~current_umask()  # what a new file gets
+                mode = new_file_mode()
                 for path in folder.iterdir():
                     path.chmod(mode)
                 record_folder(folder, EXPORTED_FOLDER.tool, ExportError)

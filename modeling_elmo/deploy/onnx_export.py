@@ -253,16 +253,16 @@ def export_onnx(
             except OSError as error:
                 raise OnnxExportError(f"cannot write {output}: {reason_of(error)}") from error
             except Exception as error:  # the exporter's own errors (torch.onnx.errors.*, torch._dynamo.exc.*, ...)
-                lines = [line for line in str(error).splitlines() if line.strip()]
-                raise OnnxExportError(f"export failed: {type(error).__name__}: {lines[0] if lines else ''}") from error
+                raise OnnxExportError(
+                    f"export failed: {type(error).__name__}: {one_line(error, first=True)}"
+                ) from error
             try:
                 difference = max_difference(model, temporary)
             except Exception as error:  # onnxruntime's own errors (a graph it cannot load or run)
                 if isinstance(error, OnnxExportError):
                     raise
-                lines = [line for line in str(error).splitlines() if line.strip()]
                 raise OnnxExportError(
-                    f"onnxruntime cannot run the exported file: {type(error).__name__}: {lines[0] if lines else ''}"
+                    f"onnxruntime cannot run the exported file: {type(error).__name__}: {one_line(error, first=True)}"
                 ) from error
             if not difference <= tolerance:
                 raise OnnxExportError(

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..commands.errors import ToolError, ToolInputError, report
-from ..commands.output_folder import check_output_file
+from ..commands.output_folder import check_output_file, reason_of
 from ..commands.owned_files import output_claimed
 from ..formats.corpus import resolve_corpus_files
 from ..formats.vocab import SPECIAL_TOKENS, LmVocabulary, count_words, vocabulary_from_counts
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     except ToolError as error:
         return report(PROG, error)
     except OSError as error:
-        print(f"{PROG}: error: cannot write {output}: {error.strerror or error}", file=sys.stderr)
+        print(f"{PROG}: error: cannot write {output}: {reason_of(error, with_file=False)}", file=sys.stderr)
         return 2
     total = sum(counts.values())
     kept = len(tokens) - len(SPECIAL_TOKENS)
