@@ -8,7 +8,8 @@ parameter without a trace in its version counter or address, so a cache of somet
 kept while the weights still hold the bits of the copy it was computed from: the same bits give the same derived
 values (NaN included), and any other bits count as a change. The comparison reads every byte, so it runs at memory
 speed: libc's `memcmp` on contiguous CPU tensors, split over `torch.get_num_threads()` Python threads (ctypes
-releases the GIL); elsewhere `torch.equal` on integer views of the same bits.
+releases the GIL) of a pool that lives for one comparison, so that no thread outlives the call; elsewhere
+`torch.equal` on integer views of the same bits.
 """
 
 import ctypes
@@ -36,19 +37,6 @@ def _memcmp():
     memcmp.restype = ctypes.c_int
     memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
     return memcmp
-
-
-_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (the process it belongs to, the pool)
-
-
-def _pool() -> ThreadPoolExecutor:
-    """The comparison threads of this process: a process forked after the pool started gets its own, since the
-    parent's threads do not exist in it (their pool would queue the work forever)."""
-    global _POOL
-    pool = _POOL
-    if pool is None or pool[0] != os.getpid():
-        pool = _POOL = (os.getpid(), ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="weight-snapshot"))
-    return pool[1]
 
 
 def _byte_ranges(total: int, parts: int) -> list[tuple[int, int]]:
@@ -84,7 +72,8 @@ def same_bits(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> bool:
 
     if threads == 1 or len(ranges) <= 1:
         return same(ranges)
-    return all(_pool().map(same, [ranges[thread::threads] for thread in range(threads)]))
+    with ThreadPoolExecutor(threads, thread_name_prefix="weight-snapshot") as pool:  # closed before returning
+        return all(pool.map(same, [ranges[thread::threads] for thread in range(threads)]))
 
 
 class WeightSnapshot:

@@ -2,7 +2,9 @@
 caller's torch thread count set to a known value."""
 
 import contextlib
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -42,3 +44,26 @@ def caller_threads(count: int) -> Iterator[int]:
         yield count
     finally:
         torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def frequent_thread_switches() -> Iterator[None]:
+    """Threads interleave inside the Python code of a call, where unguarded shared state would show: the interpreter
+    switches threads every microsecond instead of every 5 ms, and the word cache yields to the other threads each
+    time it picks a row for a new word."""
+    from modeling_elmo.word_embedding_store import WordEmbeddingStore
+
+    interval, free_slot = sys.getswitchinterval(), WordEmbeddingStore._free_slot
+
+    def yielding_free_slot(self):
+        slot = free_slot(self)
+        time.sleep(1e-4)
+        return slot
+
+    sys.setswitchinterval(1e-6)
+    WordEmbeddingStore._free_slot = yielding_free_slot
+    try:
+        yield
+    finally:
+        WordEmbeddingStore._free_slot = free_slot
+        sys.setswitchinterval(interval)

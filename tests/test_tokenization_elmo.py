@@ -807,6 +807,22 @@ def test_char_ids_tensor_is_the_tokenizers_padded_input_ids(tok):
     from modeling_elmo.tokenization_elmo import cached_char_ids, char_ids_tensor
 
     sentences = [["Hello", "wörld", "<S>", "x" * 80], [], ["</S>"]]
-    expected = tok(sentences, is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
+    expected = allennlp_character_ids(sentences)  # issue 46: written from AllenNLP's rules, not with our code
+    assert torch.equal(
+        tok(sentences, is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"], expected
+    )
     assert torch.equal(char_ids_tensor(sentences, 50, cached_char_ids), expected)
     assert torch.equal(batch_to_ids(sentences), expected)
+
+
+def allennlp_character_ids(sentences: list[list[str]], width: int = 50) -> torch.Tensor:
+    """AllenNLP's `ELMoCharacterMapper` by its rules: a word is begin-of-word (258), its UTF-8 bytes (at most
+    width - 2), end-of-word (259), then padding (260); `<S>` and `</S>` are the bytes 256 and 257; every id + 1, and
+    0 where a sentence has no word."""
+    ids = torch.zeros(len(sentences), max(map(len, sentences)), width, dtype=torch.long)
+    for row, sentence in enumerate(sentences):
+        for column, word in enumerate(sentence):
+            body = {"<S>": [256], "</S>": [257]}.get(word) or list(word.encode("utf-8"))[: width - 2]
+            characters = [258, *body, 259] + [260] * (width - 2 - len(body))
+            ids[row, column] = torch.tensor(characters) + 1
+    return ids

@@ -52,6 +52,13 @@ class DefaultsSayWhatHappens(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+def model_folder_problem(model_dir: str | os.PathLike) -> str | None:
+    """Why `model_dir` is not a model folder (it has no config.json), or None."""
+    if (Path(model_dir) / "config.json").is_file():
+        return None
+    return f"{Path(model_dir)} is not a model folder: it has no config.json."
+
+
 def subcommands_epilog(prog: str, subcommands: dict[str, str]) -> str:
     """The `--help` paragraph that lists a command's subcommands (`{name: what it does}`)."""
     listed = "; ".join(f"'{prog} {name}': {what}" for name, what in subcommands.items())

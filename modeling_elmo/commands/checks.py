@@ -4,14 +4,28 @@ the workshop every tool and drop-in builds on."""
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+COUNT_WORDING = "{name} must be an int >= {minimum}, got {value!r}."
+
 
 def check_count(
-    name: str, value: object, minimum: int = 1, error: type[Exception] = ValueError, hint: str = ""
+    name: str,
+    value: object,
+    minimum: int = 1,
+    error: type[Exception] = ValueError,
+    hint: str = "",
+    wording: str = COUNT_WORDING,
 ) -> int:
-    """`value` when it is an int (not a bool) >= `minimum`; else `error("NAME must be an int >= MINIMUM, got VALUE.")`
-    with `hint` appended."""
+    """`value` when it is an int (not a bool) >= `minimum`; else `error(wording)` ("NAME must be an int >= MINIMUM,
+    got VALUE." by default; fields `name`, `minimum`, `value`) with `hint` appended."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise error(f"{name} must be an int >= {minimum}, got {value!r}.{hint}")
+        raise error(wording.format(name=name, minimum=minimum, value=value) + hint)
+    return value
+
+
+def check_choice(name: str, value: object, choices: tuple, error: type[Exception] = ValueError) -> object:
+    """`value` when it is one of `choices` (never a bool); else `error("NAME: one of CHOICES, got VALUE")`."""
+    if value not in choices or isinstance(value, bool):
+        raise error(f"{name}: one of {', '.join(map(repr, choices))}, got {value!r}")
     return value
 
 

@@ -50,7 +50,7 @@ SUBCOMMANDS = {
         check="modeling_elmo.conversion.arguments:check_publish_command_line",
     ),
     "embed": Subcommand(
-        "a corpus in, an HDF5 file of ELMo layers out (`embed merge`: join shards)",
+        "a corpus in, ELMo layers out as HDF5 or Parquet (`embed merge`: join shards; `embed to-parquet`)",
         run="modeling_elmo.embed.cli:main",
     ),
     "train-ner": Subcommand(

@@ -1,6 +1,10 @@
 """The output policy of every command: what it refuses before any work, how it claims what it writes, and how the
 new output takes the place of the old one, so that a failed or killed run never leaves a half-written output.
 
+Every command claims its output (`owned_files.output_claimed`, a lock file beside it naming the process) before it
+checks it, and holds the claim until the output is in place: of two runs into one output, the second refuses at once
+in one line naming the output and the first run's pid and host.
+
 - A folder written as a whole (`elmo-convert`, its ELMoForManyLangs and NLPL paths, `elmo-export`): `prepare_output`
   refuses an output it must not replace (not the current directory, not a symbolic link, `--overwrite` only over a
   folder of the same kind, never over its own inputs); the new folder is built in a hidden work folder beside it marked
@@ -34,9 +38,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .errors import ToolInputError, one_line
+from .file_hash import file_entry
 
 logger = logging.getLogger(__name__)
 OWNER_FILE = "owner.json"  # in a work folder: {"host": ..., "pid": ...} of the process writing it
+FOLDER_RECORD = ".elmo-files.json"  # in a folder written whole: the tool that wrote it and each file it wrote
 
 
 def reason_of(error: BaseException, with_file: bool = True) -> str:
@@ -56,9 +62,10 @@ def listed(names: list[str], most: int) -> str:
 
 @dataclass(frozen=True)
 class OutputKind:
-    """What a tool writes as its output folder, for `--overwrite`: `tool` names it in messages, the folder holds
-    nothing but `files`, `problems(folder)` says why a folder of such files is still not one the tool wrote, and
-    `error` is the exception the tool's refusals raise."""
+    """What a tool writes as its output folder, for `--overwrite`: `tool` names it in messages and in the folder's
+    record; for a folder without a record (an earlier version's), the folder holds nothing but `files` and
+    `problems(folder)` says why a folder of such files is still not one the tool wrote; `error` is the exception the
+    tool's refusals raise."""
 
     tool: str
     files: frozenset[str]
@@ -66,26 +73,58 @@ class OutputKind:
     error: type[Exception]
 
 
+def folder_record(folder: Path, error: type[Exception]) -> dict | None:
+    """The record of a folder written whole (`FOLDER_RECORD`: `{"tool": ..., "files": {name: {"bytes", "sha256"}}}`),
+    None where it has none (a folder of an earlier version, or of another tool); `error` where it cannot be read."""
+    path = folder / FOLDER_RECORD
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
+            raise ValueError("not a JSON object with a files object")
+    except (OSError, ValueError) as failure:
+        raise error(f"{path} is unreadable ({reason_of(failure, with_file=False)}).") from failure
+    return record
+
+
 def check_replaceable(output_dir: Path, kind: OutputKind) -> None:
-    """Refuse to replace `output_dir` unless it is empty or a folder `kind.tool` wrote (see `OutputKind`)."""
+    """Refuse to replace `output_dir` unless it is empty or a folder `kind.tool` wrote: its `FOLDER_RECORD` names that
+    tool and lists every entry, and `kind.problems` finds none (a listed file may have been edited). A folder without
+    a record (an earlier version's: it still loads) is refused with what to do; so is any entry the record does not
+    list, which is never deleted or read."""
     try:
         entries = sorted(output_dir.iterdir(), key=lambda path: path.name)
     except OSError as error:
         raise kind.error(f"Cannot read the output folder {output_dir}: {reason_of(error)}.") from error
+    if not entries:
+        return
+    record = folder_record(output_dir, kind.error)
+    own = {FOLDER_RECORD, *record["files"]} if record is not None else kind.files
     unexpected = [
         path.name + ("/" if path.is_dir() else "")
         for path in entries
-        if path.name not in kind.files or path.is_symlink() or not path.is_file()
+        if path.name not in own or path.is_symlink() or not path.is_file()
     ]
-    if unexpected:
-        problems = [f"it holds {listed(unexpected, 5)}"]
-    else:
-        problems = kind.problems(output_dir) if entries else []
-    if problems:
+    if record is not None and record.get("tool") != kind.tool:
+        problem = f"its {FOLDER_RECORD} says {record.get('tool')} wrote it"
+    elif unexpected:
+        problem = f"it holds {listed(unexpected, 5)}"
+        problem += f", which its {FOLDER_RECORD} does not list" if record is not None else ""
+    elif problems := kind.problems(output_dir):  # a listed file edited into something the tool does not write
+        problem = problems[0]
+    elif record is None:
         raise kind.error(
-            f"--overwrite replaces only a folder {kind.tool} wrote, or an empty one, and {output_dir} is not one "
-            f"({problems[0]}). Choose another --output, or move those files away."
+            f"--overwrite replaces only a folder {kind.tool} wrote, or an empty one, and {output_dir} lists no files "
+            f"as {kind.tool}'s (an earlier version wrote it: it has no {FOLDER_RECORD}). Choose another --output, or "
+            "delete the folder yourself if it is yours to replace."
         )
+    else:
+        return
+    raise kind.error(
+        f"--overwrite replaces only a folder {kind.tool} wrote, or an empty one, and {output_dir} is not one "
+        f"({problem}). Choose another --output, or move those files away."
+    )
 
 
 def check_output(output_dir: Path, overwrite: bool, inputs: tuple[str, ...], kind: OutputKind) -> None:
@@ -161,6 +200,11 @@ def current_umask() -> int:
     umask = os.umask(0o077)  # briefly the strictest mask, so that a file created meanwhile is never too open
     os.umask(umask)
     return umask
+
+
+def new_file_mode() -> int:
+    """The permissions a new file gets under the current umask (what `open` would give it)."""
+    return 0o666 & ~current_umask()
 
 
 @contextmanager
@@ -263,7 +307,7 @@ def path_replaced_atomically(
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
-        os.chmod(temporary, 0o666 & ~current_umask())  # as any new file (mkstemp creates it 0600)
+        os.chmod(temporary, new_file_mode())  # as any new file (mkstemp creates it 0600)
         if before_rename is not None:
             before_rename(temporary)
         os.replace(temporary, target)
@@ -294,7 +338,7 @@ class RunFolderError(ToolInputError, ValueError):
 
 def run_marker(prog: str) -> str:
     """The marker file in which a command that may reuse its own `--output_dir` records what it wrote there:
-    `{"complete": bool, "files": [...]}`."""
+    `{"complete": bool, "files": {relative path: {"bytes", "sha256"}}}` (earlier versions: a list of names)."""
     return f".{prog}.json"
 
 
@@ -304,7 +348,7 @@ def written_by(folder: Path, prog: str) -> set[str] | None:
     marker = run_marker(prog)
     try:
         record = json.loads((folder / marker).read_text(encoding="utf-8"))
-        return None if not record["complete"] else {marker, *record["files"]}
+        return None if not record["complete"] else {marker, *(name.split("/")[0] for name in record["files"])}
     except (OSError, ValueError, KeyError, TypeError):
         return {marker}
 
@@ -340,7 +384,8 @@ def claim_run_folder(folder: str | os.PathLike, prog: str) -> None:
 
 
 def seal_run_folder(folder: str | os.PathLike, prog: str) -> None:
-    """Record every top-level entry of `folder` as written by the run of `prog` that claimed it."""
+    """Record every file under `folder` (with its size and SHA-256) as written by the run of `prog` that claimed it."""
     folder = Path(folder)
-    files = sorted(entry.name for entry in folder.iterdir() if entry.name != run_marker(prog))
+    paths = sorted(path for path in folder.rglob("*") if path.is_file() and path.name != run_marker(prog))
+    files = {path.relative_to(folder).as_posix(): file_entry(path) for path in paths}
     _write_marker(folder, prog, {"complete": True, "files": files})

@@ -1,6 +1,7 @@
-"""One live run per output folder: a command holds an exclusive `flock` on its `--output_dir` while it writes there.
-The kernel releases the lock when the process ends, however it ends (a killed run leaves nothing stuck), and no lock
-file is written into the folder."""
+"""One live run per output folder: a Trainer command holds its `--output_dir`'s claim (`owned_files.output_claimed`,
+the one claim of every output) while it writes there. The kernel releases the lock when the process ends, however it
+ends (a killed run leaves nothing stuck), and no lock file is written into the folder (the claim lies beside it; the
+folder itself is locked too, as earlier versions did, so that their runs and this version's exclude each other)."""
 
 import contextlib
 import os
@@ -9,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ToolInputError
-from .owned_files import claimed
+from .output_folder import parent_folders
+from .owned_files import claimed, output_claimed, refusal
 
 
 class OutputFolderInUseError(ToolInputError, ValueError):
@@ -18,13 +20,16 @@ class OutputFolderInUseError(ToolInputError, ValueError):
 
 @contextlib.contextmanager
 def locked_output_dir(output_dir: str | os.PathLike, prog: str) -> Iterator[Path]:
-    """Create `output_dir` (and its parents) and hold its lock for the `with` block; raise `OutputFolderInUseError`
-    at once if another process holds it."""
+    """Create `output_dir` (and its parents) and hold its claim for the `with` block; raise `OutputFolderInUseError`
+    at once if another process holds it. The folders created are removed again where the block fails and leaves
+    them empty."""
     folder = Path(output_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    busy = f"--output_dir {output_dir} is in use by another running {prog}; wait for it to end, or choose another "
-    busy += "folder."
-    with claimed(folder, busy, OutputFolderInUseError):
+    busy = f"--output_dir {output_dir} is in use by another running {prog}"
+    with (
+        parent_folders(folder / "entry"),  # the folder and its parents, removed again if the run fails at once
+        output_claimed(folder, prog, OutputFolderInUseError, busy=busy),
+        claimed(folder, refusal(busy), OutputFolderInUseError),  # the lock of earlier versions' runs, too
+    ):
         yield folder
 
 

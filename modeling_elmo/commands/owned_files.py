@@ -1,5 +1,6 @@
 """The foundation of every file the package writes, besides the atomic write (`output_folder.replaced_atomically`):
-one lock per output (`claimed`), one file hash (`sha256_of`) and an output folder owned by content (`OwnedFolder`).
+one lock (`claimed`), one claim per output (`output_claimed`, which every command takes before it checks its output),
+one file hash (`sha256_of`) and an output folder owned by content (`OwnedFolder`).
 
 Ownership rule of an `OwnedFolder`: its record (a JSON file in the folder), or the journal beside it, lists every file
 the tool finished there with its size and SHA-256, and only those files are the tool's. A file not listed is foreign:
@@ -17,58 +18,143 @@ ignored, and cut off before the next append.
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
+import socket
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from .output_folder import listed, reason_of, replaced_atomically
+from .file_hash import file_entry, sha256_of
+from .output_folder import (
+    FOLDER_RECORD,
+    OutputKind,
+    listed,
+    parent_folders,
+    prepare_output,
+    reason_of,
+    replaced_atomically,
+    write_text_atomically,
+)
 
-CHUNK_BYTES = 1 << 22
-
-
-def sha256_of(path: str | os.PathLike, each_chunk: Callable[[bytes], None] | None = None) -> str:
-    """The SHA-256 of the file `path` (hex), read in chunks; `each_chunk` also sees every chunk, in order."""
-    return feed(hashlib.sha256(), path, each_chunk).hexdigest()
-
-
-def feed(
-    digest: "hashlib._Hash", path: str | os.PathLike, each_chunk: Callable[[bytes], None] | None = None
-) -> "hashlib._Hash":
-    """Update `digest` with the bytes of `path` (and pass each chunk to `each_chunk`); returns `digest`."""
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK_BYTES):
-            digest.update(chunk)
-            if each_chunk is not None:
-                each_chunk(chunk)
-    return digest
+HOLDER_ERRORS = (OSError, ValueError, KeyError, TypeError)
 
 
-@contextlib.contextmanager
-def claimed(path: Path, busy: str, error: type[Exception]) -> Iterator[None]:
-    """Hold an exclusive `flock` on `path` (a folder, or a lock file created if missing) for the block; raise
-    `error(busy)` at once if another process holds it. The kernel releases it however the process ends."""
-    flags = os.O_RDONLY if path.is_dir() else os.O_WRONLY | os.O_CREAT | os.O_APPEND
+def holder_of(path: Path) -> str:
+    """Who holds the claim of the lock file `path`, as its record says ("pid 123 on host"); what a claim left by a
+    process that wrote no record (an older version, or one between locking and writing) is called."""
     try:
-        descriptor = os.open(path, flags, 0o666)
-    except OSError as failure:
-        raise error(f"Cannot write {path.parent}: {reason_of(failure, with_file=False)}") from failure
-    try:
+        holder = json.loads(path.read_text(encoding="utf-8"))
+        return f"pid {int(holder['pid'])} on {holder['host']}"
+    except HOLDER_ERRORS:
+        return "a process that left no record of itself"
+
+
+def _locked_descriptor(path: Path, busy: str | Callable[[str], str], error: type[Exception]) -> int:
+    """A descriptor of `path` under an exclusive `flock`, the lock file being the one at `path` now (a file removed
+    by its last holder while this process waited for it is opened again); `error(busy)` at once where another process
+    holds it (`busy` called with `holder_of(path)` where it is a function)."""
+    flags = os.O_RDONLY if path.is_dir() else os.O_RDWR | os.O_CREAT
+    while True:
+        try:
+            descriptor = os.open(path, flags, 0o666)
+        except OSError as failure:
+            raise error(f"Cannot write {path.parent}: {reason_of(failure, with_file=False)}") from failure
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise error(busy) from None
+            os.close(descriptor)
+            raise error(busy if isinstance(busy, str) else busy(holder_of(path))) from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(descriptor).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return descriptor
+        os.close(descriptor)
+
+
+@contextlib.contextmanager
+def claimed(
+    path: Path, busy: str | Callable[[str], str], error: type[Exception], claim: bool = False
+) -> Iterator[None]:
+    """Hold an exclusive `flock` on `path` (a folder, or a lock file created if missing) for the block; raise
+    `error(busy)` at once if another process holds it (`busy`: a message, or a function of the holder's description,
+    `holder_of`). The kernel releases it however the process ends. With `claim`, `path` is an output's claim file:
+    it records this process's pid and host while held and is deleted when the block ends."""
+    descriptor = _locked_descriptor(path, busy, error)
+    try:
+        if claim:
+            os.ftruncate(descriptor, 0)
+            os.write(descriptor, json.dumps({"host": socket.gethostname(), "pid": os.getpid()}).encode("utf-8"))
         yield
     finally:
+        if claim:
+            path.unlink(missing_ok=True)  # still locked: a process that opened it meanwhile finds it gone and retries
         os.close(descriptor)  # releases the lock
 
 
-def file_entry(path: Path) -> dict[str, int | str]:
-    """What a record keeps of a finished file: its size in bytes and SHA-256."""
-    return {"bytes": path.stat().st_size, "sha256": sha256_of(path)}
+def refusal(start: str) -> Callable[[str], str]:
+    """The one-line refusal of a claimed output, as a function of its holder's description (`claimed`'s `busy`)."""
+    return lambda holder: f"{start} ({holder}); wait for it to end, or choose another output."
+
+
+_HELD: set[tuple[str, int]] = set()  # the outputs this process claims, with the thread holding each
+
+
+def claim_file(output: Path) -> Path:
+    """The lock file of `output`'s claim: a hidden file beside it, in the folder it lies in."""
+    output = Path(os.path.abspath(output))
+    return output.parent / f".{output.name}.claim"
+
+
+@contextlib.contextmanager
+def output_claimed(output: Path, tool: str, error: type[Exception], busy: str | None = None) -> Iterator[None]:
+    """The one claim of an output, a file or a folder, existing or not, for the block: every command that writes one
+    takes it before it checks the output and holds it until the output is in place, so that of two runs into one
+    output one proceeds and the other refuses at once in one line naming the output and the run holding it (`busy`
+    replaces the start of that line). The lock file (`claim_file`) lies in the output's folder and is removed at the
+    end; a thread that holds the claim already takes it again at no cost. Where the output's folder does not exist,
+    nothing is claimed (the command's own checks refuse or create it)."""
+    lock, key = claim_file(output), (os.path.abspath(output), threading.get_ident())
+    if key in _HELD or not lock.parent.is_dir():
+        yield
+        return
+    with claimed(lock, refusal(busy or f"{output} is being written by another {tool} run"), error, claim=True):
+        _HELD.add(key)
+        try:
+            yield
+        finally:
+            _HELD.discard(key)
+
+
+@contextlib.contextmanager
+def output_folder_claimed(
+    output_dir: Path, overwrite: bool, inputs: tuple[str, ...], kind: OutputKind
+) -> Iterator[None]:
+    """For a folder written whole (`output_folder`'s policy): `prepare_output`, then the output's claim for the block
+    and `prepare_output` again under it (another run may have written there meanwhile), so that the folder is checked,
+    built and moved into place by one run at a time. The missing parent folders are created for the claim's lock file
+    and removed again when the block fails."""
+    prepare_output(output_dir, overwrite, inputs, kind)  # at once, before any folder is created
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(parent_folders(output_dir))
+        except OSError as failure:
+            raise kind.error(f"Cannot create {output_dir}: {reason_of(failure)}") from failure
+        stack.enter_context(output_claimed(output_dir, kind.tool, kind.error))
+        prepare_output(output_dir, overwrite, inputs, kind)
+        yield
+
+
+def record_folder(folder: Path, tool: str, error: type[Exception]) -> None:
+    """Write the record of the finished folder `folder` (`output_folder.FOLDER_RECORD`, before it is moved into
+    place): `tool`, and every file in it with its `file_entry`, so that `--overwrite` later deletes only those."""
+    files = {path.name: file_entry(path) for path in sorted(folder.iterdir()) if path.name != FOLDER_RECORD}
+    text = json.dumps({"tool": tool, "files": files}, indent=1, sort_keys=True) + "\n"
+    write_text_atomically(folder / FOLDER_RECORD, text, error)
 
 
 class OwnedFolder:
@@ -185,9 +271,9 @@ class OwnedFolder:
         foreign = self.foreign()
         if foreign:
             raise self.error(
-                f"{self.folder} holds files {self.tool} did not write ({listed(foreign, 3)}): its {self.record_name} "
-                "does not list them, so they are never overwritten, deleted or read; move them away or give another "
-                "folder."
+                f"{self.folder} holds files {self.tool} did not write ({listed(foreign, 3)}): its "
+                f"{self.journal or self.record_name} does not list them, so they are never overwritten, deleted or "
+                "read; move them away or give another folder."
             )
 
     def is_intact(self, name: str, checksum: bool = True) -> bool:
@@ -206,6 +292,7 @@ class OwnedFolder:
             self.folder.mkdir(exist_ok=True)
         except OSError as failure:
             raise self.error(f"Cannot write {self.folder}: {reason_of(failure, with_file=False)}") from failure
+
         busy = f"{self.folder} is in use by another {self.tool} process."
         with claimed(self.folder / self.lock_name, busy, self.error):
             try:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from .arguments import OneLineErrors
 from .errors import ToolError, ToolInputError, command_as_typed, report
+from .output_folder import reason_of
 
 PROG = "elmo-run-legacy"  # as a console script; `elmo run-legacy` when typed so (`command_as_typed`)
 LEGACY_PACKAGE = "allennlp"
@@ -129,7 +130,7 @@ def _python_program(path: str, program: str) -> str:
         with open(path, "rb") as handle:
             first_line = handle.readline(512)
     except OSError as error:
-        raise ToolInputError(f"{program}: cannot read {path} ({error.strerror})") from None
+        raise ToolInputError(f"{program}: cannot read {path} ({reason_of(error, with_file=False)})") from None
     if not (first_line.startswith(b"#!") and b"python" in first_line):
         raise ToolInputError(f"{program}: {path} is not a Python program, so it cannot use Python module names")
     return path

@@ -14,6 +14,7 @@ in `OUTPUT_FILES` and the package's code files) or an empty one, and never the c
 parents; the old folder is removed only once the new one is in place.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -28,16 +29,16 @@ from safetensors import SafetensorError
 from transformers.utils import logging
 
 from ..commands.errors import ToolError
+from ..commands.file_hash import sha256_of
 from ..commands.output_folder import (
     OutputKind,
-    current_umask,
     move_into_place,
-    prepare_output,
+    new_file_mode,
     reason_of,
     replaced_atomically,
     work_folder,
 )
-from ..commands.owned_files import sha256_of
+from ..commands.owned_files import output_folder_claimed, record_folder
 from ..configuration_elmo import ElmoConfig
 from ..formats.original_checkpoint import load_original_checkpoint
 from ..hub.model_card import render_base_model_card
@@ -157,11 +158,13 @@ CONVERTED_FOLDER = OutputKind(
 )
 
 
-def prepare_converted_output(output_dir: Path, overwrite: bool, inputs: tuple[str, ...]) -> None:
-    """`prepare_output` for a converted folder: before any work, refuse an output it must not replace (the inputs
-    that are URLs are nothing to protect)."""
+def converted_output_claimed(
+    output_dir: Path, overwrite: bool, inputs: tuple[str, ...]
+) -> contextlib.AbstractContextManager[None]:
+    """`output_folder_claimed` for a converted folder: before any work, refuse an output it must not replace (the
+    inputs that are URLs are nothing to protect), then hold the output's claim for the block, which converts."""
     local_inputs = tuple(location for location in inputs if not _is_url(location))
-    prepare_output(output_dir, overwrite, local_inputs, CONVERTED_FOLDER)
+    return output_folder_claimed(output_dir, overwrite, local_inputs, CONVERTED_FOLDER)
 
 
 def model_from_original(options_path: Path, weights_path: Path) -> tuple[ElmoModel, ElmoTokenizer]:
@@ -188,20 +191,20 @@ def convert_checkpoint(
     `repo_id` is the Hub repo the folder is meant for; the model card's usage snippets load it by that name.
     """
     output_dir = Path(output_dir)
-    prepare_converted_output(output_dir, overwrite, (options, weights))
-    options_path, weights_path = resolve_source(options, cache_dir), resolve_source(weights, cache_dir)
-    model, tokenizer = model_from_original(options_path, weights_path)
-    result = ConversionResult(
-        output_dir=output_dir,
-        config=model.config,
-        sources={
-            "options": {"location": options, "sha256": sha256_of(options_path)},
-            "weights": {"location": weights, "sha256": sha256_of(weights_path)},
-        },
-    )
-    verify_against = (lambda folder: max_difference_to_original(folder, model)) if verify else None
-    facts = PRESETS[preset].facts if preset else ALLENNLP_SOURCE
-    write_model_folder(model, tokenizer, result, verify_against, facts=facts, repo_id=repo_id)
+    with converted_output_claimed(output_dir, overwrite, (options, weights)):
+        options_path, weights_path = resolve_source(options, cache_dir), resolve_source(weights, cache_dir)
+        model, tokenizer = model_from_original(options_path, weights_path)
+        result = ConversionResult(
+            output_dir=output_dir,
+            config=model.config,
+            sources={
+                "options": {"location": options, "sha256": sha256_of(options_path)},
+                "weights": {"location": weights, "sha256": sha256_of(weights_path)},
+            },
+        )
+        verify_against = (lambda folder: max_difference_to_original(folder, model)) if verify else None
+        facts = PRESETS[preset].facts if preset else ALLENNLP_SOURCE
+        write_model_folder(model, tokenizer, result, verify_against, facts=facts, repo_id=repo_id)
     return result
 
 
@@ -216,9 +219,10 @@ def write_model_folder(
     vocabulary: Path | None = None,
 ) -> None:
     """Write `model`, `tokenizer`, the card and the remote code to `result.output_dir`, all or nothing (see the module
-    docstring; the output was checked with `prepare_output`). `verify_against(folder)` gives the max abs difference of
-    the written folder to the source, which must be within `VERIFICATION_TOLERANCE`; it is kept in `result`. `facts`:
-    what the card states about the source; `vocabulary`: the source's word list, copied to `vocab.txt`."""
+    docstring; the caller holds the output's claim, `converted_output_claimed`). `verify_against(folder)` gives the
+    max abs difference of the written folder to the source, which must be within `VERIFICATION_TOLERANCE`; it is kept
+    in `result`. `facts`: what the card states about the source; `vocabulary`: the source's word list, copied to
+    `vocab.txt`."""
     output_dir, config = result.output_dir, result.config
     try:
         with work_folder(output_dir) as folder:
@@ -244,10 +248,11 @@ def write_model_folder(
             problems = model_repo_problems(folder)
             if problems:
                 raise ConversionError("The converted folder is incomplete: " + "; ".join(problems))
-            mode = 0o666 & ~current_umask()  # what a new file gets; safetensors writes model.safetensors 0600
+            mode = new_file_mode()  # safetensors writes model.safetensors 0600
             for path in folder.iterdir():
                 if path.is_file():
                     path.chmod(mode)
+            record_folder(folder, CONVERTED_FOLDER.tool, ConversionError)
             move_into_place(folder, output_dir, CONVERTED_FOLDER)
     except (OSError, SafetensorError) as error:
         kept = "; the existing folder is unchanged" if output_dir.exists() else ""

@@ -13,7 +13,7 @@ from ..tokenization_elmo import ElmoTokenizer
 from .convert import (
     VERIFICATION_SENTENCES,
     ConversionResult,
-    prepare_converted_output,
+    converted_output_claimed,
     write_model_folder,
 )
 from .efml_reference import efml_sentence_layers
@@ -75,21 +75,21 @@ def convert_efml(
     `facts`: what the card states (default: `efml_source_facts` of the language the folder's name stands for);
     `archive`: (location, local path) of the ZIP that `model_dir` was extracted from, listed on the card."""
     output_dir = Path(output_dir)
-    prepare_converted_output(output_dir, overwrite, (str(model_dir),))
-    efml = read_efml_model(model_dir)
-    model = ElmoModel(efml.config)
-    model.load_state_dict(efml.state_dict, strict=True)
-    model.eval()
-    tokenizer = ElmoTokenizer(
-        max_characters_per_token=efml.config.max_characters_per_token,
-        char_lexicon=efml.char_lexicon,
-        word_lexicon=efml.word_lexicon,
-    )
-    sources = archive_sources(efml.sources, Path(model_dir), *archive) if archive else efml.sources
-    result = ConversionResult(output_dir=output_dir, config=efml.config, sources=sources)
-    verify_against = (lambda folder: max_difference_to_efml(folder, efml)) if verify else None
-    facts = facts or efml_source_facts(efml_language(Path(model_dir).resolve().name))
-    write_model_folder(model, tokenizer, result, verify_against, facts=facts, repo_id=repo_id)
+    with converted_output_claimed(output_dir, overwrite, (str(model_dir),)):
+        efml = read_efml_model(model_dir)
+        model = ElmoModel(efml.config)
+        model.load_state_dict(efml.state_dict, strict=True)
+        model.eval()
+        tokenizer = ElmoTokenizer(
+            max_characters_per_token=efml.config.max_characters_per_token,
+            char_lexicon=efml.char_lexicon,
+            word_lexicon=efml.word_lexicon,
+        )
+        sources = archive_sources(efml.sources, Path(model_dir), *archive) if archive else efml.sources
+        result = ConversionResult(output_dir=output_dir, config=efml.config, sources=sources)
+        verify_against = (lambda folder: max_difference_to_efml(folder, efml)) if verify else None
+        facts = facts or efml_source_facts(efml_language(Path(model_dir).resolve().name))
+        write_model_folder(model, tokenizer, result, verify_against, facts=facts, repo_id=repo_id)
     return result
 
 

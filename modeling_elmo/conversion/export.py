@@ -38,7 +38,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from ..commands.errors import ToolError, one_line, report
-from ..commands.output_folder import OutputKind, current_umask, move_into_place, prepare_output, reason_of, work_folder
+from ..commands.output_folder import OutputKind, move_into_place, new_file_mode, reason_of, work_folder
+from ..commands.owned_files import output_folder_claimed, record_folder
 from ..configuration_elmo import ElmoConfig
 from ..formats.original_checkpoint import (
     LSTM_CELL_PATH,
@@ -301,32 +302,33 @@ def export_model(
     model_dir, output_dir = Path(model_dir), Path(output_dir)
     if (problem := saved_folder_problem(model_dir)) is not None:
         raise ExportError(problem)
-    prepare_output(output_dir, overwrite, (str(model_dir),), EXPORTED_FOLDER)
-    config = _read_config(model_dir)
-    with contextlib.ExitStack() as stack:
-        weights = _SavedWeights(model_dir, stack)
-        prefix = _body_prefix(weights)
-        datasets = {**_char_cnn_datasets(weights, prefix, config), **_lstm_datasets(weights, prefix, config)}
-        weights.check_all_read((f"{prefix}char_encoder.", f"{prefix}bilm."))
-        softmax = _softmax(weights, config)
-    vocabulary = _check_vocabulary(model_dir, config.lm_vocab_size) if softmax is not None else None
-    written = {OPTIONS_FILE: [], WEIGHTS_FILE: sorted(datasets)}
-    try:
-        with work_folder(output_dir) as folder:
-            options = options_from_config(config, with_softmax=config.lm_vocab_size is not None)
-            (folder / OPTIONS_FILE).write_text(options_json_text(options), encoding="utf-8")
-            write_weights_hdf5(folder / WEIGHTS_FILE, datasets)
-            if softmax is not None:
-                write_weights_hdf5(folder / SOFTMAX_FILE, softmax)
-                shutil.copyfile(vocabulary, folder / VOCAB_FILE)
-                written.update({SOFTMAX_FILE: sorted(softmax), VOCAB_FILE: []})
-            mode = 0o666 & ~current_umask()  # what a new file gets
-            for path in folder.iterdir():
-                path.chmod(mode)
-            move_into_place(folder, output_dir, EXPORTED_FOLDER)
-    except OSError as error:
-        kept = "; the existing folder is unchanged" if output_dir.exists() else ""
-        raise ExportError(f"Could not write {output_dir}: {reason_of(error)}{kept}.") from error
+    with output_folder_claimed(output_dir, overwrite, (str(model_dir),), EXPORTED_FOLDER):
+        config = _read_config(model_dir)
+        with contextlib.ExitStack() as stack:
+            weights = _SavedWeights(model_dir, stack)
+            prefix = _body_prefix(weights)
+            datasets = {**_char_cnn_datasets(weights, prefix, config), **_lstm_datasets(weights, prefix, config)}
+            weights.check_all_read((f"{prefix}char_encoder.", f"{prefix}bilm."))
+            softmax = _softmax(weights, config)
+        vocabulary = _check_vocabulary(model_dir, config.lm_vocab_size) if softmax is not None else None
+        written = {OPTIONS_FILE: [], WEIGHTS_FILE: sorted(datasets)}
+        try:
+            with work_folder(output_dir) as folder:
+                options = options_from_config(config, with_softmax=config.lm_vocab_size is not None)
+                (folder / OPTIONS_FILE).write_text(options_json_text(options), encoding="utf-8")
+                write_weights_hdf5(folder / WEIGHTS_FILE, datasets)
+                if softmax is not None:
+                    write_weights_hdf5(folder / SOFTMAX_FILE, softmax)
+                    shutil.copyfile(vocabulary, folder / VOCAB_FILE)
+                    written.update({SOFTMAX_FILE: sorted(softmax), VOCAB_FILE: []})
+                mode = new_file_mode()
+                for path in folder.iterdir():
+                    path.chmod(mode)
+                record_folder(folder, EXPORTED_FOLDER.tool, ExportError)
+                move_into_place(folder, output_dir, EXPORTED_FOLDER)
+        except OSError as error:
+            kept = "; the existing folder is unchanged" if output_dir.exists() else ""
+            raise ExportError(f"Could not write {output_dir}: {reason_of(error)}{kept}.") from error
     return written
 
 

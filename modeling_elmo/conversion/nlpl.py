@@ -13,9 +13,9 @@ from ..formats.original_checkpoint import OriginalCheckpointError
 from ..hub.source_facts import ELMO_CITATION, SourceFacts
 from .convert import (
     ConversionResult,
+    converted_output_claimed,
     max_difference_to_original,
     model_from_original,
-    prepare_converted_output,
     resolve_source,
     sha256_of,
     write_model_folder,
@@ -116,26 +116,27 @@ def convert_nlpl_model(
     does an options + weights pair. The card's language comes from `meta.json`, else `fallback_language`; with
     `language_required`, a model with neither is refused."""
     output_dir = Path(output_dir)
-    prepare_converted_output(output_dir, overwrite, (model_dir,))
-    with open_nlpl_model(resolve_source(model_dir, cache_dir), model_dir) as nlpl:
-        facts = nlpl_source_facts(nlpl, fallback_language)
-        if language_required and not facts.language:
-            raise NlplModelError(
-                f"{model_dir}: cannot tell the model's language: no language in a {META_FILE}, and the name is not "
-                "an NLPL id, ISO 639 code or language name of the table in docs/conversion-sources.md."
+    with converted_output_claimed(output_dir, overwrite, (model_dir,)):
+        with open_nlpl_model(resolve_source(model_dir, cache_dir), model_dir) as nlpl:
+            facts = nlpl_source_facts(nlpl, fallback_language)
+            if language_required and not facts.language:
+                raise NlplModelError(
+                    f"{model_dir}: cannot tell the model's language: no language in a {META_FILE}, and the name is "
+                    "not an NLPL id, ISO 639 code or language name of the table in docs/conversion-sources.md."
+                )
+            try:
+                model, tokenizer = model_from_original(nlpl.options, nlpl.weights)
+            except OriginalCheckpointError as error:  # name the archive, not the temporary folder it was extracted to
+                raise NlplModelError(model_message(str(error), nlpl.files_folder, nlpl.location)) from None
+            sources = {
+                name: {"location": location, "sha256": sha256_of(path)}
+                for name, (location, path) in nlpl.sources.items()
+            }
+            result = ConversionResult(output_dir=output_dir, config=model.config, sources=sources)
+            verify_against = (lambda folder: max_difference_to_original(folder, model)) if verify else None
+            write_model_folder(
+                model, tokenizer, result, verify_against, facts=facts, repo_id=repo_id, vocabulary=nlpl.vocabulary
             )
-        try:
-            model, tokenizer = model_from_original(nlpl.options, nlpl.weights)
-        except OriginalCheckpointError as error:  # name the archive, not the temporary folder it was extracted to
-            raise NlplModelError(model_message(str(error), nlpl.files_folder, nlpl.location)) from None
-        sources = {
-            name: {"location": location, "sha256": sha256_of(path)} for name, (location, path) in nlpl.sources.items()
-        }
-        result = ConversionResult(output_dir=output_dir, config=model.config, sources=sources)
-        verify_against = (lambda folder: max_difference_to_original(folder, model)) if verify else None
-        write_model_folder(
-            model, tokenizer, result, verify_against, facts=facts, repo_id=repo_id, vocabulary=nlpl.vocabulary
-        )
     return result
 
 

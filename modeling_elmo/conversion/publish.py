@@ -25,14 +25,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..commands.errors import ToolError, report
+from ..commands.errors import ToolError, one_line, report
+from ..commands.output_folder import reason_of
 from ..formats.efml import EfmlFormatError
 from ..formats.nlpl import EFML_MARKERS, NlplModelError, efml_archive_folder, extract_efml_archive
 from ..formats.original_checkpoint import OriginalCheckpointError
 from ..hub.model_card import ModelCardError
 from ..hub.push import check_push_target, push_folder
 from .arguments import publish_batch_parser, publish_parser
-from .convert import ConversionError, ConversionResult, convert_checkpoint, prepare_converted_output
+from .convert import ConversionError, ConversionResult, convert_checkpoint, converted_output_claimed
 from .efml_convert import convert_efml
 from .nlpl import convert_nlpl_model
 from .presets import ALLENNLP_ELMO_URL, PRESETS, efml_language, efml_source_facts
@@ -86,7 +87,7 @@ def find_downloads(input_dir: Path) -> tuple[list[Path], list[str]]:
     try:
         entries = sorted(path for path in input_dir.iterdir() if not path.name.startswith("."))
     except OSError as error:
-        raise ConversionError(f"Cannot list --input-dir {input_dir}: {error.strerror}.") from error
+        raise ConversionError(f"Cannot list --input-dir {input_dir}: {reason_of(error, with_file=False)}.") from error
     models = [path for path in entries if path.is_dir() or (path.is_file() and path.suffix.lower() == ".zip")]
     return models, [path.name for path in entries if path not in models]
 
@@ -106,8 +107,10 @@ def convert_download(path: Path, output: Path, *, verify: bool, overwrite: bool)
         options = dict(overwrite=overwrite, verify=verify, facts=efml_source_facts(language))
         if is_folder:
             return convert_efml(path, output, **options)
-        prepare_converted_output(output, overwrite, (str(path),))  # before extracting a large archive for nothing
-        with tempfile.TemporaryDirectory(prefix="elmo-efml-") as work:
+        with (
+            converted_output_claimed(output, overwrite, (str(path),)),  # before extracting a large archive for nothing
+            tempfile.TemporaryDirectory(prefix="elmo-efml-") as work,
+        ):
             return convert_efml(extract_efml_archive(path, Path(work)), output, archive=(str(path), path), **options)
     return convert_nlpl_model(
         str(path),
@@ -144,8 +147,7 @@ def convert_downloads(input_dir: Path, output_dir: Path, *, verify: bool = False
             print(f"{path.name}: error: {error}", file=sys.stderr)
             continue
         except Exception as error:  # a failure nobody foresaw stops this model, not the batch
-            lines = [line for line in str(error).splitlines() if line.strip()]
-            outcomes[name] = f"unexpected {type(error).__name__}: {lines[0] if lines else repr(error)}"
+            outcomes[name] = f"unexpected {type(error).__name__}: {one_line(error, first=True)}"
             print(f"{path.name}: error: {outcomes[name]}", file=sys.stderr)
             continue
         outcomes[name] = None

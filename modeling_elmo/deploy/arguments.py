@@ -2,9 +2,8 @@
 and argument errors answer at once."""
 
 import argparse
-import os
-from pathlib import Path
 
+from ..commands.arguments import model_folder_problem
 from ..commands.errors import ToolError
 
 PROG = "elmo-export-onnx"
@@ -31,13 +30,6 @@ def onnx_export_parser() -> argparse.ArgumentParser:
         help=f"max abs difference from PyTorch allowed in the check (default {DEFAULT_TOLERANCE:g})",
     )
     return parser
-
-
-def model_folder_problem(model_dir: str | os.PathLike) -> str | None:
-    """Why `model_dir` is not a model folder (it has no config.json), or None."""
-    if (Path(model_dir) / "config.json").is_file():
-        return None
-    return f"{Path(model_dir)} is not a model folder: it has no config.json."
 
 
 def check_onnx_export_command_line(argv: list[str]) -> None:

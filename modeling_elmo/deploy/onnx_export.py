@@ -40,9 +40,11 @@ import torch
 from torch import nn
 
 from ..character_ids import word_to_char_ids
+from ..commands.arguments import model_folder_problem
 from ..commands.errors import ToolError, one_line, report
 from ..commands.output_folder import parent_folders, path_replaced_atomically, reason_of
-from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, model_folder_problem, onnx_export_parser
+from ..commands.owned_files import output_claimed
+from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, onnx_export_parser
 
 INPUT_NAMES = ["input_ids", "attention_mask"]
 OUTPUT_NAMES = ["hidden_states", "last_hidden_state"]
@@ -232,10 +234,9 @@ def export_onnx(
     blocking = next((path for path in output.parents if path.exists()), None)
     if blocking is not None and not blocking.is_dir():
         raise OnnxExportError(f"cannot write {output}: {blocking} is not a folder.")
-    model = load_model(model_dir)
 
-    def still_free(temporary: Path) -> None:
-        if output.exists() and not overwrite:  # again: it may have appeared while the export ran
+    def still_free(temporary: Path | None = None) -> None:
+        if output.exists() and not overwrite:  # again: it may have appeared meanwhile
             raise OnnxExportError(f"{output} exists; pass --overwrite to replace it.")
 
     with contextlib.ExitStack() as created_folders:
@@ -243,22 +244,25 @@ def export_onnx(
             created_folders.enter_context(parent_folders(output))
         except OSError as error:
             raise OnnxExportError(f"cannot write beside {output}: {reason_of(error)}") from error
+        created_folders.enter_context(output_claimed(output, "elmo-export-onnx", OnnxExportError))
+        still_free()  # under the claim: another run may have written it since the check above
+        model = load_model(model_dir)
         with path_replaced_atomically(output, OnnxExportError, before_rename=still_free) as temporary:
             try:
                 export_to_file(model, temporary, opset)
             except OSError as error:
                 raise OnnxExportError(f"cannot write {output}: {reason_of(error)}") from error
             except Exception as error:  # the exporter's own errors (torch.onnx.errors.*, torch._dynamo.exc.*, ...)
-                lines = [line for line in str(error).splitlines() if line.strip()]
-                raise OnnxExportError(f"export failed: {type(error).__name__}: {lines[0] if lines else ''}") from error
+                raise OnnxExportError(
+                    f"export failed: {type(error).__name__}: {one_line(error, first=True)}"
+                ) from error
             try:
                 difference = max_difference(model, temporary)
             except Exception as error:  # onnxruntime's own errors (a graph it cannot load or run)
                 if isinstance(error, OnnxExportError):
                     raise
-                lines = [line for line in str(error).splitlines() if line.strip()]
                 raise OnnxExportError(
-                    f"onnxruntime cannot run the exported file: {type(error).__name__}: {lines[0] if lines else ''}"
+                    f"onnxruntime cannot run the exported file: {type(error).__name__}: {one_line(error, first=True)}"
                 ) from error
             if not difference <= tolerance:
                 raise OnnxExportError(

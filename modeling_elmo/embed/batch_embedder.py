@@ -1,7 +1,7 @@
 """
 `ElmoBatchEmbedder`: ELMo vectors for batches of rows, one callable class for every engine that maps a function
 over batches (Ray Data's `map_batches`, Spark's `mapInPandas`, `datasets.Dataset.map(batched=True)`), computed by
-`elmo-embed`'s own code (`cli.embed_batch`), in the Arrow layout of `arrow_layout`.
+`elmo-embed`'s own code (`model_calls.embed_batch`), in the Arrow layout of `arrow_layout`.
 
 A batch holds an `id` column (integers, passed through) and a `text` column (split on whitespace, as `elmo-embed`
 splits a line: `str.split()`) or a `words` column (lists of strings). The rows of a batch are sorted by (number of
@@ -44,11 +44,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..commands.checks import check_choice, check_count
 from ..engine.thread_setting import num_threads
 from ..word_embedding_store import WordEmbeddingCache
 from .arrow_layout import LAYERS, VALUE_TYPES, vectors_table
 from .batching import Sentence, bucketed_batches
-from .cli import QUANTIZATIONS, _device, embed_batch, load_model
+from .model_calls import QUANTIZATIONS, checked_device, embed_batch, load_model
+
+COUNT_WORDING = "{name}: an int >= {minimum}, got {value!r}"  # an argument named first, as every refusal here
 
 if TYPE_CHECKING:
     import numpy as np
@@ -113,10 +116,10 @@ class ElmoBatchEmbedder:
     ):
         if not isinstance(model, (str, os.PathLike)):
             raise ValueError(f"model: a model folder or Hub repo id, got {type(model).__name__}")
-        _check_choice("layers", layers, LAYERS)
-        _check_choice("pooling", pooling, POOLINGS)
-        _check_choice("dtype", dtype, tuple(VALUE_TYPES))
-        _check_count("threads", threads, minimum=1)
+        check_choice("layers", layers, LAYERS)
+        check_choice("pooling", pooling, POOLINGS)
+        check_choice("dtype", dtype, tuple(VALUE_TYPES))
+        check_count("threads", threads, 1, wording=COUNT_WORDING)
         if device is not None and not isinstance(device, str):
             raise ValueError(f"device: a torch device name such as 'cpu' or 'cuda', got {device!r}")
         if batch_size is not None and max_tokens is not None:
@@ -125,9 +128,9 @@ class ElmoBatchEmbedder:
             batch_size = DEFAULT_BATCH_SIZE
         for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
             if value is not None:
-                _check_count(name, value, minimum=1)
-        _check_count("word_cache", word_cache, minimum=0)
-        _check_choice("quantization", quantization, (None, *QUANTIZATIONS))
+                check_count(name, value, 1, wording=COUNT_WORDING)
+        check_count("word_cache", word_cache, 0, wording=COUNT_WORDING)
+        check_choice("quantization", quantization, (None, *QUANTIZATIONS))
         if quantization is not None and (device or "cpu").split(":")[0] != "cpu":
             raise ValueError(f"quantization: {quantization!r} runs on the CPU, got device {device!r}")
         self.model, self.layers, self.pooling, self.dtype = os.fspath(model), layers, pooling, dtype
@@ -186,9 +189,14 @@ class ElmoBatchEmbedder:
             if loaded is None:
                 import torch
 
-                device = _device(self.device)
                 loaded = _LoadedModel(
-                    *load_model(self.model, torch.float32, device, progress=False, quantization=self.quantization)
+                    *load_model(
+                        self.model,
+                        torch.float32,
+                        checked_device(self.device),
+                        progress=False,
+                        quantization=self.quantization,
+                    )
                 )
             _LOADED[key] = loaded  # the most recently used last
             while len(_LOADED) > MODEL_CACHE_SIZE:
@@ -209,17 +217,6 @@ class ElmoBatchEmbedder:
                 yield loaded.tokenizer, loaded.model
             finally:
                 encoder.word_cache = None
-
-
-def _check_choice(name: str, value: Any, choices: tuple) -> None:
-    if value not in choices or isinstance(value, bool):
-        raise ValueError(f"{name}: one of {', '.join(map(repr, choices))}, got {value!r}")
-
-
-def _check_count(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise ValueError(f"{name}: {kind}, got {value!r}")
 
 
 def _read_rows(batch) -> tuple[list[int], list[list[str]]]:

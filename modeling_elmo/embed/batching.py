@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..commands.errors import ToolError
+from ..commands.output_folder import reason_of
 
 
 class EmbedInputError(ToolError, ValueError):
@@ -54,7 +55,7 @@ def read_sentences(
     except FileNotFoundError as error:
         raise EmbedInputError(f"Input file not found: {path}") from error
     except OSError as error:
-        raise EmbedInputError(f"Cannot read input file {path}: {error.strerror}") from error
+        raise EmbedInputError(f"Cannot read input file {path}: {reason_of(error, with_file=False)}") from error
     with handle:
         handle.seek(offset)
         for index, line in enumerate(handle, first_index):

@@ -38,13 +38,23 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from ..commands import start_work
 from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, subcommands_epilog
-from ..commands.errors import ToolError, ToolInputError, one_line, report
+from ..commands.errors import ToolError, report
+from ..commands.owned_files import output_claimed
 from ..runtime.cpu_threads import configure_cpu_threads
-from .batching import Batch, EmbedInputError, Sentence, bucketed_batches, read_sentences
+from .batching import Batch, EmbedInputError, bucketed_batches, read_sentences
+from .model_calls import (
+    QUANTIZATIONS,
+    EmbedModelError,
+    EmbedUsageError,
+    checked_device,
+    embed_batch,
+    load_model,
+    replay_in_word_cache,
+)
 from .run_identity import InputScan, model_identity, rank_windows, scan_input, shared_window
 from .store import (
+    EmbedOutputError,
     PartStore,
     in_line_order,
     keep_last_index,
@@ -57,19 +67,10 @@ if TYPE_CHECKING:
     import torch
 
 DTYPES = ("bfloat16", "float16", "float32")  # torch dtypes
-QUANTIZATIONS = ("int8", "int8_weight_only", "bf16")  # the methods of `ElmoQuantizationConfig`
 VECTOR_DTYPES = ("float32", "float16")  # numpy dtypes of the stored values
 FORMATS = ("hdf5", "parquet")
 LAYERS = ("all", "top", "average")
 POOLINGS = ("none", "mean")
-
-
-class EmbedModelError(ToolError, RuntimeError):
-    """A model or tokenizer that cannot be loaded or used."""
-
-
-class EmbedUsageError(ToolInputError, ValueError):
-    """Command-line arguments or environment variables that cannot work."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,130 +96,6 @@ def process_device(device: torch.device, world: int) -> torch.device:
 
         return torch.device(device.type, int(os.environ.get("LOCAL_RANK", "0")))
     return device
-
-
-def load_model(
-    model_id: str, dtype: torch.dtype, device: torch.device, progress: bool = True, quantization: str | None = None
-):
-    """Load tokenizer and model (a folder or Hub repo id) of an ELMo model, in eval mode on `device`, quantized with
-    `quantization` (one of `QUANTIZATIONS`; None: exact); `progress=False`: without progress bars (the process's
-    setting is left as it was)."""
-    from ..hub.pretrained import load_pretrained_model, load_pretrained_tokenizer
-
-    start_work()  # registers the Auto classes
-    options = {}
-    if quantization is not None:
-        from .. import ElmoQuantizationConfig
-
-        options["quantization_config"] = ElmoQuantizationConfig(method=quantization)
-    with contextlib.nullcontext() if progress else _without_progress_bars():
-        with _loading(model_id):
-            model = load_pretrained_model(model_id, dtype=dtype, **options)
-            tokenizer = load_pretrained_tokenizer(model_id)
-    return tokenizer, model.to(device).eval()
-
-
-@contextlib.contextmanager
-def _without_progress_bars() -> Iterator[None]:
-    """No progress bars from Transformers or the Hub in the block; both shown after as they were before (the Hub's
-    own switches: its `disable_progress_bars` is a context manager only in huggingface_hub 1.x)."""
-    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
-    from transformers.utils import logging
-
-    shown, hub_shown = logging.is_progress_bar_enabled(), not are_progress_bars_disabled()
-    logging.disable_progress_bar()
-    disable_progress_bars()
-    try:
-        yield
-    finally:
-        if shown:
-            logging.enable_progress_bar()
-        if hub_shown:
-            enable_progress_bars()
-
-
-@contextlib.contextmanager
-def _loading(model_id: str) -> Iterator[None]:
-    """Report any failure to load `model_id` (its files come from the user: anything can go wrong) on one line."""
-    from ..hub.pretrained import ModelLoadError
-
-    try:
-        yield
-    except ModelLoadError as error:
-        raise EmbedModelError(f"Cannot load model {error}") from error
-    except Exception as error:
-        raise EmbedModelError(f"Cannot load model '{model_id}': {type(error).__name__}: {one_line(error)}") from error
-
-
-def _device(name: str) -> torch.device:
-    """The torch device `name`, checked to be usable here."""
-    import torch
-
-    try:
-        device = torch.device(name)
-        torch.empty(0, device=device)
-    except (RuntimeError, AssertionError) as error:  # AssertionError: CUDA asked of a CPU-only build
-        raise EmbedUsageError(f"Cannot use device '{name}': {one_line(error)}") from error
-    if device.type == "meta":
-        raise EmbedUsageError("Cannot use device 'meta': it holds no values; use cpu or cuda.")
-    return device
-
-
-def _encode(tokenizer, sentences: list[Sentence], device: torch.device) -> dict[str, torch.Tensor]:
-    encoded = tokenizer([s.words for s in sentences], is_split_into_words=True, padding=True, return_tensors="pt")
-    return {key: encoded[key].to(device) for key in ("input_ids", "attention_mask")}
-
-
-def embed_batch(model, tokenizer, batch: Batch, layers: str, pooling: str = "none") -> dict[int, np.ndarray]:
-    """Float32 arrays of every sentence of `batch` by line index, shaped as in the module docstring: per word, or
-    with `pooling="mean"` the mean over the sentence's words (the word axis removed)."""
-    import numpy as np
-    import torch
-
-    num_layers, width = model.config.num_hidden_layers + 1, model.config.hidden_size
-    empty_shape = (num_layers, 0, width) if layers == "all" else (0, width)
-    if pooling == "mean":
-        empty_shape = empty_shape[:-2] + empty_shape[-1:]
-    arrays = {sentence.index: np.zeros(empty_shape, np.float32) for sentence in batch.sentences if not sentence.words}
-    sentences = [sentence for sentence in batch.sentences if sentence.words]
-    if not sentences:
-        return arrays
-    from ..engine import tuned_call
-
-    encoded = _encode(tokenizer, sentences, model.device)
-    with torch.inference_mode():  # this command owns its process: fewer threads where the machine is busy, same bits
-        output = tuned_call(
-            model, lambda: model(**encoded, output_hidden_states=layers != "top"), encoded["attention_mask"]
-        )
-        if layers == "top":
-            values = output.last_hidden_state  # (batch, words, width)
-        else:
-            values = torch.stack(output.hidden_states, dim=1).float()  # (batch, layers, words, width)
-            if layers == "average":
-                values = values.mean(dim=1)
-        values = values.float().cpu().numpy()
-    for row, sentence in enumerate(sentences):
-        words = values[row, ..., : len(sentence.words), :]  # ([layers,] words, width)
-        arrays[sentence.index] = np.ascontiguousarray(words.mean(axis=-2) if pooling == "mean" else words)
-    return arrays
-
-
-def replay_in_word_cache(model, tokenizer, batch: Batch) -> None:
-    """
-    Put the words of a batch computed before an interruption through the character-CNN word cache as the model's
-    forward pass does. A word's CNN output depends in its last bits on the words computed alongside it, so only a
-    cache that sees every batch of its window in order (it is emptied at each window) holds the values of an
-    uninterrupted run, and gives the window's later batches its exact results.
-    """
-    import torch
-
-    sentences = [sentence for sentence in batch.sentences if sentence.words]
-    if not sentences:
-        return
-    encoded = _encode(tokenizer, sentences, model.device)
-    words = encoded["input_ids"][encoded["attention_mask"].bool()]  # the forward pass's words, in another order
-    with torch.inference_mode():
-        model.char_encoder.embed_words(torch.cat([words, model.char_encoder.boundary_char_ids(model.device)]))
 
 
 def _check_finite(arrays: dict[int, np.ndarray], input_path: Path, dtype: str, vector_dtype: str) -> None:
@@ -347,11 +224,13 @@ def _run_hdf5(args, embedder: _Embedder, scan: InputScan, record: dict, windows:
     sentence_to_index: dict[str, str] = {}
     share = sum(len(scan.window_lines(window)) for window in windows)
     embedder.load()  # a model that cannot be loaded fails before anything is written
+    reused = 0
     with store, _progress(args, output.name, share) as bar:
         for window in windows:
             batches = list(embedder.window_batches(scan, window))
             done = [store.is_done(batch.name, [sentence.index for sentence in batch.sentences]) for batch in batches]
             last_to_compute = max((number for number, finished in enumerate(done) if not finished), default=-1)
+            reused += sum(done)
             for batch, finished in zip(batches, done, strict=True):
                 for sentence in batch.sentences:
                     keep_last_index(sentence_to_index, sentence.text, sentence.index)
@@ -363,7 +242,7 @@ def _run_hdf5(args, embedder: _Embedder, scan: InputScan, record: dict, windows:
                 bar.update(len(batch.sentences))
         embedder.check_input_unchanged()
         store.finalize(in_line_order(sentence_to_index), scan.lines)
-    return f"{output}"
+    return f"{output}" + (f" (resumed: {reused} finished batch(es) of the interrupted run reused)" if reused else "")
 
 
 def _run_parquet(args, embedder: _Embedder, scan: InputScan, record: dict, windows: range) -> str:
@@ -395,26 +274,29 @@ def _run_parquet(args, embedder: _Embedder, scan: InputScan, record: dict, windo
                         bar.set_postfix_str(embedder.rate(), refresh=False)
                         bar.update(len(batch.sentences))
                     embedder.check_input_unchanged()
-    return f"{args.output} ({len(todo)} part(s))"
+    reused = f"; {len(windows) - len(todo)} finished part(s) reused" if len(todo) < len(windows) else ""
+    return f"{args.output} ({len(todo)} part(s){reused})"
 
 
 def run(args: argparse.Namespace) -> str:
     """The embedding job for one process; returns what it wrote."""
     rank, world = shard_from_environment()
-    input_path = Path(args.input)
-    _check_input(input_path, Path(args.output))
-    embedder = _Embedder(args, input_path)
-    scan = scan_input(input_path, args.window)  # a line that is not UTF-8 fails here, before any writing
-    window = shared_window(args.window, scan.lines, world)
-    if window != args.window:  # a small input: windows small enough that every process gets lines
-        scan = scan_input(input_path, window)
-    device = _device(args.device)
-    record = _run_record(args, device, scan)
-    embedder.device = process_device(device, world)
-    windows = rank_windows(len(scan.window_starts), rank, world)
-    if args.format == "parquet":
-        return _run_parquet(args, embedder, scan, record, windows)
-    return _run_hdf5(args, embedder, scan, record, windows, rank, world)
+    output = Path(args.output) if args.format == "parquet" else shard_output(Path(args.output), rank, world)
+    with output_claimed(output, "elmo-embed", EmbedOutputError):  # before any check: one run per output
+        input_path = Path(args.input)
+        _check_input(input_path, Path(args.output))
+        embedder = _Embedder(args, input_path)
+        scan = scan_input(input_path, args.window)  # a line that is not UTF-8 fails here, before any writing
+        window = shared_window(args.window, scan.lines, world)
+        if window != args.window:  # a small input: windows small enough that every process gets lines
+            scan = scan_input(input_path, window)
+        device = checked_device(args.device)
+        record = _run_record(args, device, scan)
+        embedder.device = process_device(device, world)
+        windows = rank_windows(len(scan.window_starts), rank, world)
+        if args.format == "parquet":
+            return _run_parquet(args, embedder, scan, record, windows)
+        return _run_hdf5(args, embedder, scan, record, windows, rank, world)
 
 
 def check_quantization(quantization: str, dtype: str, device: str) -> None:

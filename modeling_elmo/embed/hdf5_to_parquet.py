@@ -13,6 +13,7 @@ import h5py
 import numpy as np
 
 from ..commands.output_folder import reason_of
+from ..commands.owned_files import output_claimed
 from .arrow_layout import arrow_schema, vectors_table
 from .parquet_store import ParquetFolder
 from .store import RUN_RECORD, SENTENCE_TO_INDEX, EmbedOutputError
@@ -52,39 +53,40 @@ def _layout(handle: h5py.File, path: Path) -> tuple[str, int, int, dict]:
 def hdf5_to_parquet(source: Path, output: Path, vector_dtype: str = "float32", rows_per_part: int = 4096) -> int:
     """Convert `source` into the Parquet folder `output` (new, empty, or an interrupted conversion's); returns the
     number of lines."""
-    if not source.is_file():
-        raise EmbedOutputError(f"HDF5 file not found: {source}")
-    try:
-        handle = h5py.File(source, "r")
-    except OSError as error:
-        raise EmbedOutputError(f"Cannot read {source}: {reason_of(error, with_file=False)}") from error
-    with handle:
-        lines = _line_count(handle, source)
-        layers, num_layers, width, hdf5_record = _layout(handle, source)
-        expected = (num_layers, width) if layers == "all" else (width,)
-        record = {
-            "converted_from": hdf5_record,
-            "input_lines": lines,
-            "window": rows_per_part,
-            "layers": layers,
-            "pooling": "none",
-            "vector_dtype": vector_dtype,
-        }
-        schema = arrow_schema(layers, "none", num_layers, width, vector_dtype)
-        folder = ParquetFolder(output, record)
-        with folder:
-            for part in range(-(-lines // rows_per_part)):
-                ids = range(part * rows_per_part, min((part + 1) * rows_per_part, lines))
-                if folder.is_done(part):
-                    continue
-                with folder.writing(part, schema) as writer:
-                    for start in range(ids.start, ids.stop, ROWS_PER_GROUP):
-                        group = range(start, min(start + ROWS_PER_GROUP, ids.stop))
-                        arrays = [_read_line(handle, source, line, expected) for line in group]
-                        counts = [array.shape[-2] for array in arrays]
-                        layout = (layers, "none", num_layers, width, vector_dtype)
-                        writer.write_table(vectors_table(list(group), counts, arrays, *layout))
-    return lines
+    with output_claimed(output, "elmo-embed to-parquet", EmbedOutputError):
+        if not source.is_file():
+            raise EmbedOutputError(f"HDF5 file not found: {source}")
+        try:
+            handle = h5py.File(source, "r")
+        except OSError as error:
+            raise EmbedOutputError(f"Cannot read {source}: {reason_of(error, with_file=False)}") from error
+        with handle:
+            lines = _line_count(handle, source)
+            layers, num_layers, width, hdf5_record = _layout(handle, source)
+            expected = (num_layers, width) if layers == "all" else (width,)
+            record = {
+                "converted_from": hdf5_record,
+                "input_lines": lines,
+                "window": rows_per_part,
+                "layers": layers,
+                "pooling": "none",
+                "vector_dtype": vector_dtype,
+            }
+            schema = arrow_schema(layers, "none", num_layers, width, vector_dtype)
+            folder = ParquetFolder(output, record)
+            with folder:
+                for part in range(-(-lines // rows_per_part)):
+                    ids = range(part * rows_per_part, min((part + 1) * rows_per_part, lines))
+                    if folder.is_done(part):
+                        continue
+                    with folder.writing(part, schema) as writer:
+                        for start in range(ids.start, ids.stop, ROWS_PER_GROUP):
+                            group = range(start, min(start + ROWS_PER_GROUP, ids.stop))
+                            arrays = [_read_line(handle, source, line, expected) for line in group]
+                            counts = [array.shape[-2] for array in arrays]
+                            layout = (layers, "none", num_layers, width, vector_dtype)
+                            writer.write_table(vectors_table(list(group), counts, arrays, *layout))
+        return lines
 
 
 def _read_line(handle: h5py.File, source: Path, line: int, expected: tuple[int, ...]) -> np.ndarray:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..commands.owned_files import OwnedFolder, OwnedRun
+from ..commands.owned_files import OwnedFolder, OwnedRun, output_claimed
 from .run_identity import describe_differences
 from .store import EmbedOutputError
 
@@ -119,44 +119,47 @@ def merge_folders(output: Path, folders: list[Path]) -> int:
     they share one run record, that no window is in two folders and that together they hold every input line once;
     returns the number of lines.
     """
-    records, listed = [], []
-    for folder in folders:
-        if not folder.is_dir():
-            raise EmbedOutputError(f"Folder not found: {folder}")
-        owned = owned_folder(folder)
-        record = owned.run()
-        if record is None:
-            raise EmbedOutputError(f"{folder} is not an elmo-embed Parquet folder (no {RUN_RECORD_FILE}).")
-        records.append(record)
-        listed.append(owned)
-    for folder, record in zip(folders[1:], records[1:], strict=True):
-        if record != records[0]:
-            differing = describe_differences(records[0], record)
-            raise EmbedOutputError(f"{folders[0]} and {folder} come from different runs (they differ in: {differing})")
-    lines, window = records[0]["input_lines"], records[0]["window"]
-    parts: dict[int, Path] = {}
-    for owned in listed:
-        for name in sorted(owned.files()):
-            path, number = owned.folder / name, window_of(name)
-            if number in parts:
-                raise EmbedOutputError(f"{parts[number]} and {path} hold the same window: give each folder once.")
-            if not owned.is_intact(name):
+    with output_claimed(output, "elmo-embed merge", EmbedOutputError):
+        records, listed = [], []
+        for folder in folders:
+            if not folder.is_dir():
+                raise EmbedOutputError(f"Folder not found: {folder}")
+            owned = owned_folder(folder)
+            record = owned.run()
+            if record is None:
+                raise EmbedOutputError(f"{folder} is not an elmo-embed Parquet folder (no {RUN_RECORD_FILE}).")
+            records.append(record)
+            listed.append(owned)
+        for folder, record in zip(folders[1:], records[1:], strict=True):
+            if record != records[0]:
+                differing = describe_differences(records[0], record)
                 raise EmbedOutputError(
-                    f"{path} is not as its run record lists it (size or checksum): rerun its process."
+                    f"{folders[0]} and {folder} come from different runs (they differ in: {differing})"
                 )
-            expected = list(range(number * window, min((number + 1) * window, lines)))
-            if part_ids(path) != expected:
-                raise EmbedOutputError(f"{path} does not hold lines {expected[:1]}..{expected[-1:]} of the input.")
-            parts[number] = path
-    missing = [number for number in range(-(-lines // window)) if number not in parts]
-    if missing:
-        raise EmbedOutputError(
-            f"No folder holds lines {missing[0] * window}..{min((missing[0] + 1) * window, lines) - 1} "
-            f"({part_name(missing[0])}, {len(missing)} part(s) missing): merge needs the folders of every process."
-        )
-    with ParquetFolder(output, records[0]) as target:
-        for number, path in sorted(parts.items()):
-            if not target.is_done(number):
-                with target.owned.writing(part_name(number)) as stream, open(path, "rb") as source:
-                    shutil.copyfileobj(source, stream)
-    return lines
+        lines, window = records[0]["input_lines"], records[0]["window"]
+        parts: dict[int, Path] = {}
+        for owned in listed:
+            for name in sorted(owned.files()):
+                path, number = owned.folder / name, window_of(name)
+                if number in parts:
+                    raise EmbedOutputError(f"{parts[number]} and {path} hold the same window: give each folder once.")
+                if not owned.is_intact(name):
+                    raise EmbedOutputError(
+                        f"{path} is not as its run record lists it (size or checksum): rerun its process."
+                    )
+                expected = list(range(number * window, min((number + 1) * window, lines)))
+                if part_ids(path) != expected:
+                    raise EmbedOutputError(f"{path} does not hold lines {expected[:1]}..{expected[-1:]} of the input.")
+                parts[number] = path
+        missing = [number for number in range(-(-lines // window)) if number not in parts]
+        if missing:
+            raise EmbedOutputError(
+                f"No folder holds lines {missing[0] * window}..{min((missing[0] + 1) * window, lines) - 1} "
+                f"({part_name(missing[0])}, {len(missing)} part(s) missing): merge needs the folders of every process."
+            )
+        with ParquetFolder(output, records[0]) as target:
+            for number, path in sorted(parts.items()):
+                if not target.is_done(number):
+                    with target.owned.writing(part_name(number)) as stream, open(path, "rb") as source:
+                        shutil.copyfileobj(source, stream)
+        return lines

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..commands.owned_files import feed
+from ..commands.file_hash import feed
+from ..commands.output_folder import reason_of
 from .batching import EmbedInputError, read_sentences
 
 MIN_LINES_PER_RANK = 64  # below this many lines per process, a share may be empty
@@ -59,7 +60,7 @@ def scan_input(path: Path, window: int) -> InputScan:
             pass
         raise
     except OSError as error:
-        raise EmbedInputError(f"Cannot read input file {path}: {error.strerror}") from error
+        raise EmbedInputError(f"Cannot read input file {path}: {reason_of(error, with_file=False)}") from error
     lines = newlines + (last != b"\n")
     return InputScan(digest.hexdigest(), offset, lines, window, [start for start in starts if start < offset])
 

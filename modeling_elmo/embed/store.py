@@ -30,7 +30,7 @@ import numpy as np
 
 from ..commands.errors import ToolError
 from ..commands.output_folder import check_output_file, listed, reason_of, replaced_atomically
-from ..commands.owned_files import OwnedFolder, OwnedRun
+from ..commands.owned_files import OwnedFolder, OwnedRun, output_claimed
 from .run_identity import describe_differences
 
 SENTENCE_TO_INDEX = "sentence_to_index"
@@ -144,8 +144,10 @@ class PartStore(OwnedRun):
             self._check_manifest()
 
     def check(self) -> None:
-        """The refusals, again under the lock: a file the journal does not list, another run's manifest."""
+        """The refusals, again under the lock: a file the journal does not list, an output that appeared meanwhile
+        (another run finished it), another run's manifest."""
         self._check_foreign()
+        check_output_file(self.output, self.overwrite or self.owned.run() is not None, "Output", EmbedOutputError)
         if not self.overwrite:
             self._check_manifest()
 
@@ -154,7 +156,11 @@ class PartStore(OwnedRun):
         return self.manifest
 
     def _check_foreign(self) -> None:
-        """Refuse, in one line naming them, a work folder that is a file or holds files its journal does not list."""
+        """Refuse, in one line naming them, a work folder that is a file or holds files its journal does not list (in
+        a work folder of a run, as `OwnedFolder.check_foreign` says; anything else is not a work folder)."""
+        if (self.folder / MANIFEST).is_file():
+            self.owned.check_foreign()
+            return
         if self.folder.exists() and not self.folder.is_dir():
             problem = "it is a file"
         elif foreign := self.owned.foreign():
@@ -305,29 +311,30 @@ def merge_files(output: Path, shards: list[Path], overwrite: bool = False) -> in
     Merge the shard files of a multi-process run into `output`, in line order, after checking that they are every
     shard of one run, each given once, and hold every input line once; returns the number of lines.
     """
-    check_output_file(output, overwrite, "Output", EmbedOutputError)
-    keys: dict[tuple[int, int], Path] = {}
-    for shard in shards:
-        if not shard.exists():
-            raise EmbedOutputError(f"Shard file not found: {shard}")
-        if _file_key(shard) in keys:
-            first = keys[_file_key(shard)]
-            twice = f"Shard {shard} is given twice" if first == shard else f"{first} and {shard} are the same file"
-            raise EmbedOutputError(f"{twice}: give each shard once.")
-        keys[_file_key(shard)] = shard
-    if output.exists() and _file_key(output) in keys:
-        raise EmbedOutputError(f"Output {output} is one of the shards.")
-    record = _check_shards(shards)
-    owners = _line_owners(shards, "shard", record["lines"])
-    if -1 in owners:
-        raise EmbedOutputError(f"No shard holds line {owners.index(-1)} of the {record['lines']} input lines.")
-    sentence_to_index: dict[str, str] = {}
-    for shard in shards:
-        with _Source(shard, "shard") as source:
-            for sentence, index in source.sentence_to_index().items():
-                keep_last_index(sentence_to_index, sentence, int(index))
-    with hdf5_replaced_atomically(output) as handle:
-        _copy_in_line_order(handle, shards, owners, "shard")
-        write_sentence_to_index(handle, in_line_order(sentence_to_index))
-        handle.attrs[RUN_RECORD] = json.dumps({**record, "rank": 0, "world": 1}, sort_keys=True)
-    return len(owners)
+    with output_claimed(output, "elmo-embed merge", EmbedOutputError):
+        check_output_file(output, overwrite, "Output", EmbedOutputError)
+        keys: dict[tuple[int, int], Path] = {}
+        for shard in shards:
+            if not shard.exists():
+                raise EmbedOutputError(f"Shard file not found: {shard}")
+            if _file_key(shard) in keys:
+                first = keys[_file_key(shard)]
+                twice = f"Shard {shard} is given twice" if first == shard else f"{first} and {shard} are the same file"
+                raise EmbedOutputError(f"{twice}: give each shard once.")
+            keys[_file_key(shard)] = shard
+        if output.exists() and _file_key(output) in keys:
+            raise EmbedOutputError(f"Output {output} is one of the shards.")
+        record = _check_shards(shards)
+        owners = _line_owners(shards, "shard", record["lines"])
+        if -1 in owners:
+            raise EmbedOutputError(f"No shard holds line {owners.index(-1)} of the {record['lines']} input lines.")
+        sentence_to_index: dict[str, str] = {}
+        for shard in shards:
+            with _Source(shard, "shard") as source:
+                for sentence, index in source.sentence_to_index().items():
+                    keep_last_index(sentence_to_index, sentence, int(index))
+        with hdf5_replaced_atomically(output) as handle:
+            _copy_in_line_order(handle, shards, owners, "shard")
+            write_sentence_to_index(handle, in_line_order(sentence_to_index))
+            handle.attrs[RUN_RECORD] = json.dumps({**record, "rank": 0, "world": 1}, sort_keys=True)
+        return len(owners)

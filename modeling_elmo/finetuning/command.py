@@ -152,14 +152,18 @@ class FineTuningCommand:
         set_seed(run.training_args.seed)  # the head is initialised before the Trainer exists
         try:
             self.check_output_dir(run.output_dir)
-            run.data, run.model = self.prepare(run)
-            run.tokenizer = AutoTokenizer.from_pretrained(run.model_args.model_name_or_path)
-            run.cache = attach_activation_cache(run.model, run.data_args.elmo_cache, run.data_args.elmo_cache_dir)
-        except (OSError, ValueError, SafetensorError) as error:  # bad data, model, cache or option
+        except (OSError, ValueError) as error:
             self.fail(one_line(error, first=True))
         try:
-            with run_output_dir_lock(run.training_args, self.prog):
-                self.check_output_dir(run.output_dir)  # again, locked: another run may have written there since
+            with run_output_dir_lock(run.training_args, self.prog):  # claimed before any other work
+                self.check_output_dir(run.output_dir)  # again, claimed: another run may have written there since
+                try:
+                    run.data, run.model = self.prepare(run)
+                    run.tokenizer = AutoTokenizer.from_pretrained(run.model_args.model_name_or_path)
+                    cache = attach_activation_cache(run.model, run.data_args.elmo_cache, run.data_args.elmo_cache_dir)
+                    run.cache = cache
+                except (OSError, ValueError, SafetensorError) as error:  # bad data, model, cache or option
+                    self.fail(one_line(error, first=True))
                 if self.claims_output_dir:
                     claim_run_folder(run.output_dir, self.prog)
                 return self._train_and_evaluate(run)

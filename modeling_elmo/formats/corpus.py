@@ -25,6 +25,7 @@ from typing import BinaryIO
 from tqdm.auto import tqdm
 
 from ..commands.errors import ToolInputError
+from ..commands.output_folder import reason_of
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ def read_sentences(path: PathLike, progress: tqdm | None = None) -> Iterator[lis
                 if words:
                     yield words
     except OSError as error:
-        raise CorpusError(f"{os.fspath(path)}: cannot read the file ({error.strerror or error}).") from error
+        raise CorpusError(f"{os.fspath(path)}: cannot read the file ({reason_of(error, with_file=False)}).") from error
     finally:
         if progress is not None and pending:
             progress.update(pending)

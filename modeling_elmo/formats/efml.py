@@ -17,7 +17,8 @@ import torch
 
 from ..character_ids import LEXICON_CHAR_SPECIALS, LEXICON_WORD_SPECIALS
 from ..commands.errors import ToolError, one_line
-from ..commands.owned_files import sha256_of
+from ..commands.file_hash import sha256_of
+from ..commands.output_folder import reason_of
 from ..configuration_elmo import ElmoConfig, ElmoConfigError
 
 # The two architecture files packaged with elmoformanylangs 0.0.4 (`elmoformanylangs/configs/`), byte-identical;
@@ -88,7 +89,7 @@ def _read_json(path: Path) -> Any:
     except FileNotFoundError as error:
         raise EfmlFormatError(f"{path} is missing.") from error
     except OSError as error:
-        raise EfmlFormatError(f"{path} is unreadable ({error.strerror}).") from error
+        raise EfmlFormatError(f"{path} is unreadable ({reason_of(error, with_file=False)}).") from error
     except (ValueError, UnicodeDecodeError) as error:
         raise EfmlFormatError(f"{path} is not valid JSON ({one_line(error)}).") from error
 
@@ -190,7 +191,7 @@ def read_lexicon(path: Path, specials: tuple[str, ...]) -> list[str]:
     except FileNotFoundError as error:
         raise EfmlFormatError(f"{path} is missing.") from error
     except OSError as error:
-        raise EfmlFormatError(f"{path} is unreadable ({error.strerror}).") from error
+        raise EfmlFormatError(f"{path} is unreadable ({reason_of(error, with_file=False)}).") from error
     except UnicodeDecodeError as error:
         raise EfmlFormatError(f"{path} is not UTF-8 ({error.reason} at byte {error.start}).") from error
     lexicon: dict[str, int] = {}

@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..commands.errors import ToolError
+from ..commands.output_folder import reason_of
 from .original_checkpoint import read_options_json
 
 OPTIONS_FILE, WEIGHTS_FILE, META_FILE = "options.json", "model.hdf5", "meta.json"
@@ -175,7 +176,7 @@ def _top_level_files(folder: Path) -> dict[str, Path]:
     try:
         return {path.name: path for path in folder.iterdir() if path.is_file()}
     except OSError as error:
-        raise NlplModelError(f"{folder}: cannot list the folder ({error.strerror}).") from error
+        raise NlplModelError(f"{folder}: cannot list the folder ({reason_of(error, with_file=False)}).") from error
 
 
 def _plain_vocabulary(path: Path, work: Path) -> Path:

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..commands.errors import ToolError
+from ..commands.output_folder import reason_of
 from ..configuration_elmo import FIELD_RULES, ElmoConfig, ElmoConfigError, Rule
 
 N_CHARACTERS = 262  # `char_cnn.n_characters` of the released options files (261 rows in the HDF5 plus padding)
@@ -121,7 +122,7 @@ def read_options_json(path: str, error_type: type[ValueError] = OriginalCheckpoi
         with open(path, encoding="utf-8-sig") as handle:
             return json.load(handle)
     except OSError as error:
-        raise error_type(f"{path}: cannot read the options file ({error.strerror}).") from error
+        raise error_type(f"{path}: cannot read the options file ({reason_of(error, with_file=False)}).") from error
     except UnicodeDecodeError as error:
         raise error_type(f"{path}: not UTF-8 text, so not an options JSON ({error.reason}).") from None
     except json.JSONDecodeError as error:

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from ..character_ids import BOS_TOKEN, EOS_TOKEN
 from ..commands.errors import ToolInputError
-from ..commands.output_folder import write_text_atomically
+from ..commands.output_folder import reason_of, write_text_atomically
 from .corpus import PathLike, iter_sentences, universal_lines
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,9 @@ class LmVocabulary:
         except FileNotFoundError:
             raise VocabularyError(f"{source}: vocabulary file not found.") from None
         except OSError as error:
-            raise VocabularyError(f"{source}: cannot read the vocabulary file ({error.strerror or error}).") from error
+            raise VocabularyError(
+                f"{source}: cannot read the vocabulary file ({reason_of(error, with_file=False)})."
+            ) from error
         return cls(tokens, source=source, line_numbers=line_numbers)
 
     @property

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder
+from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, model_folder_problem
 from ..commands.errors import ToolError, one_line
 from ..configuration_elmo import ElmoConfig
 from ..modeling_elmo import ElmoModel
@@ -57,6 +57,8 @@ def load_pretrained_model(location: str | os.PathLike, **from_pretrained_kwargs:
     `add_scalar_mixes`, ...). A location without an ELMo model is one line (`ModelLoadError`)."""
     location = os.fspath(location)
     check_reachable(location)
+    if Path(location).is_dir() and model_folder_problem(location) is not None:  # an original checkpoint's folder?
+        raise ModelLoadError(location, "not a model folder: it has no config.json (convert a checkpoint first)")
     with _one_line(location):
         model_type = ElmoConfig.get_config_dict(location)[0].get("model_type")
     if model_type != ElmoConfig.model_type:

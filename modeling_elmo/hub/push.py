@@ -15,6 +15,7 @@ from huggingface_hub.errors import HFValidationError, HTTPError
 from huggingface_hub.utils import validate_repo_id
 
 from ..commands.errors import ToolError
+from ..commands.output_folder import reason_of
 from .remote_code import remote_code_problems
 
 WEIGHTS_FILE = "model.safetensors"
@@ -74,7 +75,7 @@ def config_problems(folder: Path) -> list[str]:
     except FileNotFoundError:
         return ["config.json is missing"]
     except OSError as error:
-        return [f"config.json is unreadable ({error.strerror})"]
+        return [f"config.json is unreadable ({reason_of(error, with_file=False)})"]
     except ValueError as error:
         return [f"config.json is not valid JSON ({error})"]
     model_type = config.get("model_type") if isinstance(config, dict) else None

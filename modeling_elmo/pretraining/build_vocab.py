@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from ..commands.errors import ToolError, ToolInputError, report
-from ..commands.output_folder import check_output_file
+from ..commands.output_folder import check_output_file, reason_of
+from ..commands.owned_files import output_claimed
 from ..formats.corpus import resolve_corpus_files
 from ..formats.vocab import SPECIAL_TOKENS, LmVocabulary, count_words, vocabulary_from_counts
 
@@ -74,18 +75,23 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     output = Path(args.output)
     try:
-        check_output_file(output, args.overwrite, "--output", BuildVocabError)
-        files = resolve_corpus_files(args.train_files)
-        if output.exists() and any(output.samefile(file) for file in files):
-            raise BuildVocabError(f"--output {output} is one of the --train_files; write the vocabulary elsewhere.")
-        counts = count_words(files, progress=not args.no_progress)
-        tokens = vocabulary_from_counts(counts, min_count=args.min_count, max_size=args.max_size)
-        check_output_file(output, args.overwrite, "--output", BuildVocabError)  # again: the count may have taken hours
-        LmVocabulary(tokens, source=os.fspath(output)).save(output)
+        with output_claimed(output, PROG, BuildVocabError):
+            check_output_file(output, args.overwrite, "--output", BuildVocabError)
+            files = resolve_corpus_files(args.train_files)
+            if output.exists() and any(output.samefile(file) for file in files):
+                raise BuildVocabError(
+                    f"--output {output} is one of the --train_files; write the vocabulary elsewhere."
+                )
+            counts = count_words(files, progress=not args.no_progress)
+            tokens = vocabulary_from_counts(counts, min_count=args.min_count, max_size=args.max_size)
+            check_output_file(
+                output, args.overwrite, "--output", BuildVocabError
+            )  # again: the count may have taken hours
+            LmVocabulary(tokens, source=os.fspath(output)).save(output)
     except ToolError as error:
         return report(PROG, error)
     except OSError as error:
-        print(f"{PROG}: error: cannot write {output}: {error.strerror or error}", file=sys.stderr)
+        print(f"{PROG}: error: cannot write {output}: {reason_of(error, with_file=False)}", file=sys.stderr)
         return 2
     total = sum(counts.values())
     kept = len(tokens) - len(SPECIAL_TOKENS)

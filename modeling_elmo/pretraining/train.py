@@ -370,6 +370,16 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
     check_run_mode(args, training_args)
     checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
     _check_output_dir(training_args.output_dir, checkpoint)
+    with run_output_dir_lock(training_args, PROG):  # claimed before any other work: one run per --output_dir
+        _check_output_dir(training_args.output_dir, checkpoint)  # again, claimed: a run may have written there since
+        return _train_claimed(args, training_args, options, checkpoint)
+
+
+def _train_claimed(
+    args: PretrainingArguments, training_args: TrainingArguments, options: PretrainingOptions, checkpoint: Path | None
+) -> dict:
+    """`run` once the `--output_dir` is claimed: the inputs, the model and the Trainer; the final metrics."""
+    training = training_args.do_train
     vocab = LmVocabulary.from_file(args.vocab_file)
     vocab.check_size(options.n_tokens_vocab, args.options)
     train_files = resolve_corpus_files(args.train_files, "--train_files") if training else None
@@ -426,41 +436,39 @@ def run(args: PretrainingArguments, training_args: TrainingArguments, options: P
     warmup = args.softmax_warmup_steps
     if warmup is None:
         warmup = min(1000, training_args.max_steps // 10) if fresh_softmax else 0
-    with run_output_dir_lock(training_args, PROG):
-        _check_output_dir(training_args.output_dir, checkpoint)  # again, locked: a run may have written there since
-        trainer = ElmoPretrainingTrainer(
-            model=model,
-            args=training_args,
-            train_dataset=dataset,
-            processing_class=ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token),
-            callbacks=[SoftmaxWarmupCallback(model, warmup)] if warmup and training else None,
-            vocab=vocab,
-            eval_files=eval_files,
-            eval_batch_sentences=args.eval_batch_sentences,
+    trainer = ElmoPretrainingTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=dataset,
+        processing_class=ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token),
+        callbacks=[SoftmaxWarmupCallback(model, warmup)] if warmup and training else None,
+        vocab=vocab,
+        eval_files=eval_files,
+        eval_batch_sentences=args.eval_batch_sentences,
+    )
+    metrics: dict = {}
+    if training:
+        result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        _check_finite(trainer.accelerator.unwrap_model(trainer.model), trainer.state.global_step)
+        trainer.save_model()
+        trainer.save_state()  # trainer_state.json: the loss and perplexity curves
+        metrics.update(result.metrics)
+        trainer.save_metrics("train", result.metrics)
+    if training_args.do_eval:
+        evaluation = trainer.evaluate()
+        trainer.save_metrics("eval", evaluation)
+        metrics.update(evaluation)
+    if training and training_args.should_save:
+        card = render_pretrained_model_card(
+            trainer.accelerator.unwrap_model(trainer.model).config,
+            options=options.to_dict(),
+            corpus_files=[str(path) for path in train_files],
+            corpus_positions=positions,
+            train_steps=trainer.state.global_step,
+            train_positions=_trained_positions(trainer.state.global_step, training_args, unroll_steps),
+            metrics=metrics,
         )
-        metrics: dict = {}
-        if training:
-            result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-            _check_finite(trainer.accelerator.unwrap_model(trainer.model), trainer.state.global_step)
-            trainer.save_model()
-            trainer.save_state()  # trainer_state.json: the loss and perplexity curves
-            metrics.update(result.metrics)
-            trainer.save_metrics("train", result.metrics)
-        if training_args.do_eval:
-            evaluation = trainer.evaluate()
-            trainer.save_metrics("eval", evaluation)
-            metrics.update(evaluation)
-        if training and training_args.should_save:
-            card = render_pretrained_model_card(
-                trainer.accelerator.unwrap_model(trainer.model).config,
-                options=options.to_dict(),
-                corpus_files=[str(path) for path in train_files],
-                corpus_positions=positions,
-                train_steps=trainer.state.global_step,
-                train_positions=_trained_positions(trainer.state.global_step, training_args, unroll_steps),
-                metrics=metrics,
-            )
-            (Path(training_args.output_dir) / "README.md").write_text(card, encoding="utf-8")
+        (Path(training_args.output_dir) / "README.md").write_text(card, encoding="utf-8")
     return metrics
 
 

@@ -74,7 +74,7 @@ class ModelRunner:
         the engine's thread counts and products)."""
         import torch
 
-        from ..embed.cli import load_model
+        from ..embed.model_calls import load_model
         from ..word_embedding_store import WordEmbeddingCache
 
         self.tokenizer, self.model = load_model(
@@ -112,7 +112,7 @@ class ModelRunner:
         import numpy as np
 
         from ..embed.batching import Batch, Sentence
-        from ..embed.cli import embed_batch
+        from ..embed.model_calls import embed_batch
 
         layers = "all" if any(job.kind == WORDS for job in jobs) else "top"
         batch = Batch(0, [Sentence(index, "", job.words) for index, job in enumerate(jobs)])

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from modeling_elmo.commands.owned_files import OwnedFolder, claimed, sha256_of
+from modeling_elmo.commands.file_hash import sha256_of
+from modeling_elmo.commands.owned_files import OwnedFolder, claimed
 
 
 class Refused(Exception):

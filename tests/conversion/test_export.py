@@ -17,7 +17,7 @@ from safetensors.torch import load_file, save_file
 
 from modeling_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel
 from modeling_elmo.commands.elmo import SUBCOMMANDS, load
-from modeling_elmo.commands.output_folder import prepare_output
+from modeling_elmo.commands.output_folder import FOLDER_RECORD, prepare_output
 from modeling_elmo.conversion import export
 from modeling_elmo.conversion.convert import CONVERTED_FOLDER, ConversionError, convert_checkpoint
 from modeling_elmo.conversion.export import EXPORTED_FOLDER, ExportError, export_model, main
@@ -102,7 +102,8 @@ def test_the_fixture_round_trips_bit_for_bit(fixture_dir, converted_fixture, tmp
     assert_same_datasets(fixture_dir / "lm_weights.hdf5", tmp_path / "out" / "lm_weights.hdf5")
     exported = json.loads((tmp_path / "out" / "options.json").read_text())
     assert exported == json.loads((fixture_dir / "options.json").read_text())  # the same JSON object, key for key
-    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["lm_weights.hdf5", "options.json"]
+    listing = [FOLDER_RECORD, "lm_weights.hdf5", "options.json"]  # issue 46: and the record of what was written
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == listing
     assert written["lm_weights.hdf5"] == dataset_names(fixture_dir / "lm_weights.hdf5")
 
 
@@ -226,6 +227,7 @@ def test_a_folder_with_a_softmax_exports_it_with_its_vocabulary(random_checkpoin
     out = tmp_path / "out"
     assert "softmax.hdf5 (2 datasets)" in capsys.readouterr().out
     assert sorted(path.name for path in out.iterdir()) == [
+        FOLDER_RECORD,  # issue 46: the record of what was written
         "lm_weights.hdf5",
         "options.json",
         "softmax.hdf5",
@@ -427,7 +429,7 @@ def test_files_get_the_permissions_of_the_umask(random_checkpoint, tmp_path, uma
         os.umask(previous)
     assert oct(stat.S_IMODE((tmp_path / "out").stat().st_mode)) == oct(0o777 & ~umask)
     modes = {path.name: oct(stat.S_IMODE(path.stat().st_mode)) for path in (tmp_path / "out").iterdir()}
-    assert modes == dict.fromkeys(modes, oct(0o666 & ~umask)) and len(modes) == 4
+    assert modes == dict.fromkeys(modes, oct(0o666 & ~umask)) and len(modes) == 5  # issue 46: and the record
 
 
 # Bad input: one line naming the problem, nothing written.

@@ -2,10 +2,11 @@
 recently used dropped first; a word cache of each embedder's own; and calls from several Python threads at once that
 give what the calls give one after the other."""
 
+import contextlib
 from types import SimpleNamespace
 
 import pytest
-from python_threads import at_once
+from python_threads import at_once, frequent_thread_switches
 
 from modeling_elmo.embed import ElmoBatchEmbedder, batch_embedder
 
@@ -83,8 +84,19 @@ def _primed(converted_fixture, word_cache: int) -> ElmoBatchEmbedder:
     return embedder
 
 
+@pytest.fixture
+def calls_overlap(monkeypatch):
+    """The thread setting no longer makes the calls take turns (issue 46: with it, the test could not catch what the
+    embedder's own locks must prevent), and the threads switch often."""
+    monkeypatch.setattr(batch_embedder, "num_threads", lambda count: contextlib.nullcontext())
+    with frequent_thread_switches():
+        yield
+
+
 @pytest.mark.parametrize("word_cache", [0, 1000], ids=["no-word-cache", "word-cache"])
-def test_threads_calling_one_embedder_at_once_get_its_one_at_a_time_results(converted_fixture, word_cache):
+def test_threads_calling_one_embedder_at_once_get_its_one_at_a_time_results(
+    converted_fixture, word_cache, calls_overlap
+):
     batches = _batches()
     one_at_a_time = _primed(converted_fixture, word_cache)
     alone = [one_at_a_time(batch) for batch in batches]

@@ -262,16 +262,30 @@ class UnavailableImplementation:
     def supports(self, call: ElmoCall) -> bool:
         return call.part == "lstm" and not call.needs_grad
 
+    def __init__(self) -> None:
+        self.asked = 0
+
     def lstm_layer(self, weights, inputs, batch_sizes, initial_state):
+        self.asked += 1
         raise ImplementationUnavailable("no kernel for this device")
 
 
-def test_a_backend_that_cannot_compute_a_call_hands_it_to_the_next_candidate(config):
-    """The call goes back through the registry: the defaults of the device (here the CPU engine), same bits."""
+def test_a_backend_that_cannot_compute_a_call_hands_it_to_the_next_candidate(config, monkeypatch):
+    """The call goes back through the registry: the defaults of the device (here the CPU engine, which is seen to
+    compute each layer: issue 46), same bits."""
     model = _model(config)
     batch = _batch(model.config)
     expected = _hidden_states(model, batch)
-    ALL_ELMO_IMPLEMENTATIONS.register("unavailable", UnavailableImplementation())
+    cpu, computed = ALL_ELMO_IMPLEMENTATIONS.get_interface("cpu", None, "cpu")[0], []
+    lstm_layer = cpu.lstm_layer
+
+    def counted(*args, **kwargs):
+        computed.append(1)
+        return lstm_layer(*args, **kwargs)
+
+    monkeypatch.setattr(cpu, "lstm_layer", counted)
+    unavailable = UnavailableImplementation()
+    ALL_ELMO_IMPLEMENTATIONS.register("unavailable", unavailable)
     try:
         model.set_implementation("unavailable")
         found = _hidden_states(model, batch)
@@ -279,6 +293,8 @@ def test_a_backend_that_cannot_compute_a_call_hands_it_to_the_next_candidate(con
         model.set_implementation(None)
         ALL_ELMO_IMPLEMENTATIONS.unregister("unavailable")
     assert all(torch.equal(left, right) for left, right in zip(found, expected, strict=True))
+    layers = model.config.num_hidden_layers
+    assert unavailable.asked == layers and len(computed) == layers  # asked first, then the CPU engine, layer by layer
 
 
 def test_public_names_are_the_users_and_benchmark_knobs_are_not_registered():

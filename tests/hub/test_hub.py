@@ -22,6 +22,7 @@ from transformers import AutoModel, AutoModelForTokenClassification, AutoTokeniz
 from transformers.dynamic_module_utils import get_relative_import_files
 
 from modeling_elmo import ElmoConfig, ElmoForSequenceClassification, ElmoForTokenClassification
+from modeling_elmo.commands.output_folder import FOLDER_RECORD
 from modeling_elmo.conversion.convert import convert_checkpoint
 from modeling_elmo.conversion.convert_command import main
 from modeling_elmo.conversion.presets import PRESETS
@@ -127,7 +128,9 @@ def run_without_package(tmp_path: Path, env: dict[str, str], repo_id: str, sente
 
 def test_converted_folder_is_a_complete_repo(published_folder, fixture_dir):
     names = {path.name for path in published_folder.iterdir()}
-    assert names == {"config.json", "model.safetensors", "tokenizer_config.json", "README.md"} | CODE_FILES
+    assert (
+        names == {"config.json", "model.safetensors", "tokenizer_config.json", "README.md", FOLDER_RECORD} | CODE_FILES
+    )
     assert model_repo_problems(published_folder) == []
     config = json.loads((published_folder / "config.json").read_text())
     assert config["auto_map"] == CONFIG_AUTO_MAP

@@ -3,10 +3,12 @@ own `from_pretrained` loads, and a location that can only fail answers in one li
 request at all for a name that is not a Hub id or while offline; one request for a Hub id the Hub does not answer)."""
 
 import httpx2
+import numpy as np
 import pytest
 import torch
 from huggingface_hub import constants
 from huggingface_hub.utils import get_session
+from original_numpy import original_layers
 
 from modeling_elmo import ElmoModel, ElmoTokenizer
 from modeling_elmo.allennlp import ConfigurationError, Elmo
@@ -67,12 +69,18 @@ def test_the_drop_ins_answer_a_missing_model_without_a_request(requests):
     assert len(requests) == 1  # the Hub id's one request; none for the name that is not one
 
 
-def test_a_converted_folder_loads_as_from_pretrained_loads_it(converted_fixture):
+def test_a_converted_folder_loads_the_original_model(converted_fixture, fixture_dir):
+    """What the loader gives computes the original checkpoint's layers (the numpy reference of bilm-tf's graph, not
+    `from_pretrained`, which the loader calls: issue 46), with the folder's own tokenizer."""
     model = load_pretrained_model(converted_fixture, add_scalar_mixes=False)
-    reference = ElmoModel.from_pretrained(converted_fixture, add_scalar_mixes=False)
-    assert model.state_dict().keys() == reference.state_dict().keys()
-    assert all(torch.equal(value, reference.state_dict()[key]) for key, value in model.state_dict().items())
-    assert isinstance(load_pretrained_tokenizer(converted_fixture), ElmoTokenizer)
+    tokenizer = load_pretrained_tokenizer(converted_fixture)
+    assert isinstance(model, ElmoModel) and isinstance(tokenizer, ElmoTokenizer)
+    words = ["The", "bank", "closed", "."]
+    encoded = tokenizer([words], is_split_into_words=True, return_tensors="pt")
+    with torch.inference_mode():
+        layers = torch.stack(model(input_ids=encoded["input_ids"], output_hidden_states=True).hidden_states)[:, 0]
+    expected = original_layers(fixture_dir / "options.json", fixture_dir / "lm_weights.hdf5", words)
+    assert np.abs(layers.double().numpy() - expected).max() <= 2e-6
 
 
 def test_a_folder_of_another_model_type_is_refused(tmp_path):

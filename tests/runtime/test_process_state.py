@@ -1,10 +1,11 @@
-"""Every public API leaves the caller's process as it found it (issue 41, item 4): torch's thread counts, the
-environment, grad and inference mode, the default dtype, torch's backend and precision flags, the random states, and
-Transformers' and the Hub's progress bars and verbosity, each recorded before a first and a later call (loading
-included) and compared after."""
+"""Every public API leaves the caller's process as it found it (issue 41, item 4): torch's thread counts and the
+Python threads alive (issue 46: no pool outlives the call), the environment, grad and inference mode, the default
+dtype, torch's backend and precision flags, the random states, and Transformers' and the Hub's progress bars and
+verbosity, each recorded before a first and a later call (loading included) and compared after."""
 
 import os
 import random
+import threading
 
 import numpy as np
 import pytest
@@ -42,6 +43,7 @@ def process_state() -> dict[str, object]:
     return {
         "threads": torch.get_num_threads(),
         "interop threads": torch.get_num_interop_threads(),
+        "python threads": sorted((thread.name, thread.ident) for thread in threading.enumerate()),
         "environment": dict(os.environ),
         "grad mode": torch.is_grad_enabled(),
         "inference mode": torch.is_inference_mode_enabled(),
