@@ -23,10 +23,10 @@ from torch import nn
 from ..elmo_implementations import LstmState
 from ..engine.lstm_engine import LinearSet, LstmEngine
 from ..modeling_elmo import ElmoBiLm, ElmoConfig, ElmoLstmLayer, ElmoModel, ElmoPreTrainedModel
-from .kernels import METHODS, quantize_symmetric, quantized_linear
+from .kernels import METHODS, quantized_linear
+from .storage import register_empty, restore_dtypes, store, version_key
 
 QUANTIZED_WEIGHTS = ("weight_ih", "weight_hh", "weight_proj")
-SCALE_DTYPES = {"int8": torch.float32, "int8_weight_only": torch.bfloat16}
 _RECURRENCE = LstmEngine()  # holds nothing for given products: one serves every quantized layer
 
 
@@ -40,26 +40,12 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
             _, in_features, out_features = getattr(self, name).shape
             device = getattr(self, name).device
             delattr(self, name)
-            dtype = torch.bfloat16 if method == "bf16" else torch.int8
-            self.register_buffer(name, torch.empty(2, out_features, in_features, dtype=dtype, device=device))
-            if method in SCALE_DTYPES:
-                scale = torch.empty(2, out_features, dtype=SCALE_DTYPES[method], device=device)
-                self.register_buffer(f"{name}_scale", scale)
+            register_empty(self, name, (2, out_features, in_features), method, device)
         self._products: tuple[tuple, list[LinearSet]] | None = None
 
-    def storage_dtypes(self) -> dict[str, torch.dtype]:
-        """The dtype of each buffer of the method's storage."""
-        dtypes = {name: torch.bfloat16 if self.quantization == "bf16" else torch.int8 for name in QUANTIZED_WEIGHTS}
-        if self.quantization in SCALE_DTYPES:
-            dtypes |= {f"{name}_scale": SCALE_DTYPES[self.quantization] for name in QUANTIZED_WEIGHTS}
-        return dtypes
-
     def restore_storage_dtypes(self) -> None:
-        """Give loaded buffers their storage dtype back (Transformers 4.x loads bfloat16 ones as float32, which
-        holds them exactly)."""
-        for name, dtype in self.storage_dtypes().items():
-            if getattr(self, name).dtype != dtype:
-                setattr(self, name, getattr(self, name).to(dtype))
+        """The storage dtypes as saved (`storage.restore_dtypes`)."""
+        restore_dtypes(self, QUANTIZED_WEIGHTS, self.quantization)
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_products": None}  # packed kernel weights cannot be pickled or copied
@@ -72,23 +58,13 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
         quantized.bias = layer.bias
         quantized.train(layer.training)
         for name in QUANTIZED_WEIGHTS:
-            weight = getattr(layer, name).detach().transpose(1, 2)  # (2, out_features, in_features)
-            if method == "bf16":
-                setattr(quantized, name, weight.to(torch.bfloat16).contiguous())
-                continue
-            values, scales = quantize_symmetric(weight, SCALE_DTYPES[method])
-            setattr(quantized, name, values)
-            setattr(quantized, f"{name}_scale", scales)
+            store(quantized, name, getattr(layer, name).detach().transpose(1, 2), method)  # (2, out, in)
         return quantized
-
-    def _stored(self) -> list[torch.Tensor]:
-        """The buffers the products are derived from."""
-        return [tensor for _, tensor in self.named_buffers(recurse=False)]
 
     def linear_sets(self) -> list[LinearSet]:
         """Per direction, the input-to-gate (gate bias added), recurrent and projection products on this CPU's
-        kernel (`kernels.quantized_linear`), derived on first use and kept while the buffers are unchanged."""
-        key = tuple((tensor.data_ptr(), tensor._version) for tensor in self._stored()) + (self.bias._version,)
+        kernel (`kernels.quantized_linear`), derived on first use and kept while the layer's tensors are unchanged."""
+        key = version_key(self)
         cached = self._products
         if cached is None or cached[0] != key:
             self._products = None  # free the old packed weights before packing new ones
