@@ -170,3 +170,20 @@ def test_the_card_of_a_quantized_model_says_so_and_by_which_method(converted_fix
         )
     )
     assert "quantized" not in plain.data.tags and "## Quantized" not in plain.text
+
+
+def test_a_saved_quantized_folder_refuses_another_quantization_in_one_line(converted_fixture, tmp_path):
+    AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8")).save_pretrained(
+        tmp_path / "int8"
+    )
+    with pytest.raises(ValueError, match=r"^This folder is saved quantized .*'int8'.*cannot change that") as error:
+        AutoModel.from_pretrained(tmp_path / "int8", quantization_config=ElmoQuantizationConfig("bf16"))
+    assert "\n" not in str(error.value)
+    same = AutoModel.from_pretrained(tmp_path / "int8", quantization_config=ElmoQuantizationConfig("int8"))
+    assert same.config.quantization_config.method == "int8"
+
+
+def test_a_quantized_model_refuses_to_be_exported_in_one_line(converted_fixture, fixture_batch):
+    model = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8"))
+    with pytest.raises(ValueError, match=r"^A quantized ElmoModel \(int8\) cannot be exported"):
+        torch.export.export(model, (fixture_batch["input_ids"],), {"attention_mask": fixture_batch["attention_mask"]})
