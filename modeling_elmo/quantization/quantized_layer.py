@@ -47,6 +47,12 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
         """The storage dtypes as saved (`storage.restore_dtypes`)."""
         restore_dtypes(self, QUANTIZED_WEIGHTS, self.quantization)
 
+    def _load_from_state_dict(self, *args, **kwargs) -> None:
+        """`load_state_dict` writes the buffers in place: drop the kernels derived from them (inference tensors keep
+        no version counter to tell)."""
+        self._products = None
+        super()._load_from_state_dict(*args, **kwargs)
+
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_products": None}  # packed kernel weights cannot be pickled or copied
 

@@ -47,6 +47,7 @@ def restore_dtypes(module: nn.Module, names: tuple[str, ...], method: str) -> No
 
 
 def version_key(module: nn.Module) -> tuple:
-    """What the kernels derived from `module`'s own tensors depend on: each one's address and version."""
+    """What the kernels derived from `module`'s own tensors depend on: each one's address and version (inference
+    tensors, made under `torch.inference_mode`, keep no version: their address only)."""
     tensors = [*module.buffers(recurse=False), *module.parameters(recurse=False)]
-    return tuple((tensor.data_ptr(), tensor._version) for tensor in tensors)
+    return tuple((tensor.data_ptr(), None if tensor.is_inference() else tensor._version) for tensor in tensors)

@@ -187,3 +187,21 @@ def test_a_quantized_model_refuses_to_be_exported_in_one_line(converted_fixture,
     model = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8"))
     with pytest.raises(ValueError, match=r"^A quantized ElmoModel \(int8\) cannot be exported"):
         torch.export.export(model, (fixture_batch["input_ids"],), {"attention_mask": fixture_batch["attention_mask"]})
+
+
+def test_a_model_loaded_under_inference_mode_runs_and_renews_its_kernels_on_a_reload(
+    converted_fixture, fixture_batch, tmp_path
+):
+    """Inference tensors keep no version counter; a state loaded into the model later is what the kernels use."""
+    with torch.inference_mode():
+        model = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8"))
+        first = model(**fixture_batch).last_hidden_state
+    other = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8"))
+    with torch.no_grad():
+        for layer in other.bilm.layers:
+            layer.weight_hh_scale.mul_(2)
+        expected = other(**fixture_batch).last_hidden_state
+    with torch.inference_mode():  # inference tensors are written in place only there, with no version bump
+        model.load_state_dict(other.state_dict())
+        found = model(**fixture_batch).last_hidden_state
+    assert torch.equal(found, expected) and not torch.equal(found, first)
