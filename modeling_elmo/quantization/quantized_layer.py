@@ -24,7 +24,7 @@ from ..elmo_implementations import LstmState
 from ..engine.lstm_engine import LinearSet, LstmEngine
 from ..modeling_elmo import ElmoBiLm, ElmoConfig, ElmoLstmLayer, ElmoModel, ElmoPreTrainedModel
 from .kernels import METHODS, quantized_linear
-from .storage import register_empty, restore_dtypes, store, version_key
+from .storage import register_empty, restore_dtypes, storage_dtypes, store, version_key
 
 QUANTIZED_WEIGHTS = ("weight_ih", "weight_hh", "weight_proj")
 _RECURRENCE = LstmEngine()  # holds nothing for given products: one serves every quantized layer
@@ -42,6 +42,12 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
             delattr(self, name)
             register_empty(self, name, (2, out_features, in_features), method, device)
         self._products: tuple[tuple, list[LinearSet]] | None = None
+
+    def storage_dtypes(self) -> dict[str, torch.dtype]:
+        """The dtype of each buffer of the method's storage."""
+        return {
+            key: dtype for name in QUANTIZED_WEIGHTS for key, dtype in storage_dtypes(self.quantization, name).items()
+        }
 
     def restore_storage_dtypes(self) -> None:
         """The storage dtypes as saved (`storage.restore_dtypes`)."""
@@ -138,6 +144,12 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
         if inputs.device.type != "cpu":
             raise ValueError(
                 f"A quantized biLM ({self.quantization!r}) runs on CPUs only; its inputs are on {inputs.device}."
+            )
+        stored = {name: getattr(self, name).dtype for name in self.storage_dtypes()} | {"bias": self.bias.dtype}
+        if stored != self.storage_dtypes() | {"bias": torch.float32}:
+            raise ValueError(
+                f"A quantized biLM ({self.quantization!r}) was cast to other dtypes ({stored}): casting is refused; "
+                "load it again with from_pretrained."
             )
         return _RECURRENCE.run(self.weights(), inputs.float(), batch_sizes, initial_state, self.linear_sets())
 

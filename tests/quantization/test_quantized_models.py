@@ -205,3 +205,12 @@ def test_a_model_loaded_under_inference_mode_runs_and_renews_its_kernels_on_a_re
         model.load_state_dict(other.state_dict())
         found = model(**fixture_batch).last_hidden_state
     assert torch.equal(found, expected) and not torch.equal(found, first)
+
+
+def test_a_quantized_model_cast_to_another_dtype_refuses_to_run_in_one_line(converted_fixture, fixture_batch):
+    model = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8"))
+    model.to(torch.bfloat16)  # the float32 scales and biases become bfloat16: not the saved bits any more
+    with pytest.raises(
+        ValueError, match=r"^A quantized biLM \('int8'\) was cast to other dtypes .*casting is refused"
+    ):
+        model(**fixture_batch)
