@@ -8,11 +8,11 @@ float32 copy): `weight_ih` (2, 4 * cell_size, input_size), `weight_hh` (2, 4 * c
 `<name>_scale` (2, out_features) (float32 for "int8", bfloat16 for "int8_weight_only") or bfloat16 for "bf16". These
 are what `save_pretrained` writes and a saved quantized folder loads back bit for bit. The kernels' own layouts
 (fbgemm's or oneDNN's packed weights) are derived from them on the first call and kept while the buffers stay the
-same tensors at the same version.
+same tensors at the same version (`load_state_dict` renews them).
 
 The layer runs on CPUs only, without gradients: the CPU engine's recurrence (`lstm_engine.LstmEngine.run`), one
 direction over all its time steps before the other (so at batch 1 one direction's weights stay in cache), the gate
-bias added once per block of steps with the input-to-gate products.
+bias added once per block of steps with the input-to-gate products, and its own cell (`cell`: sigmoids only).
 """
 
 from collections.abc import Callable
@@ -138,8 +138,11 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
             hidden = hidden.clamp_(-self.proj_clip, self.proj_clip)
         return hidden, cell
 
-    def forward(self, inputs, batch_sizes, initial_state, dispatch=None):
-        """`ElmoLstmLayer.forward` on the quantized weights (CPU only, no gradients: refused in one line)."""
+    def forward(
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState, dispatch: object = None
+    ) -> tuple[torch.Tensor, LstmState]:
+        """`ElmoLstmLayer.forward` on the quantized weights (`dispatch` unused: no implementation applies). CPU only
+        and no gradients, float32 around the quantized weights: anything else is refused in one line."""
         refuse_gradients(self, inputs, initial_state)
         if inputs.device.type != "cpu":
             raise ValueError(
@@ -213,11 +216,6 @@ def freeze_quantized_bilm(model: ElmoPreTrainedModel) -> None:
     for elmo in bilms_of(model):
         elmo.char_encoder.requires_grad_(False)
         elmo.bilm.requires_grad_(False)
-
-
-def is_quantized_layer(layer: nn.Module) -> bool:
-    """Whether `layer` is a quantized biLM layer."""
-    return isinstance(layer, ElmoQuantizedLstmLayer)
 
 
 def check_method(method: object) -> None:
