@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..commands.owned_files import OwnedFolder, OwnedRun, output_claimed
+from .run_identity import differing_keys
 from .store import EmbedOutputError
 
 RUN_RECORD_FILE = ".elmo-embed-run.json"
@@ -53,10 +54,6 @@ def owned_folder(folder: Path) -> OwnedFolder:
     owned = OwnedFolder(folder, "elmo-embed", (RUN_RECORD_FILE, LOCK_FILE, _PART), EmbedOutputError)
     owned.check_foreign()
     return owned
-
-
-def differing_keys(first: dict, second: dict) -> list[str]:
-    return sorted(key for key in first.keys() | second.keys() if first.get(key) != second.get(key))
 
 
 def part_ids(path: Path) -> list[int] | None:

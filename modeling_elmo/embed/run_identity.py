@@ -22,6 +22,12 @@ MIN_LINES_PER_RANK = 64  # below this many lines per process, a share may be emp
 MODEL_FILES_LEFT_OUT = ("README.md",)  # besides hidden files: documentation does not change the vectors
 
 
+def differing_keys(first: dict, second: dict, ignored: frozenset[str] = frozenset()) -> list[str]:
+    """The keys, sorted, whose values differ between two run records (one that lacks a key differs in it), but
+    `ignored`: what a refusal to mix two runs names."""
+    return sorted(key for key in (first.keys() | second.keys()) - ignored if first.get(key) != second.get(key))
+
+
 @dataclass(frozen=True)
 class InputScan:
     sha256: str

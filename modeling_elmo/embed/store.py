@@ -31,6 +31,7 @@ import numpy as np
 from ..commands.errors import ToolError
 from ..commands.output_folder import check_output_file, listed, reason_of, replaced_atomically
 from ..commands.owned_files import OwnedFolder, OwnedRun, output_claimed
+from .run_identity import differing_keys
 
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_RECORD = "elmo_embed_run"
@@ -175,9 +176,7 @@ class PartStore(OwnedRun):
         except EmbedOutputError as error:
             raise EmbedOutputError(f"{error} Pass --overwrite to start over.") from error
         if found is not None and found != self.manifest:
-            changed = sorted(
-                key for key in self.manifest.keys() | found.keys() if self.manifest.get(key) != found.get(key)
-            )
+            changed = differing_keys(self.manifest, found)
             raise EmbedOutputError(
                 f"{self.folder} holds an interrupted run with other arguments (differs in: {', '.join(changed)}). "
                 "Rerun with the same arguments to resume, or pass --overwrite to start over."
@@ -290,9 +289,7 @@ def _check_shards(shards: list[Path]) -> dict:
     first, expected = shards[0], {key: value for key, value in records[0].items() if key != "rank"}
     by_rank: dict[int, Path] = {}
     for shard, record in zip(shards, records, strict=True):
-        differing = sorted(
-            key for key in (expected.keys() | record.keys()) - {"rank"} if record.get(key) != expected.get(key)
-        )
+        differing = differing_keys(expected, record, ignored=frozenset({"rank"}))
         if differing:
             raise EmbedOutputError(
                 f"{first} and {shard} come from different runs (they differ in: {', '.join(differing)})."
