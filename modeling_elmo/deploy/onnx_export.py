@@ -41,9 +41,9 @@ from torch import nn
 
 from ..character_ids import word_to_char_ids
 from ..commands.arguments import model_folder_problem
-from ..commands.errors import ToolError, one_line, report
-from ..commands.output_folder import parent_folders, path_replaced_atomically, reason_of
-from ..commands.owned_files import output_claimed
+from ..foundation.errors import ToolError, one_line, report
+from ..foundation.output_folder import parent_folders, path_replaced_atomically, reason_of
+from ..foundation.owned_files import output_claimed
 from ..tokenization_elmo import char_ids_tensor
 from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, onnx_export_parser
 
