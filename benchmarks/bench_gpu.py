@@ -51,6 +51,7 @@ from modeling_elmo import ElmoModel  # noqa: E402
 from modeling_elmo.character_ids import word_to_char_ids  # noqa: E402
 from modeling_elmo.conversion.convert import convert_checkpoint  # noqa: E402
 from modeling_elmo.conversion.testing_utils import ARCHITECTURES, write_random_original_checkpoint  # noqa: E402
+from modeling_elmo.tokenization_elmo import char_ids_tensor  # noqa: E402
 
 MODES = ("eager", "triton", "triton_tf32", "triton_bf16", "allennlp")
 PRECISION = {"eager": "fp32", "triton": "fp32", "triton_tf32": "tf32", "triton_bf16": "bf16", "allennlp": "fp32"}
@@ -76,10 +77,7 @@ def synthetic_sentences(count: int, seed: int = 0) -> list[list[str]]:
 
 def char_ids(sentences: list[list[str]], width: int) -> torch.Tensor:
     """Right-padded character ids (batch, max_words, `width`)."""
-    ids = torch.zeros(len(sentences), max(map(len, sentences)), width, dtype=torch.long)
-    for row, words in enumerate(sentences):
-        ids[row, : len(words)] = torch.tensor([word_to_char_ids(word, width) for word in words])
-    return ids
+    return char_ids_tensor(sentences, width, lambda word: word_to_char_ids(word, width))
 
 
 def roofline(config, device_name: str) -> dict:

@@ -24,6 +24,7 @@ from modeling_elmo import ElmoModel  # noqa: E402
 from modeling_elmo.allennlp.bilm import _ElmoBiLm  # noqa: E402
 from modeling_elmo.character_ids import word_to_char_ids  # noqa: E402
 from modeling_elmo.conversion.convert import convert_checkpoint  # noqa: E402
+from modeling_elmo.tokenization_elmo import char_ids_tensor  # noqa: E402
 
 TOLERANCE = 2e-6
 
@@ -41,10 +42,7 @@ def fixture_batches(folder: Path) -> list[tuple[list[list[str]], list[np.ndarray
 
 
 def char_ids(sentences: list[list[str]]) -> torch.Tensor:
-    ids = torch.zeros(len(sentences), max(map(len, sentences)), 50, dtype=torch.long)
-    for row, words in enumerate(sentences):
-        ids[row, : len(words)] = torch.tensor([word_to_char_ids(word) for word in words])
-    return ids
+    return char_ids_tensor(sentences, 50, word_to_char_ids)
 
 
 def max_error(top_layer_of, batches, device: torch.device) -> float:

@@ -70,10 +70,13 @@ def same_bits(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> bool:
     def same(group: list[tuple[int, int, int]]) -> bool:
         return all(memcmp(*arguments) == 0 for arguments in group)
 
-    if threads == 1 or len(ranges) <= 1:
-        return same(ranges)
-    with ThreadPoolExecutor(threads, thread_name_prefix="weight-snapshot") as pool:  # closed before returning
-        return all(pool.map(same, [ranges[thread::threads] for thread in range(threads)]))
+    if threads == 1 or sum(length for _, _, length in ranges) < threads * _SPLIT_BYTES:
+        return same(ranges)  # too little to split: starting threads costs more than it saves
+    groups = [ranges[thread::threads] for thread in range(threads)]
+    with ThreadPoolExecutor(threads - 1, thread_name_prefix="weight-snapshot") as pool:  # closed before returning
+        others = pool.map(same, groups[1:])
+        first = same(groups[0])  # the calling thread compares the first group meanwhile
+        return all(others) and first
 
 
 class WeightSnapshot:

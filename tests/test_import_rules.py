@@ -20,6 +20,7 @@ PACKAGE = PACKAGE_DIR
 # (fine-tuning heads, the AllenNLP and flair adapters) come next, and the drop-ins built on the AllenNLP adapter last.
 LEVELS = {
     "model": 0,
+    "foundation": 0,  # errors, checks, file hash, output policy and claims: imports no other wing
     "engine": 1,
     "runtime": 1,
     "commands": 2,
@@ -167,14 +168,14 @@ def test_the_rules_find_what_they_look_for(tmp_path, monkeypatch):
         "from ..formats.vocab import LmVocabulary\n"
         "from . import convert\n"
         "if TYPE_CHECKING:\n    from ..ner.train import main\n"
-        "def f():\n    from modeling_elmo.commands.output_folder import _hidden\n"
+        "def f():\n    from modeling_elmo.foundation.output_folder import _hidden\n"
     )
-    for name in ("formats/vocab.py", "conversion/convert.py", "commands/output_folder.py"):
+    for name in ("formats/vocab.py", "conversion/convert.py", "foundation/output_folder.py"):
         (tmp_path / "modeling_elmo" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "modeling_elmo" / name).touch()
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "modeling_elmo")
     assert imports(source) == [
         ("modeling_elmo.formats.vocab", "LmVocabulary"),
         ("modeling_elmo.conversion.convert", ""),
-        ("modeling_elmo.commands.output_folder", "_hidden"),
+        ("modeling_elmo.foundation.output_folder", "_hidden"),
     ]

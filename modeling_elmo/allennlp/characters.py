@@ -18,7 +18,7 @@ from ..character_ids import (
     char_row,
     word_to_char_ids,
 )
-from ..commands.checks import TokenListWording, check_token_lists
+from ..foundation.checks import TokenListWording, check_token_lists
 from ..tokenization_elmo import cached_char_ids, char_ids_tensor
 
 

@@ -3,9 +3,9 @@ or URLs, downloaded once into the converter's cache), or a converted folder or H
 
 import os
 
-from ..commands.errors import one_line
 from ..conversion.convert import ConversionError, resolve_source
 from ..formats.original_checkpoint import OriginalCheckpointError, load_original_checkpoint
+from ..foundation.errors import one_line
 from ..hub.pretrained import ModelLoadError, load_pretrained_model
 from ..modeling_elmo import ElmoModel
 

@@ -7,8 +7,8 @@ import os
 import torch
 from torch import nn
 
-from ..commands.checks import check_count
 from ..conversion.presets import PRESETS
+from ..foundation.checks import check_count
 from .bilm import _ElmoBiLm
 from .boundaries import remove_sentence_boundaries
 from .checkpoint import ConfigurationError

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..commands.checks import check_count
 from ..embed.store import hdf5_replaced_atomically, write_line, write_sentence_to_index
+from ..foundation.checks import check_count
 from .bilm import _ElmoBiLm
 from .boundaries import remove_sentence_boundaries
 from .characters import batch_to_ids

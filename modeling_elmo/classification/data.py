@@ -15,7 +15,7 @@ from pathlib import Path
 import datasets
 from datasets import Dataset
 
-from ..commands.errors import ToolInputError, one_line
+from ..foundation.errors import ToolInputError, one_line
 
 FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json"}
 REGRESSION = "regression"

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..commands.errors import ToolError, ToolInputError
-from ..commands.output_folder import write_text_atomically
+from ..foundation.errors import ToolError, ToolInputError
+from ..foundation.output_folder import write_text_atomically
 
 SPLITS = {"train": "train.txt", "validation": "dev.txt", "test": "test.txt"}
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .errors import one_line
+from ..foundation.errors import one_line
 
 # A model argument is a Hub repo id only in its `namespace/name` form: ELMo models on the Hub all have a namespace
 # (the legacy namespace-less ids are Transformers' own canonical models). Anything else that is not an existing folder

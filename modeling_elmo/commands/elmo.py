@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from ..foundation.errors import ToolError, report, typed_as
 from . import start_work
-from .errors import ToolError, report, typed_as
 
 PROG = "elmo"
 

@@ -4,7 +4,7 @@ dying in the allocator."""
 
 import os
 
-from .errors import ToolInputError
+from ..foundation.errors import ToolInputError
 
 GIB = 1 << 30
 # float32 weight, and for a trained parameter its gradient and AdamW's two moments

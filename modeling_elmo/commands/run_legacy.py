@@ -32,9 +32,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..foundation.errors import ToolError, ToolInputError, command_as_typed, report
+from ..foundation.output_folder import reason_of
 from .arguments import OneLineErrors
-from .errors import ToolError, ToolInputError, command_as_typed, report
-from .output_folder import reason_of
 
 PROG = "elmo-run-legacy"  # as a console script; `elmo run-legacy` when typed so (`command_as_typed`)
 LEGACY_PACKAGE = "allennlp"

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from ..commands.arguments import subcommands_epilog
-from ..commands.errors import ToolError
+from ..foundation.errors import ToolError
 from .presets import ALLENNLP_ELMO_URL, PRESETS
 
 SOURCE_FORMATS = ("original", "elmoformanylangs", "nlpl")  # `--from`

@@ -6,7 +6,7 @@ The folder holds `config.json` (with a complete `auto_map`), `model.safetensors`
 code files for `trust_remote_code=True` and a `README.md` model card: a complete Hub repo, checked before it is renamed
 into place. `--push-to-hub` then uploads exactly that folder (see `modeling_elmo.hub.push`).
 
-Writing is all or nothing (`modeling_elmo.commands.output_folder`'s policy). The folder is built in a hidden work
+Writing is all or nothing (`modeling_elmo.foundation.output_folder`'s policy). The folder is built in a hidden work
 folder beside the output, `.OUTPUT.partial-XXXX`, that holds an owner file (host and pid); a later run removes such
 folders once their process is gone. Every file gets the permissions the umask gives a new file. `--overwrite`
 replaces only a folder that elmo-convert could have written (an ELMo `config.json` and nothing but the files listed
@@ -28,9 +28,11 @@ import torch
 from safetensors import SafetensorError
 from transformers.utils import logging
 
-from ..commands.errors import ToolError
-from ..commands.file_hash import sha256_of
-from ..commands.output_folder import (
+from ..configuration_elmo import ElmoConfig
+from ..formats.original_checkpoint import load_original_checkpoint
+from ..foundation.errors import ToolError
+from ..foundation.file_hash import sha256_of
+from ..foundation.output_folder import (
     OutputKind,
     move_into_place,
     new_file_mode,
@@ -38,9 +40,7 @@ from ..commands.output_folder import (
     replaced_atomically,
     work_folder,
 )
-from ..commands.owned_files import output_folder_claimed, record_folder
-from ..configuration_elmo import ElmoConfig
-from ..formats.original_checkpoint import load_original_checkpoint
+from ..foundation.owned_files import output_folder_claimed, record_folder
 from ..hub.model_card import render_base_model_card
 from ..hub.push import config_problems, model_repo_problems
 from ..hub.source_facts import ALLENNLP_SOURCE, SourceFacts

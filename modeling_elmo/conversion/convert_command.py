@@ -4,7 +4,7 @@ repository model or an ELMoForManyLangs model in, a Transformers folder out (`co
 
 import sys
 
-from ..commands.errors import ToolError, report
+from ..foundation.errors import ToolError, report
 from ..hub.push import check_push_target, push_folder
 from ..runtime.cpu_threads import configure_cpu_threads
 from .arguments import parse_convert_command_line

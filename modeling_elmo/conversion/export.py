@@ -37,9 +37,6 @@ import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
 
-from ..commands.errors import ToolError, one_line, report
-from ..commands.output_folder import OutputKind, move_into_place, new_file_mode, reason_of, work_folder
-from ..commands.owned_files import output_folder_claimed, record_folder
 from ..configuration_elmo import ElmoConfig
 from ..formats.original_checkpoint import (
     LSTM_CELL_PATH,
@@ -51,6 +48,9 @@ from ..formats.original_checkpoint import (
     write_weights_hdf5,
 )
 from ..formats.vocab import LmVocabulary, VocabularyError
+from ..foundation.errors import ToolError, one_line, report
+from ..foundation.output_folder import OutputKind, move_into_place, new_file_mode, reason_of, work_folder
+from ..foundation.owned_files import output_folder_claimed, record_folder
 from ..hub.push import config_problems
 from .arguments import export_parser, saved_folder_problem
 from .convert import ConversionError

@@ -25,11 +25,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..commands.errors import ToolError, one_line, report
-from ..commands.output_folder import reason_of
 from ..formats.efml import EfmlFormatError
 from ..formats.nlpl import EFML_MARKERS, NlplModelError, efml_archive_folder, extract_efml_archive
 from ..formats.original_checkpoint import OriginalCheckpointError
+from ..foundation.errors import ToolError, one_line, report
+from ..foundation.output_folder import reason_of
 from ..hub.model_card import ModelCardError
 from ..hub.push import check_push_target, push_folder
 from .arguments import publish_batch_parser, publish_parser

@@ -4,7 +4,7 @@ and argument errors answer at once."""
 import argparse
 
 from ..commands.arguments import model_folder_problem
-from ..commands.errors import ToolError
+from ..foundation.errors import ToolError
 
 PROG = "elmo-export-onnx"
 DEFAULT_TOLERANCE = 1e-5

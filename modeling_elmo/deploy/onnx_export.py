@@ -41,9 +41,10 @@ from torch import nn
 
 from ..character_ids import word_to_char_ids
 from ..commands.arguments import model_folder_problem
-from ..commands.errors import ToolError, one_line, report
-from ..commands.output_folder import parent_folders, path_replaced_atomically, reason_of
-from ..commands.owned_files import output_claimed
+from ..foundation.errors import ToolError, one_line, report
+from ..foundation.output_folder import parent_folders, path_replaced_atomically, reason_of
+from ..foundation.owned_files import output_claimed
+from ..tokenization_elmo import char_ids_tensor
 from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, onnx_export_parser
 
 INPUT_NAMES = ["input_ids", "attention_mask"]
@@ -80,13 +81,17 @@ def example_batch(rows: list[tuple[int, bool]], max_characters: int, seed: int =
     """
     rng = random.Random(seed)
     width = max(length for length, _ in rows)
+    sentences = [
+        ["".join(rng.choice("abcdefghijklmnopqrstuvwxyzÄé.,-") for _ in range(rng.randint(1, 12))) for _ in range(n)]
+        for n, _ in rows
+    ]
+    right_padded = char_ids_tensor(sentences, max_characters, lambda word: word_to_char_ids(word, max_characters))
     input_ids = torch.zeros(len(rows), width, max_characters, dtype=torch.long)
     attention_mask = torch.zeros(len(rows), width, dtype=torch.long)
     for row, (length, left_padded) in enumerate(rows):
-        for column in range(width - length, width) if left_padded else range(length):
-            word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyzÄé.,-") for _ in range(rng.randint(1, 12)))
-            input_ids[row, column] = torch.tensor(word_to_char_ids(word, max_characters))
-            attention_mask[row, column] = 1
+        words = slice(width - length, width) if left_padded else slice(0, length)
+        input_ids[row, words] = right_padded[row, :length]
+        attention_mask[row, words] = 1
     return input_ids, attention_mask
 
 

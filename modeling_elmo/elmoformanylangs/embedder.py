@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..commands.checks import TokenListWording, check_count, check_token_lists
+from ..foundation.checks import TokenListWording, check_count, check_token_lists
 from ..lstm_states import ElmoLstmStates
 from ..modeling_elmo import ElmoModel
 from .loading import load_embedder_model

@@ -44,8 +44,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..commands.checks import check_choice, check_count
 from ..engine.thread_setting import num_threads
+from ..foundation.checks import check_choice, check_count
 from ..word_embedding_store import WordEmbeddingCache
 from .arrow_layout import LAYERS, VALUE_TYPES, vectors_table
 from .batching import Sentence, bucketed_batches

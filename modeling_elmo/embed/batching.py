@@ -11,8 +11,8 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..commands.errors import ToolError
-from ..commands.output_folder import reason_of
+from ..foundation.errors import ToolError
+from ..foundation.output_folder import reason_of
 
 
 class EmbedInputError(ToolError, ValueError):

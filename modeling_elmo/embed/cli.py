@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, subcommands_epilog
-from ..commands.errors import ToolError, report
-from ..commands.owned_files import output_claimed
+from ..foundation.errors import ToolError, report
+from ..foundation.owned_files import output_claimed
 from ..runtime.cpu_threads import configure_cpu_threads
 from .batching import Batch, EmbedInputError, bucketed_batches, read_sentences
 from .model_calls import (

@@ -12,8 +12,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from ..commands.output_folder import reason_of
-from ..commands.owned_files import output_claimed
+from ..foundation.output_folder import reason_of
+from ..foundation.owned_files import output_claimed
 from .arrow_layout import arrow_schema, vectors_table
 from .parquet_store import ParquetFolder
 from .store import RUN_RECORD, SENTENCE_TO_INDEX, EmbedOutputError

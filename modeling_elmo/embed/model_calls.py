@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..commands import start_work
-from ..commands.errors import ToolError, ToolInputError, one_line
+from ..foundation.errors import ToolError, ToolInputError, one_line
 from .batching import Batch, Sentence
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ holding its own windows, join into one by copying the parts together (`merge_fol
 lock are hidden files: `pyarrow.dataset`, pandas and `datasets` skip names starting with `.`, and DuckDB reads
 `*.parquet`.
 
-Ownership (`commands.owned_files`): only the files the record lists are elmo-embed's. A folder holding any other file
+Ownership (`foundation.owned_files`): only the files the record lists are elmo-embed's. A folder holding any other file
 (a `part-*.parquet` of the user's included) is refused, in one line naming it, for a run, a resume, `--overwrite`,
 `to-parquet` and `merge` alike: such a file is never overwritten, deleted or read into a result. `--overwrite` deletes
 only the files the record lists; a listed part whose size or checksum fails is computed again.
@@ -26,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..commands.owned_files import OwnedFolder, OwnedRun, output_claimed
+from ..foundation.owned_files import OwnedFolder, OwnedRun, output_claimed
 from .run_identity import describe_differences
 from .store import EmbedOutputError
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..commands.file_hash import feed
-from ..commands.output_folder import reason_of
+from ..foundation.file_hash import feed
+from ..foundation.output_folder import reason_of
 from .batching import EmbedInputError, read_sentences
 
 MIN_LINES_PER_RANK = 64  # below this many lines per process, a share may be empty

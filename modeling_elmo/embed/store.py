@@ -2,7 +2,7 @@
 
 While a run is in progress, `OUTPUT.parts/` holds `manifest.json` (the arguments of the run), `lock` (locked by the
 process writing there), one small HDF5 file per finished batch and `parts.jsonl`, the journal that lists each finished
-part with its size and SHA-256. The folder is owned by content (`commands.owned_files`, journal mode): a file the
+part with its size and SHA-256. The folder is owned by content (`foundation.owned_files`, journal mode): a file the
 journal does not list is foreign, never overwritten, deleted or read, and the folder holding it is refused in one line
 naming it, `--overwrite` included. Every part is written under a temporary name, synced, given the permissions of the
 umask, listed and renamed into place, so a kill or a failed write (full disk, read-only folder) at any moment leaves
@@ -28,9 +28,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from ..commands.errors import ToolError
-from ..commands.output_folder import check_output_file, listed, reason_of, replaced_atomically
-from ..commands.owned_files import OwnedFolder, OwnedRun, output_claimed
+from ..foundation.errors import ToolError
+from ..foundation.output_folder import check_output_file, listed, reason_of, replaced_atomically
+from ..foundation.owned_files import OwnedFolder, OwnedRun, output_claimed
 from .run_identity import describe_differences
 
 SENTENCE_TO_INDEX = "sentence_to_index"

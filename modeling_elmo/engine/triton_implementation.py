@@ -33,6 +33,7 @@ from ..elmo_implementations import (
     LstmWeights,
     PerLayer,
 )
+from ..foundation.errors import one_line
 from .cuda_graphs import StepLoopGraphs
 
 INSTALL_HINT = "pip install 'elmo-transformers[gpu]'"
@@ -173,7 +174,7 @@ class TritonImplementation:
             if isinstance(error, InterpreterError):
                 raise
             self._failed_devices.add(inputs.device)
-            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            reason = one_line(error, first=True)
             warnings.warn(
                 f"The Triton kernels of {self.name!r} did not compile for {inputs.device} ({type(error).__name__}: "
                 f"{reason}); the biLM runs the next implementation on it instead.",

@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..commands.output_folder import path_replaced_atomically
 from ..configuration_elmo import BILM_FIELDS
+from ..foundation.output_folder import path_replaced_atomically
 
 
 def bilm_fingerprint(model) -> str:

@@ -25,16 +25,16 @@ from safetensors import SafetensorError
 from transformers import AutoTokenizer, TrainingArguments, set_seed
 
 from .. import ElmoConfig  # noqa: F401  (importing the package registers the Auto classes)
-from ..commands.errors import ToolError, one_line
-from ..commands.output_folder import (
+from ..commands.trainer_command import TrainerCommandLine
+from ..foundation.errors import ToolError, one_line
+from ..foundation.output_folder import (
     check_run_folder,
     claim_run_folder,
     seal_run_folder,
     write_text_atomically,
     written_by,
 )
-from ..commands.output_lock import run_output_dir_lock
-from ..commands.trainer_command import TrainerCommandLine
+from ..foundation.output_lock import run_output_dir_lock
 from .activation_cache import ElmoActivationCache
 from .trainer import ElmoCardTrainer, TimeBudgetCallback, attach_activation_cache
 

@@ -24,8 +24,8 @@ from typing import BinaryIO
 
 from tqdm.auto import tqdm
 
-from ..commands.errors import ToolInputError
-from ..commands.output_folder import reason_of
+from ..foundation.errors import ToolInputError
+from ..foundation.output_folder import reason_of
 
 logger = logging.getLogger(__name__)
 

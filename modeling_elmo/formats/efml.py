@@ -16,10 +16,10 @@ from typing import Any, NamedTuple
 import torch
 
 from ..character_ids import LEXICON_CHAR_SPECIALS, LEXICON_WORD_SPECIALS
-from ..commands.errors import ToolError, one_line
-from ..commands.file_hash import sha256_of
-from ..commands.output_folder import reason_of
 from ..configuration_elmo import ElmoConfig, ElmoConfigError
+from ..foundation.errors import ToolError, one_line
+from ..foundation.file_hash import sha256_of
+from ..foundation.output_folder import reason_of
 
 # The two architecture files packaged with elmoformanylangs 0.0.4 (`elmoformanylangs/configs/`), byte-identical;
 # EFML falls back on them when a model folder lacks its `config_path`. Only the keys the embedder reads are kept.

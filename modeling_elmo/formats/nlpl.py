@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..commands.errors import ToolError
-from ..commands.output_folder import reason_of
+from ..foundation.errors import ToolError
+from ..foundation.output_folder import reason_of
 from .original_checkpoint import read_options_json
 
 OPTIONS_FILE, WEIGHTS_FILE, META_FILE = "options.json", "model.hdf5", "meta.json"

@@ -14,9 +14,9 @@ import h5py
 import numpy as np
 import torch
 
-from ..commands.errors import ToolError
-from ..commands.output_folder import reason_of
 from ..configuration_elmo import FIELD_RULES, ElmoConfig, ElmoConfigError, Rule
+from ..foundation.errors import ToolError
+from ..foundation.output_folder import reason_of
 
 N_CHARACTERS = 262  # `char_cnn.n_characters` of the released options files (261 rows in the HDF5 plus padding)
 LSTM_CELL_PATH = "RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"

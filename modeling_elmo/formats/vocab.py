@@ -22,8 +22,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..character_ids import BOS_TOKEN, EOS_TOKEN
-from ..commands.errors import ToolInputError
-from ..commands.output_folder import reason_of, write_text_atomically
+from ..foundation.errors import ToolInputError
+from ..foundation.output_folder import reason_of, write_text_atomically
 from .corpus import PathLike, iter_sentences, universal_lines
 
 logger = logging.getLogger(__name__)

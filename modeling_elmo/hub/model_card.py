@@ -16,8 +16,8 @@ from huggingface_hub import EvalResult, ModelCardData
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from ..commands.errors import ToolError
 from ..configuration_elmo import ElmoConfig
+from ..foundation.errors import ToolError
 from ..modeling_elmo import ElmoPreTrainedModel, ElmoScalarMix
 from .source_facts import ALLENNLP_SOURCE, ORIGINAL_LICENSE, SourceFacts
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, model_folder_problem
-from ..commands.errors import ToolError, one_line
 from ..configuration_elmo import ElmoConfig
+from ..foundation.errors import ToolError, one_line
 from ..modeling_elmo import ElmoModel
 from ..tokenization_elmo import ElmoTokenizer
 

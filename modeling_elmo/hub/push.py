@@ -14,8 +14,8 @@ from huggingface_hub import HfApi, ModelCard, constants, get_token
 from huggingface_hub.errors import HFValidationError, HTTPError
 from huggingface_hub.utils import validate_repo_id
 
-from ..commands.errors import ToolError
-from ..commands.output_folder import reason_of
+from ..foundation.errors import ToolError
+from ..foundation.output_folder import reason_of
 from .remote_code import remote_code_problems
 
 WEIGHTS_FILE = "model.safetensors"

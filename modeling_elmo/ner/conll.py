@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
-from ..commands.errors import ToolInputError
+from ..foundation.errors import ToolInputError
 from ..tokenization_elmo import ElmoTokenizer
 
 logger = logging.getLogger(__name__)

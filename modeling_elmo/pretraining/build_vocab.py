@@ -12,11 +12,11 @@ import os
 import sys
 from pathlib import Path
 
-from ..commands.errors import ToolError, ToolInputError, report
-from ..commands.output_folder import check_output_file, reason_of
-from ..commands.owned_files import output_claimed
 from ..formats.corpus import resolve_corpus_files
 from ..formats.vocab import SPECIAL_TOKENS, LmVocabulary, count_words, vocabulary_from_counts
+from ..foundation.errors import ToolError, ToolInputError, report
+from ..foundation.output_folder import check_output_file, reason_of
+from ..foundation.owned_files import output_claimed
 
 PROG = "elmo-pretrain build-vocab"
 

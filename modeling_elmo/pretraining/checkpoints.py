@@ -20,7 +20,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from ..commands.errors import ToolInputError
+from ..foundation.errors import ToolInputError
 
 logger = logging.getLogger("elmo-pretrain")
 

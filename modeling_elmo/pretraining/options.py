@@ -18,9 +18,9 @@ import math
 import os
 from typing import Any
 
-from ..commands.errors import ToolInputError
 from ..configuration_elmo import ElmoConfig, ElmoConfigError, Rule
 from ..formats.original_checkpoint import OriginalCheckpointError, config_from_options, json_excerpt, read_options_json
+from ..foundation.errors import ToolInputError
 
 
 class PretrainingOptionsError(ToolInputError, ValueError):

@@ -39,13 +39,13 @@ from ..commands.arguments import (
     parse_trainer_arguments,
     training_arguments_problem,
 )
-from ..commands.errors import ToolError, ToolInputError, one_line, report
-from ..commands.output_folder import check_run_folder
-from ..commands.output_lock import run_output_dir_lock
 from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
 from ..formats.corpus import count_positions, resolve_corpus_files
 from ..formats.original_checkpoint import read_softmax
 from ..formats.vocab import LmVocabulary
+from ..foundation.errors import ToolError, ToolInputError, one_line, report
+from ..foundation.output_folder import check_run_folder
+from ..foundation.output_lock import run_output_dir_lock
 from ..hub.model_card import render_pretrained_model_card
 from ..lstm_states import ElmoLstmStates
 from ..modeling_elmo import ElmoForPreTraining

@@ -5,7 +5,7 @@ import argparse
 from collections.abc import Callable
 
 from ..commands.arguments import NO_SUCH_FOLDER, DefaultsSayWhatHappens, OneLineErrors, missing_model_folder
-from ..commands.errors import command_as_typed
+from ..foundation.errors import command_as_typed
 from .protocol import Limits
 from .settings import (
     DEFAULT_MAX_BATCH_WORDS,

@@ -12,7 +12,7 @@ import signal
 import socket
 import sys
 
-from ..commands.errors import ToolError, command_as_typed, one_line
+from ..foundation.errors import ToolError, command_as_typed, one_line
 from .arguments import PROG, parse_command_line
 
 LOG = logging.getLogger("modeling_elmo.serve")

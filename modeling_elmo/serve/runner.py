@@ -137,6 +137,6 @@ def unit_vector(vector: np.ndarray) -> np.ndarray:
 
 
 def _one_line(error: BaseException) -> str:
-    from ..commands.errors import one_line
+    from ..foundation.errors import one_line
 
     return f"{type(error).__name__}: {one_line(error, first=True)}"

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from ..commands.checks import TokenListWording, check_count, check_token_lists
+from ..foundation.checks import TokenListWording, check_count, check_token_lists
 from ..lstm_states import ElmoLstmStates
 from .characters import SPECIAL_TOKENS_ONLY, SimpleElmoCharacters, cached_words
 from .errors import SimpleElmoError

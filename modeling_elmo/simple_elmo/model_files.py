@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..allennlp import ConfigurationError, load_elmo_model
-from ..commands.errors import one_line
 from ..formats.nlpl import OPTIONS_FILE, NlplModelError, model_message, open_nlpl_model
+from ..foundation.errors import one_line
 from ..modeling_elmo import ElmoModel as ElmoBiLm
 from .characters import archive_vocabulary_lines, folder_vocabulary_lines
 from .errors import SimpleElmoError

@@ -13,7 +13,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipe
 
 from modeling_elmo.classification import train as run_classifier
 from modeling_elmo.classification.defaults import NEW_HEAD_DEFAULTS
-from modeling_elmo.commands.output_folder import run_marker
+from modeling_elmo.foundation.output_folder import run_marker
 
 POSITIVE = ["good", "great", "fine", "superb", "lovely", "wonderful"]
 NEGATIVE = ["bad", "awful", "poor", "dreadful", "boring", "terrible"]

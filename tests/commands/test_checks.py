@@ -1,11 +1,11 @@
-"""The one module of argument checks (`commands/checks.py`) and the one error-message helper (`commands.errors.
+"""The one module of argument checks (`foundation/checks.py`) and the one error-message helper (`foundation.errors.
 one_line`), issue 41 item 2: the drop-ins word their refusals their own way (tests/allennlp, tests/elmoformanylangs,
 tests/simple_elmo); here the shared rules."""
 
 import pytest
 
-from modeling_elmo.commands.checks import TokenListWording, check_count, check_token_lists
-from modeling_elmo.commands.errors import one_line
+from modeling_elmo.foundation.checks import TokenListWording, check_count, check_token_lists
+from modeling_elmo.foundation.errors import one_line
 
 WORDING = TokenListWording(
     batch="batch: {type}", batch_is_str="batch is a str", text_is_str="{index}: {head!r}", text="{index}: {type}",

@@ -8,10 +8,10 @@ import shutil
 import pytest
 
 from modeling_elmo import ElmoModel
-from modeling_elmo.commands.file_hash import sha256_of
-from modeling_elmo.commands.output_folder import FOLDER_RECORD
 from modeling_elmo.conversion.convert import ConversionError, convert_checkpoint
 from modeling_elmo.conversion.export import export_model
+from modeling_elmo.foundation.file_hash import sha256_of
+from modeling_elmo.foundation.output_folder import FOLDER_RECORD
 
 
 def test_a_converted_folder_lists_every_file_it_holds(converted_fixture):

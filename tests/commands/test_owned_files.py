@@ -1,4 +1,4 @@
-"""`commands.owned_files`, the foundation of every file the package writes: one lock, one file hash, and a folder
+"""`foundation.owned_files`, the foundation of every file the package writes: one lock, one file hash, and a folder
 owned by content (its record lists each finished file with size and sha256 before the file takes its name)."""
 
 import hashlib
@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from modeling_elmo.commands.file_hash import sha256_of
-from modeling_elmo.commands.owned_files import OwnedFolder, claimed
+from modeling_elmo.foundation.file_hash import sha256_of
+from modeling_elmo.foundation.owned_files import OwnedFolder, claimed
 
 
 class Refused(Exception):

@@ -26,12 +26,12 @@ from transformers import AutoModel
 
 from modeling_elmo import ElmoModel
 from modeling_elmo.character_ids import word_to_char_ids
-from modeling_elmo.commands.output_folder import OWNER_FILE
 from modeling_elmo.conversion import convert
 from modeling_elmo.conversion.convert import ConversionError, convert_checkpoint, resolve_source
 from modeling_elmo.conversion.convert_command import main
 from modeling_elmo.conversion.presets import PRESETS
 from modeling_elmo.formats.original_checkpoint import OriginalCheckpointError, load_original_checkpoint
+from modeling_elmo.foundation.output_folder import OWNER_FILE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SENTENCE = ["Conversion", "must", "not", "depend", "on", "sizes", ",", "naïve", "café", "!"]

@@ -17,12 +17,12 @@ from safetensors.torch import load_file, save_file
 
 from modeling_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel
 from modeling_elmo.commands.elmo import SUBCOMMANDS, load
-from modeling_elmo.commands.output_folder import FOLDER_RECORD, prepare_output
 from modeling_elmo.conversion import export
 from modeling_elmo.conversion.convert import CONVERTED_FOLDER, ConversionError, convert_checkpoint
 from modeling_elmo.conversion.export import EXPORTED_FOLDER, ExportError, export_model, main
 from modeling_elmo.conversion.testing_utils import ARCHITECTURES as PRESET_ARCHITECTURES
 from modeling_elmo.formats.original_checkpoint import load_original_checkpoint, read_options
+from modeling_elmo.foundation.output_folder import FOLDER_RECORD, prepare_output
 
 FORGET_GATE = 2  # TensorFlow's gate order (i, j, f, o)
 

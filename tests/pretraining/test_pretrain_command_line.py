@@ -134,7 +134,7 @@ def test_an_output_dir_in_use_by_a_live_run_is_refused(corpus, capsys):
 
 HOLD_THE_LOCK = """
 import sys, time
-from modeling_elmo.commands.output_lock import locked_output_dir
+from modeling_elmo.foundation.output_lock import locked_output_dir
 with locked_output_dir(sys.argv[1], "elmo-pretrain"):
     print("locked", flush=True)
     time.sleep(600)
