@@ -318,12 +318,15 @@ def test_a_full_queue_answers_429(converted_fixture, tmp_path, sentence_vectors)
 
 def test_sigterm_answers_every_accepted_request_then_exits_0(converted_fixture, tmp_path, sentence_vectors):
     server, slow, slow_thread = busy_server(converted_fixture, tmp_path)
-    answers, threads = post_in_threads(server, SENTENCES)
-    server.wait_for_metric("elmo_unanswered_inputs", 1 + len(SENTENCES))  # the slow one running, the rest queued
-    server.process.send_signal(signal.SIGTERM)
-    for thread in threads + slow_thread:
-        thread.join()
-    assert server.wait() == 0, server.log()
+    try:
+        answers, threads = post_in_threads(server, SENTENCES)
+        server.wait_for_metric("elmo_unanswered_inputs", 1 + len(SENTENCES))  # the slow one running, the rest queued
+        server.process.send_signal(signal.SIGTERM)
+        for thread in threads + slow_thread:
+            thread.join()
+        assert server.wait() == 0, server.log()
+    finally:
+        server.stop()
     for (status, body), text in zip(slow + answers, [SLOW, *SENTENCES], strict=True):
         assert status == 200
         np.testing.assert_allclose(body["data"][0]["embedding"], sentence_vectors(text), atol=TOLERANCE, rtol=0)
