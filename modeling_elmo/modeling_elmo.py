@@ -714,11 +714,20 @@ class ElmoPreTrainedModel(PreTrainedModel):
     @classmethod
     def from_pretrained(cls, *args, elmo_implementation: str | None = None, **kwargs):
         """As in [`PreTrainedModel`]; checkpoints with the highway gate's old name (`carry`) load too.
-        `elmo_implementation`: the implementation to choose (`set_implementation`), as `attn_implementation`."""
+        `elmo_implementation`: the implementation to choose (`set_implementation`), as `attn_implementation`. A
+        `quantization_config` other than the one a saved quantized folder holds is refused (Transformers would use
+        the folder's and only warn)."""
         kwargs["key_mapping"] = {**cls._RENAMED_KEYS, **(kwargs.get("key_mapping") or {})}
         loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        asked, held = kwargs.get("quantization_config"), getattr(model.config, "quantization_config", None)
+        if asked is not None and held is not None and dict(asked) != dict(held):
+            raise ValueError(
+                f"This folder is saved quantized ({dict(held)}); quantization_config={dict(asked)} cannot change "
+                "that: load the float32 folder to quantize it another way."
+            )
         if elmo_implementation is not None:
-            (loaded[0] if isinstance(loaded, tuple) else loaded).set_implementation(elmo_implementation)
+            model.set_implementation(elmo_implementation)
         return loaded
 
     def save_pretrained(self, *args, save_original_format: bool = False, **kwargs):
@@ -882,6 +891,12 @@ class ElmoModel(ElmoPreTrainedModel):
             raise ValueError(
                 "A stateful ElmoModel (config.stateful=True) cannot be exported: its LSTM states carry over between "
                 "calls. Set model.config.stateful = False to export the stateless model."
+            )
+        quantized = {layer.quantization for layer in self.bilm.layers} - {None}
+        if quantized:
+            raise ValueError(
+                f"A quantized ElmoModel ({', '.join(sorted(quantized))}) cannot be exported: its layers run CPU "
+                "kernels that torch.export does not trace. Export the float32 model."
             )
         if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.input_ids_width:
             raise ValueError(

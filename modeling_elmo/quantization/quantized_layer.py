@@ -8,11 +8,11 @@ float32 copy): `weight_ih` (2, 4 * cell_size, input_size), `weight_hh` (2, 4 * c
 `<name>_scale` (2, out_features) (float32 for "int8", bfloat16 for "int8_weight_only") or bfloat16 for "bf16". These
 are what `save_pretrained` writes and a saved quantized folder loads back bit for bit. The kernels' own layouts
 (fbgemm's or oneDNN's packed weights) are derived from them on the first call and kept while the buffers stay the
-same tensors at the same version.
+same tensors at the same version (`load_state_dict` renews them).
 
 The layer runs on CPUs only, without gradients: the CPU engine's recurrence (`lstm_engine.LstmEngine.run`), one
 direction over all its time steps before the other (so at batch 1 one direction's weights stay in cache), the gate
-bias added once per block of steps with the input-to-gate products.
+bias added once per block of steps with the input-to-gate products, and its own cell (`cell`: sigmoids only).
 """
 
 from collections.abc import Callable
@@ -23,10 +23,10 @@ from torch import nn
 from ..elmo_implementations import LstmState
 from ..engine.lstm_engine import LinearSet, LstmEngine
 from ..modeling_elmo import ElmoBiLm, ElmoConfig, ElmoLstmLayer, ElmoModel, ElmoPreTrainedModel
-from .kernels import METHODS, quantize_symmetric, quantized_linear
+from .kernels import METHODS, quantized_linear
+from .storage import register_empty, restore_dtypes, storage_dtypes, store, version_key
 
 QUANTIZED_WEIGHTS = ("weight_ih", "weight_hh", "weight_proj")
-SCALE_DTYPES = {"int8": torch.float32, "int8_weight_only": torch.bfloat16}
 _RECURRENCE = LstmEngine()  # holds nothing for given products: one serves every quantized layer
 
 
@@ -40,26 +40,24 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
             _, in_features, out_features = getattr(self, name).shape
             device = getattr(self, name).device
             delattr(self, name)
-            dtype = torch.bfloat16 if method == "bf16" else torch.int8
-            self.register_buffer(name, torch.empty(2, out_features, in_features, dtype=dtype, device=device))
-            if method in SCALE_DTYPES:
-                scale = torch.empty(2, out_features, dtype=SCALE_DTYPES[method], device=device)
-                self.register_buffer(f"{name}_scale", scale)
+            register_empty(self, name, (2, out_features, in_features), method, device)
         self._products: tuple[tuple, list[LinearSet]] | None = None
 
     def storage_dtypes(self) -> dict[str, torch.dtype]:
         """The dtype of each buffer of the method's storage."""
-        dtypes = {name: torch.bfloat16 if self.quantization == "bf16" else torch.int8 for name in QUANTIZED_WEIGHTS}
-        if self.quantization in SCALE_DTYPES:
-            dtypes |= {f"{name}_scale": SCALE_DTYPES[self.quantization] for name in QUANTIZED_WEIGHTS}
-        return dtypes
+        return {
+            key: dtype for name in QUANTIZED_WEIGHTS for key, dtype in storage_dtypes(self.quantization, name).items()
+        }
 
     def restore_storage_dtypes(self) -> None:
-        """Give loaded buffers their storage dtype back (Transformers 4.x loads bfloat16 ones as float32, which
-        holds them exactly)."""
-        for name, dtype in self.storage_dtypes().items():
-            if getattr(self, name).dtype != dtype:
-                setattr(self, name, getattr(self, name).to(dtype))
+        """The storage dtypes as saved (`storage.restore_dtypes`)."""
+        restore_dtypes(self, QUANTIZED_WEIGHTS, self.quantization)
+
+    def _load_from_state_dict(self, *args, **kwargs) -> None:
+        """`load_state_dict` writes the buffers in place: drop the kernels derived from them (inference tensors keep
+        no version counter to tell)."""
+        self._products = None
+        super()._load_from_state_dict(*args, **kwargs)
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_products": None}  # packed kernel weights cannot be pickled or copied
@@ -72,23 +70,13 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
         quantized.bias = layer.bias
         quantized.train(layer.training)
         for name in QUANTIZED_WEIGHTS:
-            weight = getattr(layer, name).detach().transpose(1, 2)  # (2, out_features, in_features)
-            if method == "bf16":
-                setattr(quantized, name, weight.to(torch.bfloat16).contiguous())
-                continue
-            values, scales = quantize_symmetric(weight, SCALE_DTYPES[method])
-            setattr(quantized, name, values)
-            setattr(quantized, f"{name}_scale", scales)
+            store(quantized, name, getattr(layer, name).detach().transpose(1, 2), method)  # (2, out, in)
         return quantized
-
-    def _stored(self) -> list[torch.Tensor]:
-        """The buffers the products are derived from."""
-        return [tensor for _, tensor in self.named_buffers(recurse=False)]
 
     def linear_sets(self) -> list[LinearSet]:
         """Per direction, the input-to-gate (gate bias added), recurrent and projection products on this CPU's
-        kernel (`kernels.quantized_linear`), derived on first use and kept while the buffers are unchanged."""
-        key = tuple((tensor.data_ptr(), tensor._version) for tensor in self._stored()) + (self.bias._version,)
+        kernel (`kernels.quantized_linear`), derived on first use and kept while the layer's tensors are unchanged."""
+        key = version_key(self)
         cached = self._products
         if cached is None or cached[0] != key:
             self._products = None  # free the old packed weights before packing new ones
@@ -150,12 +138,21 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
             hidden = hidden.clamp_(-self.proj_clip, self.proj_clip)
         return hidden, cell
 
-    def forward(self, inputs, batch_sizes, initial_state, dispatch=None):
-        """`ElmoLstmLayer.forward` on the quantized weights (CPU only, no gradients: refused in one line)."""
+    def forward(
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState, dispatch: object = None
+    ) -> tuple[torch.Tensor, LstmState]:
+        """`ElmoLstmLayer.forward` on the quantized weights (`dispatch` unused: no implementation applies). CPU only
+        and no gradients, float32 around the quantized weights: anything else is refused in one line."""
         refuse_gradients(self, inputs, initial_state)
         if inputs.device.type != "cpu":
             raise ValueError(
                 f"A quantized biLM ({self.quantization!r}) runs on CPUs only; its inputs are on {inputs.device}."
+            )
+        stored = {name: getattr(self, name).dtype for name in self.storage_dtypes()} | {"bias": self.bias.dtype}
+        if stored != self.storage_dtypes() | {"bias": torch.float32}:
+            raise ValueError(
+                f"A quantized biLM ({self.quantization!r}) was cast to other dtypes ({stored}): casting is refused; "
+                "load it again with from_pretrained."
             )
         return _RECURRENCE.run(self.weights(), inputs.float(), batch_sizes, initial_state, self.linear_sets())
 
@@ -219,11 +216,6 @@ def freeze_quantized_bilm(model: ElmoPreTrainedModel) -> None:
     for elmo in bilms_of(model):
         elmo.char_encoder.requires_grad_(False)
         elmo.bilm.requires_grad_(False)
-
-
-def is_quantized_layer(layer: nn.Module) -> bool:
-    """Whether `layer` is a quantized biLM layer."""
-    return isinstance(layer, ElmoQuantizedLstmLayer)
 
 
 def check_method(method: object) -> None:

@@ -170,3 +170,47 @@ def test_the_card_of_a_quantized_model_says_so_and_by_which_method(converted_fix
         )
     )
     assert "quantized" not in plain.data.tags and "## Quantized" not in plain.text
+
+
+def test_a_saved_quantized_folder_refuses_another_quantization_in_one_line(converted_fixture, tmp_path):
+    AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8")).save_pretrained(
+        tmp_path / "int8"
+    )
+    with pytest.raises(ValueError, match=r"^This folder is saved quantized .*'int8'.*cannot change that") as error:
+        AutoModel.from_pretrained(tmp_path / "int8", quantization_config=ElmoQuantizationConfig("bf16"))
+    assert "\n" not in str(error.value)
+    same = AutoModel.from_pretrained(tmp_path / "int8", quantization_config=ElmoQuantizationConfig("int8"))
+    assert same.config.quantization_config.method == "int8"
+
+
+def test_a_quantized_model_refuses_to_be_exported_in_one_line(converted_fixture, fixture_batch):
+    model = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8"))
+    with pytest.raises(ValueError, match=r"^A quantized ElmoModel \(int8\) cannot be exported"):
+        torch.export.export(model, (fixture_batch["input_ids"],), {"attention_mask": fixture_batch["attention_mask"]})
+
+
+def test_a_model_loaded_under_inference_mode_runs_and_renews_its_kernels_on_a_reload(
+    converted_fixture, fixture_batch, tmp_path
+):
+    """Inference tensors keep no version counter; a state loaded into the model later is what the kernels use."""
+    with torch.inference_mode():
+        model = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8"))
+        first = model(**fixture_batch).last_hidden_state
+    other = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8"))
+    with torch.no_grad():
+        for layer in other.bilm.layers:
+            layer.weight_hh_scale.mul_(2)
+        expected = other(**fixture_batch).last_hidden_state
+    with torch.inference_mode():  # inference tensors are written in place only there, with no version bump
+        model.load_state_dict(other.state_dict())
+        found = model(**fixture_batch).last_hidden_state
+    assert torch.equal(found, expected) and not torch.equal(found, first)
+
+
+def test_a_quantized_model_cast_to_another_dtype_refuses_to_run_in_one_line(converted_fixture, fixture_batch):
+    model = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8"))
+    model.to(torch.bfloat16)  # the float32 scales and biases become bfloat16: not the saved bits any more
+    with pytest.raises(
+        ValueError, match=r"^A quantized biLM \('int8'\) was cast to other dtypes .*casting is refused"
+    ):
+        model(**fixture_batch)
