@@ -52,7 +52,9 @@ def holder_of(path: Path) -> str:
         return "a process that left no record of itself"
 
 
-def _locked_descriptor(path: Path, busy: str | Callable[[str], str], error: type[Exception]) -> int:
+def _locked_descriptor(
+    path: Path, busy: str | Callable[[str], str], error: type[Exception], target: Path | None = None
+) -> int:
     """A descriptor of `path` under an exclusive `flock`, the lock file being the one at `path` now (a file removed
     by its last holder while this process waited for it is opened again); `error(busy)` at once where another process
     holds it (`busy` called with `holder_of(path)` where it is a function)."""
@@ -61,7 +63,7 @@ def _locked_descriptor(path: Path, busy: str | Callable[[str], str], error: type
         try:
             descriptor = os.open(path, flags, 0o666)
         except OSError as failure:
-            raise error(f"Cannot write {path.parent}: {reason_of(failure, with_file=False)}") from failure
+            raise error(f"Cannot write {target or path.parent}: {reason_of(failure, with_file=False)}") from failure
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -78,13 +80,18 @@ def _locked_descriptor(path: Path, busy: str | Callable[[str], str], error: type
 
 @contextlib.contextmanager
 def claimed(
-    path: Path, busy: str | Callable[[str], str], error: type[Exception], claim: bool = False
+    path: Path,
+    busy: str | Callable[[str], str],
+    error: type[Exception],
+    claim: bool = False,
+    target: Path | None = None,
 ) -> Iterator[None]:
     """Hold an exclusive `flock` on `path` (a folder, or a lock file created if missing) for the block; raise
     `error(busy)` at once if another process holds it (`busy`: a message, or a function of the holder's description,
     `holder_of`). The kernel releases it however the process ends. With `claim`, `path` is an output's claim file:
-    it records this process's pid and host while held and is deleted when the block ends."""
-    descriptor = _locked_descriptor(path, busy, error)
+    it records this process's pid and host while held and is deleted when the block ends. `target` is what a
+    failure to create the lock file names (default: its folder)."""
+    descriptor = _locked_descriptor(path, busy, error, target)
     try:
         if claim:
             os.ftruncate(descriptor, 0)
@@ -122,7 +129,8 @@ def output_claimed(output: Path, tool: str, error: type[Exception], busy: str | 
     if key in _HELD or not lock.parent.is_dir():
         yield
         return
-    with claimed(lock, refusal(busy or f"{output} is being written by another {tool} run"), error, claim=True):
+    start = busy or f"{output} is being written by another {tool} run"
+    with claimed(lock, refusal(start), error, claim=True, target=output):
         _HELD.add(key)
         try:
             yield
