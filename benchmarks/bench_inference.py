@@ -661,11 +661,17 @@ def _spawn(args: argparse.Namespace, mode: str, model_dir: Path, **options) -> d
     command += ["--threads", str(args.threads), "--repeats", str(args.repeats)]
     for key, value in options.items():
         command += [f"--{key.replace('_', '-')}"] + ([str(value)] if value != "" else [])
+    return _worker_result(args, command, f"{mode} {model_dir} {options}")
+
+
+def _worker_result(args: argparse.Namespace, command: list[str], label: str) -> dict | None:
+    """Run a worker `command` (OpenMP's passive wait with `--omp-passive`) and return its last `RESULT` line's
+    JSON, or None (its error printed, named by `label`) where it failed."""
     environment = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"} if args.omp_passive else None
     result = subprocess.run(command, capture_output=True, text=True, env=environment)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     if result.returncode != 0 or not lines:
-        print(f"FAILED {mode} {model_dir} {options}:\n{result.stderr[-2000:]}", flush=True)
+        print(f"FAILED {label}:\n{result.stderr[-2000:]}", flush=True)
         return None
     return json.loads(lines[-1][len("RESULT ") :])
 
@@ -676,13 +682,9 @@ def _spawn_allennlp(args: argparse.Namespace, folder: Path, batch_size: int, sen
     command = [args.peer_python, str(PEERS / "bench_allennlp.py"), "--worker", "--model-dir", str(folder)]
     command += ["--batch-size", str(batch_size), "--n-sentences", str(sentences), "--corpus", "conll"]
     command += ["--conll-dir", str(args.conll.parent), "--threads", str(args.threads), "--repeats", str(args.repeats)]
-    environment = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"} if args.omp_passive else None
-    result = subprocess.run(command, capture_output=True, text=True, env=environment)
-    lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
-    if result.returncode != 0 or not lines:
-        print(f"FAILED allennlp {folder} batch {batch_size}:\n{result.stderr[-2000:]}", flush=True)
+    found = _worker_result(args, command, f"allennlp {folder} batch {batch_size}")
+    if found is None:
         return None
-    found = json.loads(lines[-1][len("RESULT ") :])
     passes = found["tokens_per_s_all"]
     return {
         "tokens": found["tokens"],

@@ -90,16 +90,9 @@ def parse_command_line(argv: list[str]) -> tuple[ServeSettings, argparse.Namespa
         parser.error(f"--max-inputs {args.max_inputs} is more than --max-queue {args.max_queue}: no such request fits")
     if args.port > 65535:
         parser.error(f"argument --port: a port from 1 to 65535, got {args.port}")
-    settings = ServeSettings(
-        model=args.model,
-        served_model_name=args.served_model_name,
-        device=args.device,
-        word_cache=args.word_cache,
-        max_batch_words=args.max_batch_words,
-        max_wait_ms=args.max_wait_ms,
-        max_queue=args.max_queue,
-        limits=Limits(args.max_body_bytes, args.max_inputs, args.max_words),
-    )
+    same_names = ("model", "served_model_name", "device", "word_cache", "max_batch_words", "max_wait_ms", "max_queue")
+    limits = Limits(args.max_body_bytes, args.max_inputs, args.max_words)
+    settings = ServeSettings(**{name: getattr(args, name) for name in same_names}, limits=limits)
     return settings, args
 
 
