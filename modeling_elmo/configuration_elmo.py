@@ -9,6 +9,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+from .elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
 from .transformers_compat import PreTrainedConfig, StrictDataclassClassValidationError, strict
 
 # Character-CNN filters of the 'original' ELMo model: [width, number of filters].
@@ -366,9 +367,11 @@ class ElmoConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         # the model's implementation (`ElmoPreTrainedModel.set_implementation`), held here as `attn_implementation` is
-        # and, like it, never saved: a folder loads with the defaults for the device it runs on
+        # and, like it, never saved: a folder loads with the defaults for the device it runs on; a name that is not
+        # registered, or cannot run here, is refused
         kwargs.pop("_elmo_implementation", None)
         self._elmo_implementation: str | None = kwargs.pop("elmo_implementation", None)
+        ALL_ELMO_IMPLEMENTATIONS.check_name(self._elmo_implementation)
         # every saved folder answers to all its Auto classes and declares its pipeline (see pipeline_elmo.py)
         kwargs["auto_map"] = {**AUTO_MAP, **(kwargs.get("auto_map") or {})}
         kwargs.setdefault("custom_pipelines", copy.deepcopy(CUSTOM_PIPELINES))

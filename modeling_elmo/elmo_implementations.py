@@ -6,9 +6,12 @@ The model's choice is held once, in its config (`config._elmo_implementation`, s
 elmo_implementation=name)` or `model.set_implementation(name)`; not saved, as `attn_implementation` is not), and
 resolved once per forward call (`ElmoDispatch`): for each part of the model (the character CNN, the biLM's
 recurrence), the candidates that support the call, best first: the chosen implementation, the defaults registered for
-the device type of the call, the reference last. An implementation receives tensors and, for a biLM layer, its
-`LstmWeights`, never the model's modules, and may implement one part only (the rest goes to the next candidate).
-What an implementation provides is `ElmoImplementation` (docs/design-notes.md, "Implementations").
+the device type of the call, the reference last; a candidate that finds it cannot compute a call after all raises
+`ImplementationUnavailable`, and the next one computes it. An implementation receives tensors and settings (for a biLM
+layer its `LstmWeights`, for the character CNN each product's weight and bias), never the model's modules, and may
+implement one part only (the rest goes to the next candidate). What an implementation provides is
+`ElmoImplementation` (docs/design-notes.md, "Implementations"); the reference ones ("eager", "eager_tf32",
+"reference") are `reference_implementations`, registered here.
 """
 
 import contextlib
@@ -19,49 +22,11 @@ from typing import Protocol
 
 import torch
 
+from .lstm_cell import LayerKey, LstmState, LstmWeights
 from .padded_recurrence import is_exporting
+from .reference_implementations import ELMO_EAGER, ElmoEagerImplementation, ElmoReferenceImplementation
 
-LstmState = tuple[torch.Tensor, torch.Tensor]
 PARTS = ("char_cnn", "lstm")  # the parts of the model an implementation may compute
-
-
-def gate_bias(bias: torch.Tensor, forget_bias: float) -> torch.Tensor:
-    """The bias the gates get, (2, 4 * cell_size): `bias` with `forget_bias` added to the forget gate (gate order
-    `(i, j, f, o)`)."""
-    if not forget_bias:
-        return bias
-    forget_gate = torch.zeros(4, 1, dtype=bias.dtype, device=bias.device)
-    forget_gate[2] = forget_bias
-    return bias + forget_gate.expand(4, bias.shape[-1] // 4).flatten()
-
-
-@dataclass(frozen=True, eq=False)
-class LstmWeights:
-    """
-    One biLM layer as an implementation sees it. Tensors, index 0 the forward direction: `weight_ih` (2, input_size,
-    4 * cell_size), `weight_hh` (2, proj_size, 4 * cell_size), `bias` (2, 4 * cell_size) without the forget bias,
-    `weight_proj` (2, cell_size, proj_size). Settings: `forget_bias` (added to the forget gate at run time), the clips
-    (`None` or 0: none), `training` (the layer's mode). `cell(gates, cell, project=None)`: one step of the layer's LSTM
-    cell for `D` directions, gates (D, n, 4 * cell_size) in the order `(i, j, f, o)` and cell (D, n, cell_size) ->
-    (hidden (D, n, proj_size), cell), `project` (D, n, cell_size) -> (D, n, proj_size), by default `weight_proj` of
-    both directions. `owner`: the layer, as the key of what an implementation keeps for it between calls (weakly: see
-    `PerLayer`) and for the model's own reference implementations.
-    """
-
-    weight_ih: torch.Tensor
-    weight_hh: torch.Tensor
-    bias: torch.Tensor
-    weight_proj: torch.Tensor
-    forget_bias: float
-    cell_clip: float | None
-    proj_clip: float | None
-    training: bool
-    cell: Callable[..., LstmState]
-    owner: object
-
-    def gate_bias(self) -> torch.Tensor:
-        """(2, 4 * cell_size): `bias` with the forget bias added (`gate_bias`)."""
-        return gate_bias(self.bias, self.forget_bias)
 
 
 @dataclass(frozen=True)
@@ -84,10 +49,10 @@ class ElmoImplementation(Protocol):
     What an implementation provides (docs/design-notes.md, "Implementations"):
 
     - `supports(call)`: whether it computes `call.part` of an `ElmoCall` (device, dtype, gradients, export);
-    - for the character CNN (`part == "char_cnn"`): `linear(module, inputs)`, an `nn.Linear`'s product (..., in) ->
-      (..., out), and `max_pooled_convolution(conv, chars)`, an `nn.Conv1d` (filters, char_dim, width) over chars
-      (num_words, num_chars, char_dim) max-pooled over positions -> (num_words, filters) (PyTorch's own layers, for
-      their `weight` and `bias`);
+    - for the character CNN (`part == "char_cnn"`): `linear(inputs, weight, bias)`, (..., in) -> (..., out) with
+      weight (out, in) and bias (out,), and `max_pooled_convolution(chars, weight, bias)`, the convolution of weight
+      (filters, char_dim, width) and bias (filters,) over chars (num_words, num_chars, char_dim) max-pooled over
+      positions -> (num_words, filters); either may raise `ImplementationUnavailable`;
     - for the biLM (`part == "lstm"`): `lstm_layer(weights, inputs, batch_sizes, initial_state)`, `weights` the
       layer's `LstmWeights`, `inputs` (2, num_packed, input_size) packed, `batch_sizes` the rows per step, the initial
       (hidden (2, batch, proj_size), cell (2, batch, cell_size)) -> (outputs (2, num_packed, proj_size), final state);
@@ -95,9 +60,10 @@ class ElmoImplementation(Protocol):
     - `embeds_unique_words`: whether the character CNN runs once per distinct word (through the word stores) when it
       is the model's choice.
 
-    Optional: `check(weights_or_parameter)`, called by `set_implementation` with each layer's `LstmWeights` and the
-    character CNN's first parameter, raising `ValueError` for a model it cannot run; `release(owner)`, to drop what it
-    keeps for a layer when the model chooses another implementation.
+    Optional: `unavailable()`, why it cannot run in this process ("needs Triton: ..."), or `None`; `check(weights)`,
+    called by `set_implementation` with each layer's `LstmWeights`, raising `ValueError` for a model it cannot run;
+    `release(key)`, to drop what it keeps for the layer of `LstmWeights.key` when the model chooses another
+    implementation.
     """
 
     embeds_unique_words: bool
@@ -106,18 +72,18 @@ class ElmoImplementation(Protocol):
 
 
 class ImplementationUnavailable(RuntimeError):
-    """Raised by an implementation's `lstm_layer` that cannot compute the call after all (a kernel that does not
-    compile for the device): the call goes to the next candidate."""
+    """Raised by an implementation's `lstm_layer` or character-CNN product that cannot compute the call after all (a
+    kernel that does not compile for the device): the call goes to the next candidate."""
 
 
 class PerLayer(weakref.WeakKeyDictionary):
-    """What an implementation keeps per layer, keyed by `LstmWeights.owner` and dropped with the layer."""
+    """What an implementation keeps per layer, keyed by `LstmWeights.key` and dropped with the layer."""
 
     def of(self, weights: LstmWeights, make: Callable[[], object]) -> object:
-        """The value kept for `weights.owner` (made by `make()` on first use)."""
-        value = self.get(weights.owner)
+        """The value kept for `weights.key` (made by `make()` on first use)."""
+        value = self.get(weights.key)
         if value is None:
-            value = self.setdefault(weights.owner, make())
+            value = self.setdefault(weights.key, make())
         return value
 
 
@@ -128,7 +94,6 @@ class ElmoImplementations:
     def __init__(self) -> None:
         self._by_name: dict[str, ElmoImplementation] = {}
         self._defaults: list[tuple[str, frozenset[str] | None]] = []  # best first: name, device types (None: all)
-        self._internal: set[str] = set()
 
     def register(
         self,
@@ -136,35 +101,49 @@ class ElmoImplementations:
         implementation: ElmoImplementation,
         default: bool = False,
         device_types: Iterable[str] | None = None,
-        internal: bool = False,
     ) -> None:
         """Add (or replace) `name`. With `default`, models try it first (after their choice) for calls on
         `device_types` (None: every device type); it is never a candidate for other device types unless chosen by
-        name. `internal`: a setting the package uses itself, not listed in `names()`."""
+        name."""
         self.unregister(name)
         self._by_name[name] = implementation
         if default:
             self._defaults.insert(0, (name, frozenset(device_types) if device_types is not None else None))
-        if internal:
-            self._internal.add(name)
 
     def unregister(self, name: str) -> None:
         """Remove `name` (models that chose it fall back to the defaults)."""
         self._by_name.pop(name, None)
-        self._internal.discard(name)
         self._defaults = [entry for entry in self._defaults if entry[0] != name]
 
-    def release(self, owner: object, keep: ElmoImplementation | None = None) -> None:
-        """Let every implementation but `keep` drop what it keeps for the layer `owner` (the model's choice
-        changes)."""
+    def release(self, key: LayerKey, keep: ElmoImplementation | None = None) -> None:
+        """Let every implementation but `keep` drop what it keeps for the layer of `key` (`LstmWeights.key`: the
+        model's choice changes)."""
         for implementation in self._by_name.values():
             release = getattr(implementation, "release", None)
             if release is not None and implementation is not keep:
-                release(owner)
+                release(key)
 
     def names(self) -> list[str]:
-        """The public names (those a model may choose)."""
-        return sorted(set(self._by_name) - self._internal)
+        """Every registered name, those that cannot run in this process included (`unavailable`)."""
+        return sorted(self._by_name)
+
+    def unavailable(self, name: str) -> str | None:
+        """Why the implementation `name` cannot run in this process ("needs X: ..."), or `None`."""
+        reason = getattr(self._by_name[name], "unavailable", None)
+        return reason() if reason is not None else None
+
+    def check_name(self, name: object) -> None:
+        """Refuse a model's choice `name` that is not `None` or a registered name that can run in this process
+        (`ValueError`, one line listing those that can)."""
+        if name is None:
+            return
+        known = isinstance(name, str) and name in self._by_name
+        reason = self.unavailable(name) if known else None
+        if known and reason is None:
+            return
+        valid = ", ".join(repr(other) for other in self.names() if self.unavailable(other) is None)
+        problem = f"Implementation {name!r} {reason};" if known else f"Unknown implementation {name!r}:"
+        raise ValueError(f"{problem} registered are {valid} (those that run here), or None for the default.")
 
     @property
     def defaults(self) -> list[str]:
@@ -193,12 +172,11 @@ class ElmoImplementations:
         found = self.get_interface(call.choice, default, call.device.type)[:-1]
         return [implementation for implementation in found if implementation.supports(call)] + [default]
 
-    def serving(self, call: ElmoCall) -> ElmoImplementation | None:
-        """The registered implementation that computes `call` (`None`: none does, the reference will)."""
-        return self.candidates(call, None)[0]
-
 
 ALL_ELMO_IMPLEMENTATIONS = ElmoImplementations()
+ALL_ELMO_IMPLEMENTATIONS.register("eager", ELMO_EAGER)
+ALL_ELMO_IMPLEMENTATIONS.register("eager_tf32", ElmoEagerImplementation(allow_tf32=True))
+ALL_ELMO_IMPLEMENTATIONS.register("reference", ElmoReferenceImplementation())
 
 
 def needs_grad(inputs: torch.Tensor, parameters: Iterable[torch.Tensor]) -> bool:
@@ -215,7 +193,7 @@ class ElmoDispatch:
     registry's contents.
     """
 
-    def __init__(self, choice: str | None, default: ElmoImplementation) -> None:
+    def __init__(self, choice: str | None, default: ElmoImplementation = ELMO_EAGER) -> None:
         self.choice, self.default = choice, default
         self._candidates: dict[tuple[str, bool], list[ElmoImplementation]] = {}
 
@@ -248,10 +226,40 @@ class ElmoDispatch:
         """One biLM layer's call by the first candidate that computes it (`ImplementationUnavailable` hands it on)."""
         grad = needs_grad(inputs, (weights.weight_ih, weights.weight_hh, weights.bias, weights.weight_proj))
         candidates = self.candidates("lstm", inputs, weights.weight_hh, grad)
-        for implementation in candidates[:-1]:
-            with contextlib.suppress(ImplementationUnavailable):
-                return implementation.lstm_layer(weights, inputs, batch_sizes, initial_state)
-        return candidates[-1].lstm_layer(weights, inputs, batch_sizes, initial_state)
+        return first_available(candidates, "lstm_layer", weights, inputs, batch_sizes, initial_state)
+
+    def char_cnn_products(
+        self, chars: torch.Tensor, weight: torch.Tensor, parameters: Iterable[torch.Tensor]
+    ) -> "CharCnnProducts":
+        """The products of one character-CNN call on `chars` (num_words, num_chars, char_embedding_dim) with weights
+        like `weight`, `parameters` all the CNN's (whether a gradient is needed)."""
+        return CharCnnProducts(self.candidates("char_cnn", chars, weight, needs_grad(chars, parameters)))
+
+
+def first_available(candidates: list[ElmoImplementation], method: str, *args: object) -> object:
+    """`method(*args)` of the first of `candidates` that computes it: `ImplementationUnavailable` hands the call to
+    the next; the last (the reference) always computes it."""
+    for implementation in candidates[:-1]:
+        with contextlib.suppress(ImplementationUnavailable):
+            return getattr(implementation, method)(*args)
+    return getattr(candidates[-1], method)(*args)
+
+
+@dataclass(frozen=True)
+class CharCnnProducts:
+    """The character CNN's products of one call, each by the first of `candidates` that computes it (best first,
+    the reference last; see `ElmoImplementation`)."""
+
+    candidates: list[ElmoImplementation]
+
+    def linear(self, inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """(..., in_features) -> (..., out_features): `inputs @ weight.T + bias`."""
+        return first_available(self.candidates, "linear", inputs, weight, bias)
+
+    def max_pooled_convolution(self, chars: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """(num_words, num_chars, char_dim) -> (num_words, filters): the convolution of `weight` (filters, char_dim,
+        width) and `bias` max-pooled over positions."""
+        return first_available(self.candidates, "max_pooled_convolution", chars, weight, bias)
 
 
 def resolve_implementation(

@@ -9,7 +9,7 @@ registered in `elmo_implementations`, may replace (docs/design-notes.md, "Implem
 import contextlib
 import inspect
 import textwrap
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -21,20 +21,13 @@ from transformers.utils.generic import can_return_tuple
 
 from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
-from .convolution_precision import fp32_convolutions
 from .crf import LinearChainCrf, bio_constraints
-from .elmo_implementations import (
-    ALL_ELMO_IMPLEMENTATIONS,
-    ElmoCall,
-    ElmoDispatch,
-    ElmoImplementation,
-    LstmWeights,
-    gate_bias,
-    needs_grad,
-)
+from .elmo_implementations import ALL_ELMO_IMPLEMENTATIONS, CharCnnProducts, ElmoDispatch
+from .lstm_cell import LayerKey, LstmWeights
 from .lstm_states import ElmoLstmStates, LstmState, check_states
 from .packed_sentences import pack_sentences
 from .padded_recurrence import is_exporting, padded_bilm_layers
+from .reference_implementations import ELMO_EAGER
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
 from .transformers_compat import PreTrainedModel, init
 
@@ -164,10 +157,11 @@ class ElmoHighway(nn.Module):
         self.transform_gate = ElmoHighwayGate(size, size)
         self.transform = nn.Linear(size, size)
 
-    def forward(self, hidden: torch.Tensor, implementation: ElmoImplementation) -> torch.Tensor:
-        """`hidden`: (num_words, size) -> (num_words, size), the linear maps computed by `implementation.linear`."""
-        gate = torch.sigmoid(implementation.linear(self.transform_gate, hidden))
-        return gate * torch.relu(implementation.linear(self.transform, hidden)) + (1 - gate) * hidden
+    def forward(self, hidden: torch.Tensor, products: CharCnnProducts) -> torch.Tensor:
+        """`hidden`: (num_words, size) -> (num_words, size), the linear maps computed by `products.linear`."""
+        gate = torch.sigmoid(products.linear(hidden, self.transform_gate.weight, self.transform_gate.bias))
+        transformed = products.linear(hidden, self.transform.weight, self.transform.bias)
+        return gate * torch.relu(transformed) + (1 - gate) * hidden
 
 
 class ElmoCharacterProjection(nn.Linear):
@@ -213,7 +207,7 @@ class ElmoHeldChoice:
 
 def elmo_dispatch(config: ElmoConfig) -> ElmoDispatch:
     """The implementations of one forward call of a model with `config`, resolved on first use (`ElmoDispatch`)."""
-    return ElmoDispatch(config._elmo_implementation, ELMO_EAGER)
+    return ElmoDispatch(config._elmo_implementation)
 
 
 class ElmoCharacterEncoder(ElmoHeldChoice, nn.Module):
@@ -260,15 +254,14 @@ class ElmoCharacterEncoder(ElmoHeldChoice, nn.Module):
         char_ids, word_ids = self.split_word_ids(token_ids)
         chars = self.char_embeddings(char_ids)  # (num_words, num_chars, char_embedding_dim)
         dispatch = dispatch or elmo_dispatch(self.config)
-        grad = needs_grad(chars, self.parameters())
-        implementation = dispatch.candidates(self.elmo_part, chars, self.projection.weight, grad)[0]
-        pooled = [implementation.max_pooled_convolution(conv, chars) for conv in self.convolutions]
+        products = dispatch.char_cnn_products(chars, self.projection.weight, self.parameters())
+        pooled = [products.max_pooled_convolution(chars, conv.weight, conv.bias) for conv in self.convolutions]
         hidden = self.activation(torch.cat(pooled, dim=-1))  # (num_words, num_char_filters)
         for highway in self.highways:
-            hidden = highway(hidden, implementation)
+            hidden = highway(hidden, products)
         if word_ids is not None:
             hidden = torch.cat([self.word_embeddings(word_ids), hidden], dim=-1)
-        return implementation.linear(self.projection, hidden)
+        return products.linear(hidden, self.projection.weight, self.projection.bias)
 
     def split_word_ids(self, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """`token_ids` (..., columns) -> the character ids (..., chars) and, with a word embedding, the word ids
@@ -334,28 +327,6 @@ class ElmoCharacterEncoder(ElmoHeldChoice, nn.Module):
         return ids
 
 
-def input_gate_chunks(batch_sizes: list[int], max_rows: int) -> list[list[int]]:
-    """
-    Consecutive time steps grouped into chunks whose input-to-gate products are computed at once: each chunk the
-    `batch_sizes` of its steps. A chunk grows until its next step would take it past `max_rows` rows (a step of more
-    rows is a chunk of its own); as `batch_sizes` never increase, every chunk but the last then has more than
-    `max_rows / 2` rows, and a last chunk of fewer than `max_rows / 4` rows joins the one before (at most
-    `5 * max_rows / 4` rows): a product of only a few rows can take another kernel, whose bits differ. An input of at
-    most `max_rows` rows is one chunk, one product.
-    """
-    chunks: list[list[int]] = [[]]
-    rows = 0
-    for size in batch_sizes:
-        if chunks[-1] and rows + size > max_rows:
-            chunks.append([])
-            rows = 0
-        chunks[-1].append(size)
-        rows += size
-    if len(chunks) > 1 and 4 * rows < max_rows:
-        chunks[-2].extend(chunks.pop())
-    return chunks
-
-
 class ElmoLstmLayer(ElmoHeldChoice, GradientCheckpointingLayer):
     r"""
     One biLM layer: a forward and a backward LSTM cell with projection (TensorFlow `LSTMCell(num_proj=...)`, AllenNLP's
@@ -367,12 +338,10 @@ class ElmoLstmLayer(ElmoHeldChoice, GradientCheckpointingLayer):
 
     The layer works on *packed* sequences (time-major, rows sorted by decreasing length, as in
     `torch.nn.utils.rnn.PackedSequence`): step `t` owns rows `offsets[t] : offsets[t] + batch_sizes[t]`, so padding
-    is never computed. Every implementation steps with `cell`.
+    is never computed. Implementations compute it from its tensors and settings (`weights`), each step by
+    `lstm_cell.lstm_cell`.
     """
 
-    # packed rows per direction whose input-to-gate products "eager" computes at once (`input_gate_chunks`): 1024 rows
-    # of 'original' are 128 MiB of gates, where all steps at once would be 128 KiB per packed token
-    INPUT_GATE_CHUNK_ROWS = 1024
     elmo_part = "lstm"  # the part of the model it is for implementations (`elmo_implementations.PARTS`)
     quantization: str | None = None  # a quantized layer's method (`modeling_elmo.quantization`)
 
@@ -387,6 +356,7 @@ class ElmoLstmLayer(ElmoHeldChoice, GradientCheckpointingLayer):
         self.cell_clip = config.cell_clip
         self.proj_clip = config.proj_clip
         self.forget_bias = config.lstm_forget_bias
+        self.implementation_key = LayerKey()  # what implementations keep for this layer is keyed by it
 
     def weights(self) -> LstmWeights:
         """The layer as implementations see it: its tensors and settings."""
@@ -399,71 +369,8 @@ class ElmoLstmLayer(ElmoHeldChoice, GradientCheckpointingLayer):
             self.cell_clip,
             self.proj_clip,
             self.training,
-            self.cell,
-            self,
+            self.implementation_key,
         )
-
-    def gate_bias(self) -> torch.Tensor:
-        """The bias the gates get, (2, 4 * cell_size): `bias` with `forget_bias` added to the forget gate."""
-        return gate_bias(self.bias, self.forget_bias)
-
-    def cell(
-        self, gates: torch.Tensor, cell: torch.Tensor, project: Callable[[torch.Tensor], torch.Tensor] | None = None
-    ) -> LstmState:
-        """
-        One step of the LSTM cell with projection (bilm-tf's `LSTMCell(num_proj=..., cell_clip=..., proj_clip=...)`)
-        for `D` directions: `gates` (D, n, 4 * cell_size), the pre-activation gates `[x; h] W + b` in the order
-        `(i, j, f, o)`, and `cell` (D, n, cell_size) -> new (hidden (D, n, proj_size), cell). `project` maps
-        (D, n, cell_size) to (D, n, proj_size); by default `weight_proj` of both directions (D = 2).
-        """
-        input_gate, new_input, forget_gate, output_gate = gates.chunk(4, dim=-1)
-        cell = torch.sigmoid(forget_gate) * cell + torch.sigmoid(input_gate) * torch.tanh(new_input)
-        if self.cell_clip:
-            cell = cell.clamp(-self.cell_clip, self.cell_clip)
-        cell_output = torch.sigmoid(output_gate) * torch.tanh(cell)
-        hidden = project(cell_output) if project is not None else torch.bmm(cell_output, self.weight_proj)
-        if self.proj_clip:
-            hidden = hidden.clamp(-self.proj_clip, self.proj_clip)
-        return hidden, cell
-
-    def recurrence(
-        self,
-        step_values: Iterable[torch.Tensor],
-        compute_gates: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-        batch_sizes: list[int],
-        initial_state: LstmState,
-    ) -> tuple[torch.Tensor, LstmState]:
-        """
-        The reference recurrence (differentiable): the values of each time step (2, n, D), in turn, are passed with
-        the hidden state (2, n, proj_size) to `compute_gates`, which returns the pre-activation gates
-        (2, n, 4 * cell_size) for `cell`. Arguments other than these and results as in `forward`. No value is read
-        from a tensor: the steps queue on the device without waiting for it.
-        """
-        hidden, cell = initial_state
-        outputs, final_hidden, final_cell = [], [], []
-        for size, values in zip(batch_sizes, step_values, strict=True):
-            if size < hidden.shape[1]:  # rows `size:` ended at the previous step: their state is final
-                final_hidden.append(hidden[:, size:])
-                final_cell.append(cell[:, size:])
-                hidden, cell = hidden[:, :size], cell[:, :size]
-            hidden, cell = self.cell(compute_gates(values, hidden), cell)
-            outputs.append(hidden)
-        final_hidden.append(hidden)
-        final_cell.append(cell)
-        final_state = (torch.cat(final_hidden[::-1], dim=1), torch.cat(final_cell[::-1], dim=1))
-        return torch.cat(outputs, dim=1), final_state
-
-    def input_gate_steps(self, inputs: torch.Tensor, batch_sizes: list[int]) -> Iterator[torch.Tensor]:
-        """
-        The input-to-gate products `inputs @ weight_ih` of each time step in turn, (2, batch_sizes[t], 4 * cell_size),
-        computed a chunk of steps at a time (`input_gate_chunks`): a chunk is made only when its first step is reached,
-        so memory stays bounded whatever the number of steps. `inputs`: (2, num_packed, input_size).
-        """
-        chunks = input_gate_chunks(batch_sizes, self.INPUT_GATE_CHUNK_ROWS)
-        # one split of the inputs (not a slice per chunk, whose backward would zero-fill all the inputs each time)
-        chunk_inputs = inputs.split([sum(sizes) for sizes in chunks], dim=1)
-        for sizes, values in zip(chunks, chunk_inputs, strict=True):
-            yield from torch.bmm(values, self.weight_ih).split(sizes, dim=1)
 
     def forward(
         self,
@@ -485,98 +392,6 @@ class ElmoLstmLayer(ElmoHeldChoice, GradientCheckpointingLayer):
         """
         dispatch = dispatch or elmo_dispatch(self.config)
         return dispatch.lstm_layer(self.weights(), inputs, batch_sizes, initial_state)
-
-    def forward_eager(
-        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
-    ) -> tuple[torch.Tensor, LstmState]:
-        """`forward` by the reference recurrence, the input-to-gate products a chunk of steps at a time."""
-        bias = self.gate_bias().unsqueeze(1)
-
-        def compute_gates(step_input_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-            return torch.baddbmm(step_input_gates, hidden, self.weight_hh) + bias  # the bias last, as the engine
-
-        return self.recurrence(self.input_gate_steps(inputs, batch_sizes), compute_gates, batch_sizes, initial_state)
-
-    def forward_reference(
-        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
-    ) -> tuple[torch.Tensor, LstmState]:
-        """`forward` in TensorFlow's formulation, for checks: per step and per direction, `[x_t; h] @ W + b`."""
-        weight = torch.cat([self.weight_ih, self.weight_hh], dim=1)
-        bias = self.gate_bias()
-
-        def compute_gates(step_inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-            return torch.stack(
-                [torch.cat([step_inputs[d], hidden[d]], dim=-1) @ weight[d] + bias[d] for d in range(2)]
-            )
-
-        # one split instead of a slice per step: a slice's backward would zero-fill the whole packed tensor each step
-        return self.recurrence(inputs.split(batch_sizes, dim=1), compute_gates, batch_sizes, initial_state)
-
-
-def device_type(tensor: torch.Tensor) -> str:
-    """The type of `tensor`'s device ("cpu", "cuda", ...)."""
-    return tensor.device.type
-
-
-class ElmoEagerImplementation:
-    """
-    The reference implementation ("eager"): the character CNN's products as PyTorch computes them and a biLM layer's
-    recurrence by `ElmoLstmLayer.forward_eager`; differentiable, on any device. It serves every call that no
-    registered implementation supports (gradients, other devices, export). The convolutions run in exact float32 on
-    CUDA too (not on cuDNN's default TF32); "eager_tf32" (`allow_tf32=True`) leaves them to cuDNN's setting. The LSTM's
-    products follow PyTorch's matmul setting (`torch.backends.cuda.matmul`, float32 by default).
-    """
-
-    embeds_unique_words = True
-
-    def __init__(self, allow_tf32: bool = False) -> None:
-        self.allow_tf32 = allow_tf32
-
-    def supports(self, call: ElmoCall) -> bool:
-        return True
-
-    @staticmethod
-    def linear(module: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
-        """`module(inputs)`: (..., in_features) -> (..., out_features)."""
-        return module(inputs)
-
-    def max_pooled_convolution(self, conv: nn.Conv1d, chars: torch.Tensor) -> torch.Tensor:
-        """`conv` over `chars` (num_words, num_chars, char_embedding_dim), max-pooled over positions: (num_words,
-        num_filters). On CUDA in exact float32 (`fp32_convolutions`) unless `allow_tf32`."""
-        exact = device_type(chars) == "cuda" and not self.allow_tf32
-        with fp32_convolutions() if exact else contextlib.nullcontext():
-            return conv(chars.transpose(1, 2)).max(dim=-1).values
-
-    @staticmethod
-    def lstm_layer(
-        weights: LstmWeights, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
-    ) -> tuple[torch.Tensor, LstmState]:
-        return weights.owner.forward_eager(inputs, batch_sizes, initial_state)
-
-
-class ElmoReferenceImplementation(ElmoEagerImplementation):
-    """
-    The straightforward paths, for checking the others ("reference"): the character CNN on every word (no
-    deduplication, word cache or token-embedding table; its products those of the default implementation) and every
-    LSTM layer's `forward_reference` (per step and direction, in TensorFlow's formulation).
-    """
-
-    embeds_unique_words = False
-
-    def supports(self, call: ElmoCall) -> bool:
-        return call.part == "lstm"
-
-    @staticmethod
-    def lstm_layer(
-        weights: LstmWeights, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState
-    ) -> tuple[torch.Tensor, LstmState]:
-        return weights.owner.forward_reference(inputs, batch_sizes, initial_state)
-
-
-ELMO_EAGER = ElmoEagerImplementation()
-ALL_ELMO_IMPLEMENTATIONS.register("eager", ELMO_EAGER)
-ALL_ELMO_IMPLEMENTATIONS.register("eager_tf32", ElmoEagerImplementation(allow_tf32=True))
-ALL_ELMO_IMPLEMENTATIONS.register("reference", ElmoReferenceImplementation())
 
 
 class ElmoBiLm(nn.Module):
@@ -716,7 +531,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
         """As in [`PreTrainedModel`]; checkpoints with the highway gate's old name (`carry`) load too.
         `elmo_implementation`: the implementation to choose (`set_implementation`), as `attn_implementation`. A
         `quantization_config` other than the one a saved quantized folder holds is refused (Transformers would use
-        the folder's and only warn)."""
+        the folder's and only warn). An unknown or unavailable `elmo_implementation` is refused before loading."""
+        ALL_ELMO_IMPLEMENTATIONS.check_name(elmo_implementation)
         kwargs["key_mapping"] = {**cls._RENAMED_KEYS, **(kwargs.get("key_mapping") or {})}
         loaded = super().from_pretrained(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded
@@ -740,17 +556,16 @@ class ElmoPreTrainedModel(PreTrainedModel):
         model, by a name of `ALL_ELMO_IMPLEMENTATIONS.names()`: "eager" (the reference), "reference" (the
         straightforward paths, for checks), those of `modeling_elmo.engine`; `None` (the default) tries the defaults
         registered for the device of each call. A call that the chosen one does not support runs the defaults' or the
-        reference (docs/model.md). The choice is held in the config (`config._elmo_implementation`, not saved).
+        reference (docs/model.md). An unknown name, or one that cannot run here, is refused in one line listing those
+        that can. The choice is held in the config (`config._elmo_implementation`, not saved).
         """
-        if name is not None and name not in ALL_ELMO_IMPLEMENTATIONS:
-            known = ", ".join(map(repr, ALL_ELMO_IMPLEMENTATIONS.names()))
-            raise ValueError(f"Unknown implementation {name!r}: registered are {known} (or None for the default).")
+        ALL_ELMO_IMPLEMENTATIONS.check_name(name)
         layers = [module for module in self.modules() if isinstance(module, ElmoLstmLayer) and not module.quantization]
         chosen = ALL_ELMO_IMPLEMENTATIONS.get_interface(name, ELMO_EAGER, self.device.type)[0]  # None: the default
         for layer in layers if name is not None and hasattr(chosen, "check") else ():
             chosen.check(layer.weights())  # an implementation may refuse a model it cannot run (before any change)
         for layer in layers if hasattr(chosen, "release") else ():  # one that keeps weights per layer replaces
-            ALL_ELMO_IMPLEMENTATIONS.release(layer, keep=chosen)  # what the others kept
+            ALL_ELMO_IMPLEMENTATIONS.release(layer.implementation_key, keep=chosen)  # what the others kept
         for module in self.modules():
             if isinstance(module, ElmoHeldChoice):
                 module.implementation = name

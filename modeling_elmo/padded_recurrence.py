@@ -9,7 +9,7 @@ reversed by index arithmetic on its length, and the LSTM states of a row stay fr
 runs on the batch's words only (their count is data-dependent: a symbolic size from `nonzero`, never a Python int),
 on all `max_characters_per_token` characters and without the eager path's deduplication (`torch.unique` or a cut of
 the character dimension add more data-dependent sizes, which the ONNX exporter of torch 2.13 fails on around `scan`).
-Stateless only: every row starts from zero states. Imports only torch (shipped as remote code beside
+Stateless only: every row starts from zero states. Imports only torch and `lstm_cell` (shipped as remote code beside
 modeling_elmo.py).
 """
 
@@ -20,7 +20,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-LstmState = tuple[torch.Tensor, torch.Tensor]
+from .lstm_cell import LstmState, LstmWeights
+
 # (hidden, cell, *step inputs, *constants) -> (hidden, cell, step output)
 StepFn = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
@@ -67,13 +68,12 @@ def _scan(
     return torch.stack(outputs)
 
 
-def _lstm_layer(layer: nn.Module, inputs: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+def _lstm_layer(layer: LstmWeights, inputs: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
     """
-    One `ElmoLstmLayer`, both directions, on time-major padded inputs (each direction in its own time order).
+    One biLM layer, both directions, on time-major padded inputs (each direction in its own time order).
 
     Args:
-        layer: the layer (`weight_ih` (2, input, 4 * cell), `weight_hh` (2, proj, 4 * cell), `weight_proj`
-            (2, cell, proj), `gate_bias()`, and its step `cell(gates, cell, project)`).
+        layer: the layer's weights and settings (`ElmoLstmLayer.weights()`).
         inputs: (time, 2, batch, input_size).
         active: (time, 1, batch, 1) bool: whether step `t` of a row is one of its sequence's steps.
 
@@ -168,7 +168,7 @@ def padded_bilm_layers(
     forward_index = torch.where(mask, rank, 0).unsqueeze(-1)  # (batch, words, 1)
     backward_index = torch.where(mask, last - rank, 0).unsqueeze(-1)
     for index, layer in enumerate(bilm.layers):
-        outputs = _lstm_layer(layer, inputs, active)
+        outputs = _lstm_layer(layer.weights(), inputs, active)
         if bilm.use_skip_connections and index > 0:
             outputs = outputs + inputs
         proj = outputs.shape[-1]

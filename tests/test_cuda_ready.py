@@ -14,11 +14,12 @@ from host_syncs import HostSyncs
 from model_inputs import char_ids
 
 import modeling_elmo.modeling_elmo as modeling
-from modeling_elmo import ElmoModel
+from modeling_elmo import ElmoModel, reference_implementations
 from modeling_elmo.convolution_precision import Fp32Convolutions, fp32_convolutions
 from modeling_elmo.lstm_states import ElmoLstmStates
-from modeling_elmo.modeling_elmo import ElmoLstmLayer, input_gate_chunks
+from modeling_elmo.modeling_elmo import ElmoLstmLayer
 from modeling_elmo.packed_sentences import pack_sentences
+from modeling_elmo.reference_implementations import input_gate_chunks
 
 ORIGINAL_TOLERANCE = 2e-6
 ONE_PRODUCT = 10**9  # a chunk bound no input reaches: all steps' input-to-gate products at once, as before chunking
@@ -80,7 +81,7 @@ def test_eager_chunks_give_the_bits_of_one_product(converted_fixture, fixture_ba
     assert len(input_gate_chunks(first.batch_sizes, 16)) > 2  # the fixture's batches really are split
     results = {}
     for rows in (ONE_PRODUCT, 16, 24, 32):
-        monkeypatch.setattr(ElmoLstmLayer, "INPUT_GATE_CHUNK_ROWS", rows)
+        monkeypatch.setattr(reference_implementations, "INPUT_GATE_CHUNK_ROWS", rows)
         results[rows] = stateful_layers(model, fixture_batches, grad)
         assert results[rows][1] <= ORIGINAL_TOLERANCE
     one_product = results[ONE_PRODUCT][0]
@@ -109,8 +110,8 @@ def test_eager_chunks_compute_no_more_than_a_chunk_of_gates(monkeypatch):
         return real_bmm(left, right)
 
     monkeypatch.setattr(torch, "bmm", recorded_bmm)
-    monkeypatch.setattr(ElmoLstmLayer, "INPUT_GATE_CHUNK_ROWS", 10)
-    steps = layer.input_gate_steps(inputs, batch_sizes)
+    monkeypatch.setattr(reference_implementations, "INPUT_GATE_CHUNK_ROWS", 10)
+    steps = reference_implementations.input_gate_steps(layer.weights(), inputs, batch_sizes)
     assert next(steps).shape == (2, 5, 32) and products == [10]
     assert [step.shape[1] for step in steps] == batch_sizes[1:] and products == [10, 8, 8]
 
@@ -207,13 +208,13 @@ def record_convolution_precision(monkeypatch) -> list[object]:
     """cuDNN's float32 convolution setting seen by every convolution of the character CNN, in order."""
     seen = []
     owner, name, _ = Fp32Convolutions._setting()
-    real_forward = torch.nn.Conv1d.forward
+    real_conv1d = torch.nn.functional.conv1d
 
-    def forward(conv, inputs):
+    def conv1d(*args, **kwargs):
         seen.append(getattr(owner, name))
-        return real_forward(conv, inputs)
+        return real_conv1d(*args, **kwargs)
 
-    monkeypatch.setattr(torch.nn.Conv1d, "forward", forward)
+    monkeypatch.setattr(torch.nn.functional, "conv1d", conv1d)
     return seen
 
 
@@ -224,7 +225,7 @@ def test_char_cnn_convolutions_are_exact_on_cuda_unless_opted_in(
     """With the inputs on CUDA (mocked: the device type the implementation reads) and PyTorch's default TF32
     convolutions, "eager" runs each convolution in exact float32 and puts the setting back; "eager_tf32" leaves it."""
     owner, setting, exact, tf32 = user_setting
-    monkeypatch.setattr(modeling, "device_type", lambda tensor: "cuda")
+    monkeypatch.setattr(reference_implementations, "device_type", lambda tensor: "cuda")
     seen = record_convolution_precision(monkeypatch)
     model = ElmoModel.from_pretrained(converted_fixture)
     model.set_implementation(name)

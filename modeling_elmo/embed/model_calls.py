@@ -116,9 +116,11 @@ def embed_batch(model, tokenizer, batch: Batch, layers: str, pooling: str = "non
 
     encoded = _encode(tokenizer, sentences, model.device)
     with torch.inference_mode():  # this command owns its process: fewer threads where the machine is busy, same bits
-        output = tuned_call(
-            model, lambda: model(**encoded, output_hidden_states=layers != "top"), encoded["attention_mask"]
-        )
+
+        def compute():
+            return model(**encoded, output_hidden_states=layers != "top")
+
+        output = tuned_call(compute, encoded["attention_mask"], tuning_key(model))
         if layers == "top":
             values = output.last_hidden_state  # (batch, words, width)
         else:
@@ -130,6 +132,13 @@ def embed_batch(model, tokenizer, batch: Batch, layers: str, pooling: str = "non
         words = values[row, ..., : len(sentence.words), :]  # ([layers,] words, width)
         arrays[sentence.index] = np.ascontiguousarray(words.mean(axis=-2) if pooling == "mean" else words)
     return arrays
+
+
+def tuning_key(model) -> tuple:
+    """What tells the calls of `model` (an `ElmoModel`) apart for `engine.tuned_call`: the shapes and dtypes of its
+    parameters and buffers (quantized weights included) and its choice of implementation."""
+    tensors = (*model.parameters(), *model.buffers())
+    return tuple((tuple(tensor.shape), tensor.dtype) for tensor in tensors), model.config._elmo_implementation
 
 
 def replay_in_word_cache(model, tokenizer, batch: Batch) -> None:

@@ -5,14 +5,13 @@ It serves the CPU implementations (`cpu_implementation`); the model's blocks kee
 highway gates) and take their products from the implementation chosen for the call.
 
 Public interface: `CharCnnEngine`, with `applies(dtype, weight_dtype)`, whether it computes the products of a call,
-and the two products of an implementation (`elmo_implementations.ElmoImplementation`): `linear(module, inputs)` and
-`max_pooled_convolution(conv, chars)`, PyTorch's `nn.Linear` and `nn.Conv1d` read for their weights. Each product is
-one oneDNN product (`cpu_linear.onednn_affine`), the convolution one over the unfolded windows of characters: faster
-than PyTorch's convolution on the character CNN's shapes, and the same bits at every thread count.
+and the two products of an implementation (`elmo_implementations.ElmoImplementation`): `linear(inputs, weight, bias)`
+and `max_pooled_convolution(chars, weight, bias)`, on the weights of the model's linear maps and convolutions. Each
+product is one oneDNN product (`cpu_linear.onednn_affine`), the convolution one over the unfolded windows of
+characters: faster than PyTorch's convolution on the character CNN's shapes, and the same bits at every thread count.
 """
 
 import torch
-from torch import nn
 
 from .cpu_linear import onednn_affine, onednn_applies
 
@@ -27,13 +26,15 @@ class CharCnnEngine:
         return dtype == weight_dtype and onednn_applies(torch.device("cpu"), dtype)
 
     @staticmethod
-    def linear(module: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
-        """`module(inputs)`: (..., in_features) -> (..., out_features)."""
-        return onednn_affine(inputs, module.weight, module.bias)
+    def linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """`inputs @ weight.T + bias`: (..., in_features) -> (..., out_features), weight (out_features,
+        in_features)."""
+        return onednn_affine(inputs, weight, bias)
 
     @staticmethod
-    def max_pooled_convolution(conv: nn.Conv1d, chars: torch.Tensor) -> torch.Tensor:
-        """`conv` over `chars` (num_words, num_chars, char_embedding_dim), max-pooled over positions: (num_words,
-        num_filters). Each window of characters is one row of the product."""
-        windows = chars.unfold(1, conv.kernel_size[0], 1).flatten(2)  # (num_words, positions, char_dim * width)
-        return onednn_affine(windows, conv.weight.flatten(1), conv.bias).amax(dim=1)
+    def max_pooled_convolution(chars: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """The convolution of `weight` (num_filters, char_embedding_dim, width) and `bias` (num_filters,) over `chars`
+        (num_words, num_chars, char_embedding_dim), max-pooled over positions: (num_words, num_filters). Each window
+        of characters is one row of the product."""
+        windows = chars.unfold(1, weight.shape[-1], 1).flatten(2)  # (num_words, positions, char_dim * width)
+        return onednn_affine(windows, weight.flatten(1), bias).amax(dim=1)

@@ -6,7 +6,8 @@ gradient and are not being exported; the model's reference serves every other ca
 
 import torch
 
-from ..elmo_implementations import ElmoCall, LstmState, LstmWeights, PerLayer
+from ..elmo_implementations import ElmoCall, PerLayer
+from ..lstm_cell import LayerKey, LstmState, LstmWeights
 from .char_cnn_engine import CharCnnEngine
 from .lstm_engine import LstmEngine, check_settings
 
@@ -41,6 +42,6 @@ class CpuImplementation(CharCnnEngine):
     ) -> tuple[torch.Tensor, LstmState]:
         return self.engine(weights).run(weights, inputs, batch_sizes, initial_state)
 
-    def release(self, owner: object) -> None:
-        """Drop the packed weights kept for the layer `owner`."""
-        self._engines.pop(owner, None)
+    def release(self, key: LayerKey) -> None:
+        """Drop the packed weights kept for the layer of `key` (`LstmWeights.key`)."""
+        self._engines.pop(key, None)

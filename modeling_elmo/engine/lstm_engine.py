@@ -1,16 +1,16 @@
 """
 The CPU inference engine of the biLM: what runs a biLM layer on a CPU when no gradient is needed, in place of the
-model's reference recurrence, with the layer's cell (`LstmWeights.cell`). It serves the CPU implementations
-(`cpu_implementation`), which keep one `LstmEngine` per layer.
+model's reference recurrence, each step by `lstm_cell.lstm_cell` (or the caller's cell step). It serves the CPU
+implementations (`cpu_implementation`), which keep one `LstmEngine` per layer.
 
 Public interface:
 
 - `LstmEngine(products, threads)`: `run(weights, inputs, batch_sizes, initial_state)`, a layer's call
-  (`elmo_implementations.LstmWeights`, the arguments and results of `ElmoImplementation.lstm_layer`; a quantized
+  (`lstm_cell.LstmWeights`, the arguments and results of `ElmoImplementation.lstm_layer`; a quantized
   layer passes its own products, `modeling_elmo.quantization`). `STEP_PRODUCTS`, `check_settings(products,
   threads)`.
-- `tuned_call(model, compute, attention_mask)`: one whole inference call (`compute()`) under the thread count chosen
-  for it, for callers that own their process (`elmo-embed`).
+- `tuned_call(compute, attention_mask, model_key)`: one whole inference call (`compute()`) under the thread count
+  chosen for it, for callers that own their process (`elmo-embed`).
 
 The default is predictable: the step products are fixed by facts of the call (device, dtype, oneDNN available, one
 sequence or several), not by timings: oneDNN with the recurrent and projection weights packed into its layout where
@@ -24,12 +24,12 @@ threads at once. Opt-in: `products="views"` (nothing derived or kept), `products
 
 import contextlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import TypeVar
 
 import torch
 
-from ..elmo_implementations import ALL_ELMO_IMPLEMENTATIONS, ElmoCall, LstmState, LstmWeights
+from ..lstm_cell import LstmCell, LstmState, LstmWeights, lstm_cell
 from .cpu_linear import LinearFn, onednn_linear, onednn_linear_applies
 from .recurrence_tuning import (
     THREAD_CHOOSER,
@@ -78,11 +78,13 @@ class LstmEngine:
         batch_sizes: list[int],
         initial_state: LstmState,
         biased_sets: list[LinearSet] | None = None,
+        cell_step: LstmCell | None = None,
     ) -> tuple[torch.Tensor, LstmState]:
         """The call of the layer `layer` (arguments and results of `ElmoImplementation.lstm_layer`) without gradients:
         the in-place recurrence. `biased_sets`: the caller's own products (a quantized layer's), per set of
         directions, whose input-to-gate products already add the gate bias (`layer.gate_bias()`); by default the
-        engine's (`_linear_sets`), the bias added at every step."""
+        engine's (`_linear_sets`), the bias added at every step. `cell_step`: the step of the cell for those products
+        (`lstm_cell.lstm_cell`'s signature; by default that one)."""
         outputs = inputs.new_empty(2, inputs.shape[1], initial_state[0].shape[-1])
         hidden, cell = initial_state[0], initial_state[1].clone()  # `cell` is updated in place
         offsets = list(itertools.accumulate(batch_sizes, initial=0))
@@ -96,7 +98,7 @@ class LstmEngine:
         for directions, linears in linear_sets:
             self._recur_in_place(
                 layer, linears, None if bias is None else bias[directions], inputs[directions], offsets,
-                hidden[directions], cell[directions], outputs[directions], run_steps,
+                hidden[directions], cell[directions], outputs[directions], run_steps, cell_step,
             )  # fmt: skip
         active = torch.tensor(batch_sizes).unsqueeze(1) > torch.arange(batch_sizes[0])  # (time, batch)
         last_step = active.sum(dim=0) - 1
@@ -114,6 +116,7 @@ class LstmEngine:
         cell: torch.Tensor,
         outputs: torch.Tensor,
         run_steps: StepRunner,
+        cell_step: LstmCell | None = None,
     ) -> None:
         """
         The inference recurrence for `D` directions (1 or 2) at once: `inputs` (D, num_packed, input_size), `bias`
@@ -121,8 +124,9 @@ class LstmEngine:
         `cell` (D, batch, cell_size) updated in place, `outputs` (D, num_packed, proj_size) written. The input-to-gate
         products are computed a block of time steps at a time (`INPUT_GATE_BLOCK_ROWS`), so memory stays bounded on
         long inputs; the steps of each block run in `run_steps(rows, steps)` (threads, see `_step_runner`). Each step
-        is `layer.cell`.
+        is `cell_step` (by default `lstm_cell`) with the layer's clips.
         """
+        cell_step = cell_step or lstm_cell
         input_to_gates, recurrent, projection = linears
         num_steps = len(offsets) - 1
         step = 0
@@ -138,7 +142,8 @@ class LstmEngine:
                     gates.add_(recurrent(hidden[:, :size]))
                     if bias is not None:
                         gates.add_(bias)  # the bias last, as in the reference
-                    new_hidden, new_cell = layer.cell(gates, cell[:, :size], projection)
+                    clips = layer.cell_clip, layer.proj_clip
+                    new_hidden, new_cell = cell_step(gates, cell[:, :size], projection, *clips)
                     hidden = outputs[:, offsets[time] : offsets[time + 1]]
                     hidden.copy_(new_hidden)
                     cell[:, :size] = new_cell
@@ -315,35 +320,29 @@ class LstmEngine:
         return run_steps
 
 
-def tuned_call(model: torch.nn.Module, compute: Callable[[], Result], attention_mask: torch.Tensor) -> Result:
+def tuned_call(compute: Callable[[], Result], attention_mask: torch.Tensor, model_key: Hashable) -> Result:
     """
-    `compute()`, one inference call of `model` (an `ElmoModel`) on a batch with word mask `attention_mask` (batch,
-    words), under the thread count `THREAD_CHOOSER` picks for calls of this model and size: on a CPU that other
-    processes keep busy, where threads waiting for each other at every parallel operation can make a call several
-    times slower, the call drops to fewer threads (with a `threads="auto"` implementation, the blocks of time steps
-    choose again inside). For callers that own their process (`elmo-embed`): only where the call gives the same
-    bits at every count (`same_results_at`, checked on the first call of its kind by running it at each count);
-    otherwise, for calls with gradients or off the CPU, `compute()` as it is. Calls that carry LSTM states must not
-    come here (a repeated call would advance them).
+    `compute()`, one inference call of a model on a batch with word mask `attention_mask` (batch, words), under the
+    thread count `THREAD_CHOOSER` picks for calls of this model and size: on a CPU that other processes keep busy,
+    where threads waiting for each other at every parallel operation can make a call several times slower, the call
+    drops to fewer threads (with a `threads="auto"` implementation, the blocks of time steps choose again inside).
+    `model_key` tells the calls of one model apart from another's (what it computes with: its tensors' shapes and
+    dtypes, its choice of implementation). For callers that own their process (`elmo-embed`): only where the call
+    gives the same bits at every count (`same_results_at`, checked on the first call of its kind by running it at each
+    count); otherwise, for calls with gradients or off the CPU, `compute()` as it is. Calls that carry LSTM states
+    must not come here (a repeated call would advance them).
     """
-    layer = model.bilm.layers[0]
-    dtype = layer.weight_hh.dtype
-    call = ElmoCall("lstm", layer.weight_hh.device, dtype, dtype, False, False, layer.implementation)
-    implementation = ALL_ELMO_IMPLEMENTATIONS.serving(call)  # what will run the biLM (None: the reference)
     counts = thread_counts(torch.get_num_threads())
     if (
         torch.is_grad_enabled()
-        or layer.weight_hh.device.type != "cpu"
+        or attention_mask.device.type != "cpu"
         or torch.compiler.is_compiling()
         or len(counts) == 1
     ):
         return compute()
     rows, words = attention_mask.shape[0], int(attention_mask.sum()) + 2 * attention_mask.shape[0]
-    shapes = tuple(tuple(parameter.shape) for parameter in model.parameters())
-    shape_key = (tuple(layer.weight_hh.shape), tuple(layer.weight_proj.shape), layer.weight_hh.dtype)
-    key = ("call", shape_key, shapes, layer.quantization, rows_bucket(rows))
-    products = getattr(implementation, "products", None)
-    if not same_results_at((*key, counts, products), counts, lambda: [lambda: _output_tensors(compute())]):
+    key = ("call", model_key, rows_bucket(rows))
+    if not same_results_at((*key, counts), counts, lambda: [lambda: _output_tensors(compute())]):
         return compute()
     with THREAD_CHOOSER.run((*key, rows_bucket(attention_mask.shape[1])), words):
         return compute()

@@ -25,15 +25,9 @@ if TYPE_CHECKING:
     from .triton_kernels import Mode
     from .triton_recurrence import KernelWeights
 
-from ..elmo_implementations import (
-    ElmoCall,
-    ElmoImplementations,
-    ImplementationUnavailable,
-    LstmState,
-    LstmWeights,
-    PerLayer,
-)
+from ..elmo_implementations import ElmoCall, ElmoImplementations, ImplementationUnavailable, PerLayer
 from ..foundation.errors import one_line
+from ..lstm_cell import LayerKey, LstmState, LstmWeights
 from .cuda_graphs import StepLoopGraphs
 
 INSTALL_HINT = "pip install 'elmo-transformers[gpu]'"
@@ -132,12 +126,15 @@ class TritonImplementation:
             return triton_unavailable() is None and kernels_interpreted()
         return False
 
-    def check(self, weights: LstmWeights) -> None:
-        """Refuse a model these kernels cannot run, when it chooses this implementation: without Triton, on a CPU
-        unless interpreted, other devices, or an LSTM that is not float32."""
+    @staticmethod
+    def unavailable() -> str | None:
+        """Why these kernels cannot run in this process ("needs Triton: ..."), or `None`."""
         reason = triton_unavailable()
-        if reason is not None:
-            raise ValueError(f"Implementation {self.name!r} needs Triton: {reason}.")
+        return None if reason is None else f"needs Triton: {reason}"
+
+    def check(self, weights: LstmWeights) -> None:
+        """Refuse a model these kernels cannot run, when it chooses this implementation (Triton importable: see
+        `unavailable`): on a CPU unless interpreted, other devices, or an LSTM that is not float32."""
         device = weights.weight_hh.device
         interpreted = device.type == "cpu" and kernels_interpreted()
         if device.type != "cuda" and not interpreted:
@@ -183,9 +180,9 @@ class TritonImplementation:
             )
             raise ImplementationUnavailable(reason) from error
 
-    def release(self, owner: object) -> None:
-        """Drop the weight copies and graphs kept for the layer `owner`."""
-        self._runs.pop(owner, None)
+    def release(self, key: LayerKey) -> None:
+        """Drop the weight copies and graphs kept for the layer of `key` (`LstmWeights.key`)."""
+        self._runs.pop(key, None)
 
 
 def register_triton_implementations(registry: ElmoImplementations) -> None:

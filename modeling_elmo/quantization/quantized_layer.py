@@ -12,16 +12,15 @@ same tensors at the same version (`load_state_dict` renews them).
 
 The layer runs on CPUs only, without gradients: the CPU engine's recurrence (`lstm_engine.LstmEngine.run`), one
 direction over all its time steps before the other (so at batch 1 one direction's weights stay in cache), the gate
-bias added once per block of steps with the input-to-gate products, and its own cell (`cell`: sigmoids only).
+bias added once per block of steps with the input-to-gate products, and its own cell step (`doubled_gate_cell`:
+sigmoids only).
 """
-
-from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from ..elmo_implementations import LstmState
 from ..engine.lstm_engine import LinearSet, LstmEngine
+from ..lstm_cell import LstmState, Projection
 from ..modeling_elmo import ElmoBiLm, ElmoConfig, ElmoLstmLayer, ElmoModel, ElmoPreTrainedModel
 from .kernels import METHODS, quantized_linear
 from .storage import register_empty, restore_dtypes, storage_dtypes, store, version_key
@@ -84,7 +83,7 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
         return cached[1]
 
     def _gate_factors(self) -> torch.Tensor:
-        """(4 * cell_size,): 2 for the new-input gate's rows (`j`), 1 for the others (see `cell`)."""
+        """(4 * cell_size,): 2 for the new-input gate's rows (`j`), 1 for the others (see `doubled_gate_cell`)."""
         factors = torch.ones(4, self.weight_proj.shape[-1])
         factors[1] = 2.0
         return factors.flatten()
@@ -104,7 +103,7 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
         return quantized_linear(self.quantization, weight, scales)
 
     def _derive_linear_sets(self) -> list[LinearSet]:
-        bias = self.gate_bias().detach() * self._gate_factors()
+        bias = self.weights().gate_bias().detach() * self._gate_factors()
         sets = []
         for direction in range(2):
             input_product = self._product("weight_ih", direction)
@@ -116,27 +115,6 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
             recurrent, projection = self._product("weight_hh", direction), self._product("weight_proj", direction)
             sets.append((slice(direction, direction + 1), (input_to_gates, recurrent, projection)))
         return sets
-
-    def cell(
-        self, gates: torch.Tensor, cell: torch.Tensor, project: Callable[[torch.Tensor], torch.Tensor] | None = None
-    ) -> LstmState:
-        """
-        `ElmoLstmLayer.cell` for this layer's products, whose new-input gate `j` comes doubled: one sigmoid for all
-        four gates, and `tanh(x) = 2 sigmoid(2x) - 1` (`f c + i tanh(j) = f c + 2 i sigmoid(2j) - i`, `o tanh(c) =
-        2 o sigmoid(2c) - o`), since ATen splits `tanh` of even a few thousand values among threads, each of which
-        waits for the others on a busy CPU, while `sigmoid` of a time step's values runs on one. `gates` (D, n,
-        4 * cell_size), `cell` (D, n, cell_size) -> (hidden (D, n, proj_size), cell); `project`, the projection
-        product (D, n, cell_size) -> (D, n, proj_size), is needed.
-        """
-        input_gate, new_input, forget_gate, output_gate = torch.sigmoid(gates).chunk(4, dim=-1)
-        cell = torch.addcmul(torch.addcmul(-input_gate, input_gate, new_input, value=2), forget_gate, cell)
-        if self.cell_clip:
-            cell.clamp_(-self.cell_clip, self.cell_clip)
-        cell_output = torch.addcmul(-output_gate, output_gate, torch.sigmoid(cell * 2), value=2)
-        hidden = project(cell_output)  # always given: the engine passes this layer's projection product
-        if self.proj_clip:
-            hidden = hidden.clamp_(-self.proj_clip, self.proj_clip)
-        return hidden, cell
 
     def forward(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LstmState, dispatch: object = None
@@ -154,7 +132,35 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
                 f"A quantized biLM ({self.quantization!r}) was cast to other dtypes ({stored}): casting is refused; "
                 "load it again with from_pretrained."
             )
-        return _RECURRENCE.run(self.weights(), inputs.float(), batch_sizes, initial_state, self.linear_sets())
+        return _RECURRENCE.run(
+            self.weights(), inputs.float(), batch_sizes, initial_state, self.linear_sets(), doubled_gate_cell
+        )
+
+
+def doubled_gate_cell(
+    gates: torch.Tensor,
+    cell: torch.Tensor,
+    project: Projection,
+    cell_clip: float | None,
+    proj_clip: float | None,
+) -> LstmState:
+    """
+    `lstm_cell.lstm_cell` for a quantized layer's products, whose new-input gate `j` comes doubled: one sigmoid for
+    all four gates, and `tanh(x) = 2 sigmoid(2x) - 1` (`f c + i tanh(j) = f c + 2 i sigmoid(2j) - i`, `o tanh(c) =
+    2 o sigmoid(2c) - o`), since ATen splits `tanh` of even a few thousand values among threads, each of which waits
+    for the others on a busy CPU, while `sigmoid` of a time step's values runs on one. `gates` (D, n, 4 * cell_size),
+    `cell` (D, n, cell_size) -> (hidden (D, n, proj_size), cell); `project`, the projection product (D, n, cell_size)
+    -> (D, n, proj_size).
+    """
+    input_gate, new_input, forget_gate, output_gate = torch.sigmoid(gates).chunk(4, dim=-1)
+    cell = torch.addcmul(torch.addcmul(-input_gate, input_gate, new_input, value=2), forget_gate, cell)
+    if cell_clip:
+        cell.clamp_(-cell_clip, cell_clip)
+    cell_output = torch.addcmul(-output_gate, output_gate, torch.sigmoid(cell * 2), value=2)
+    hidden = project(cell_output)
+    if proj_clip:
+        hidden = hidden.clamp_(-proj_clip, proj_clip)
+    return hidden, cell
 
 
 def refuse_gradients(layer: ElmoQuantizedLstmLayer, inputs: torch.Tensor, state: tuple) -> None:

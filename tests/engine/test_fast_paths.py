@@ -12,14 +12,14 @@ from model_inputs import drop_thread_probe_calls, record_onednn_calls, reference
 from model_inputs import random_model as _model
 from transformers import Trainer, TrainingArguments
 
-from modeling_elmo import ElmoModel
+from modeling_elmo import ElmoModel, reference_implementations
 from modeling_elmo.character_ids import word_to_char_ids
 from modeling_elmo.conversion.testing_utils import ARCHITECTURES
 from modeling_elmo.embed.token_embeddings import load_token_embedding_table, read_token_embedding_table
 from modeling_elmo.engine.cpu_linear import onednn_linear_applies
 from modeling_elmo.engine.lstm_engine import LstmEngine
 from modeling_elmo.formats.original_checkpoint import load_original_checkpoint
-from modeling_elmo.modeling_elmo import ElmoCharacterEncoder, ElmoLstmLayer
+from modeling_elmo.modeling_elmo import ElmoCharacterEncoder
 from modeling_elmo.packed_sentences import PackedBatch
 from modeling_elmo.word_embedding_store import WordEmbeddingStore, word_keys
 
@@ -261,9 +261,9 @@ def test_reference_implementation_is_chosen_per_block_and_restored_on_errors(ran
     model = _model(random_checkpoint, seed=23)
     ids = _char_ids(_sentences(seed=24, count=3, max_words=8))
     calls = []
-    reference = ElmoLstmLayer.forward_reference
+    reference = reference_implementations.reference_lstm_layer
     monkeypatch.setattr(
-        ElmoLstmLayer, "forward_reference", lambda self, *args: calls.append(1) or reference(self, *args)
+        reference_implementations, "reference_lstm_layer", lambda *args: calls.append(1) or reference(*args)
     )
     with pytest.raises(RuntimeError, match="interrupted"), reference_implementation(model):
         model(ids)

@@ -3,9 +3,10 @@ registered from this file, with no change to `modeling_elmo.py`, is picked up by
 pretraining, `torch.export`), by name or as a default; calls it does not support (gradients) take the reference."""
 
 import collections
-import copy
+import dataclasses
 import gc
 import json
+import types
 import weakref
 
 import pytest
@@ -22,12 +23,11 @@ from modeling_elmo import (
     ElmoModel,
 )
 from modeling_elmo.character_ids import word_to_char_ids
-from modeling_elmo.elmo_implementations import (
-    ALL_ELMO_IMPLEMENTATIONS,
-    ElmoCall,
-    ImplementationUnavailable,
-    LstmWeights,
-)
+from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS, ElmoCall, ImplementationUnavailable
+from modeling_elmo.engine import triton_implementation
+from modeling_elmo.engine.char_cnn_engine import CharCnnEngine
+from modeling_elmo.lstm_cell import LayerKey, LstmWeights
+from modeling_elmo.reference_implementations import reference_lstm_layer
 
 SENTENCES = [["the", "bank", "closed"], ["river"], ["a", "café", "by", "the", "river"]]
 
@@ -43,20 +43,21 @@ class Float64Implementation:
     def supports(self, call: ElmoCall) -> bool:
         return not call.needs_grad
 
-    def linear(self, module: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
+    def linear(self, inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         self.calls["linear"] += 1
-        return nn.functional.linear(inputs.double(), module.weight.double(), module.bias.double()).to(inputs.dtype)
+        return nn.functional.linear(inputs.double(), weight.double(), bias.double()).to(inputs.dtype)
 
-    def max_pooled_convolution(self, conv: nn.Conv1d, chars: torch.Tensor) -> torch.Tensor:
+    def max_pooled_convolution(self, chars: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         self.calls["max_pooled_convolution"] += 1
-        pooled = nn.functional.conv1d(chars.double().transpose(1, 2), conv.weight.double(), conv.bias.double())
+        pooled = nn.functional.conv1d(chars.double().transpose(1, 2), weight.double(), bias.double())
         return pooled.max(dim=-1).values.to(chars.dtype)
 
     def lstm_layer(self, weights: LstmWeights, inputs, batch_sizes, initial_state):
         self.calls["lstm_layer"] += 1
-        exact = copy.deepcopy(weights.owner).double()
-        outputs, (hidden, cell) = exact.forward_reference(
-            inputs.double(), batch_sizes, tuple(state.double() for state in initial_state)
+        matrices = ("weight_ih", "weight_hh", "bias", "weight_proj")
+        exact = dataclasses.replace(weights, **{name: getattr(weights, name).double() for name in matrices})
+        outputs, (hidden, cell) = reference_lstm_layer(
+            exact, inputs.double(), batch_sizes, tuple(state.double() for state in initial_state)
         )
         return outputs.to(inputs.dtype), (hidden.to(inputs.dtype), cell.to(inputs.dtype))
 
@@ -297,11 +298,11 @@ def test_a_backend_that_cannot_compute_a_call_hands_it_to_the_next_candidate(con
     assert unavailable.asked == layers and len(computed) == layers  # asked first, then the CPU engine, layer by layer
 
 
-def test_public_names_are_the_users_and_benchmark_knobs_are_not_registered():
+def test_every_selectable_name_is_listed_and_benchmark_knobs_are_not_registered():
     names = set(ALL_ELMO_IMPLEMENTATIONS.names())
-    assert {"eager", "reference", "cpu", "triton", "triton_tf32", "triton_bf16"} <= names
-    assert not {"cpu_views", "cpu_bmm", "cpu_auto", "cpu_packed", "cpu_threads"} & names
-    assert "cpu_threads" in ALL_ELMO_IMPLEMENTATIONS  # elmo-embed's setting, registered but not listed
+    assert {"eager", "reference", "cpu", "cpu_threads", "triton", "triton_tf32", "triton_bf16"} <= names
+    assert not {"cpu_views", "cpu_bmm", "cpu_auto", "cpu_packed"} & names
+    assert all(name in names for name in ("eager_tf32", "cpu_threads"))  # elmo-embed's setting is listed too
 
 
 def test_the_choice_is_held_in_the_config_settable_at_loading_and_not_saved(config, tmp_path):
@@ -319,13 +320,124 @@ def test_the_choice_is_held_in_the_config_settable_at_loading_and_not_saved(conf
 
 
 def test_what_a_backend_keeps_for_a_layer_goes_with_the_layer(config):
-    """The CPU engine's packed weights are kept per layer (`PerLayer`, keyed weakly by `LstmWeights.owner`): nothing
+    """The CPU engine's packed weights are kept per layer (`PerLayer`, keyed weakly by `LstmWeights.key`): nothing
     it keeps holds on to the layer."""
     cpu = ALL_ELMO_IMPLEMENTATIONS.get_interface("cpu", None)[0]
     model = _model(config)
     _hidden_states(model, _batch(model.config))
     layers = [weakref.ref(layer) for layer in model.bilm.layers]
-    assert all(layer() in cpu._engines for layer in layers)
+    keys = [weakref.ref(layer.implementation_key) for layer in model.bilm.layers]
+    assert all(key() in cpu._engines for key in keys)
     del model
     gc.collect()
     assert [layer() for layer in layers] == [None] * len(layers)
+    assert [key() for key in keys] == [None] * len(keys)  # and what the engine kept for them is dropped
+
+
+class UnavailableCharCnn:
+    """A backend that accepts every inference call of the character CNN, then finds it cannot compute its products."""
+
+    embeds_unique_words = True
+
+    def __init__(self) -> None:
+        self.asked: collections.Counter[str] = collections.Counter()
+
+    def supports(self, call: ElmoCall) -> bool:
+        return call.part == "char_cnn" and not call.needs_grad
+
+    def linear(self, inputs, weight, bias):
+        self.asked["linear"] += 1
+        raise ImplementationUnavailable("no kernel for this device")
+
+    def max_pooled_convolution(self, chars, weight, bias):
+        self.asked["max_pooled_convolution"] += 1
+        raise ImplementationUnavailable("no kernel for this device")
+
+
+def test_a_char_cnn_backend_that_cannot_compute_hands_each_product_to_the_next_candidate(config, monkeypatch):
+    """As the biLM's layers: the character CNN's products go back through the registry, to the CPU engine here (seen
+    to compute each product), same bits as without the backend."""
+    model = _model(config)
+    batch = _batch(model.config)
+    model.set_word_cache(None)  # every call runs the character CNN
+    expected = _hidden_states(model, batch)
+    computed = collections.Counter()
+    for name in ("linear", "max_pooled_convolution"):
+        product = getattr(CharCnnEngine, name)
+        monkeypatch.setattr(
+            CharCnnEngine,
+            name,
+            staticmethod(lambda *args, name=name, product=product: computed.update([name]) or product(*args)),
+        )
+    unavailable = UnavailableCharCnn()
+    ALL_ELMO_IMPLEMENTATIONS.register("unavailable_char_cnn", unavailable)
+    try:
+        model.set_implementation("unavailable_char_cnn")
+        found = _hidden_states(model, batch)
+    finally:
+        model.set_implementation(None)
+        ALL_ELMO_IMPLEMENTATIONS.unregister("unavailable_char_cnn")
+    assert all(torch.equal(left, right) for left, right in zip(found, expected, strict=True))
+    assert unavailable.asked["max_pooled_convolution"] == len(config.char_filters) > 0
+    assert unavailable.asked["linear"] == 2 * config.num_highway_layers + 1
+    assert computed == unavailable.asked  # each product, asked first, then computed by the CPU engine
+
+
+class RecordingImplementation(Float64Implementation):
+    """The float64 backend, recording every argument it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arguments: list[object] = []
+
+    def linear(self, *args):
+        self.arguments += args
+        return super().linear(*args)
+
+    def max_pooled_convolution(self, *args):
+        self.arguments += args
+        return super().max_pooled_convolution(*args)
+
+    def lstm_layer(self, weights, *args):
+        self.arguments += [*args, *(getattr(weights, field.name) for field in dataclasses.fields(weights))]
+        return super().lstm_layer(weights, *args)
+
+
+def test_backends_receive_tensors_and_settings_never_a_module_or_a_bound_method(config):
+    """Issue 46: every argument a backend gets (and every field of a layer's `LstmWeights`) is a tensor, a number, a
+    list of row counts, a state or the layer's key; on f901fb0 `LstmWeights` carried the layer and its bound cell,
+    and the character CNN's products received `nn.Linear` / `nn.Conv1d`."""
+    recording = RecordingImplementation()
+    ALL_ELMO_IMPLEMENTATIONS.register("recording", recording)
+    try:
+        model = _model(config)
+        model.set_word_cache(None)
+        model.set_implementation("recording")
+        _hidden_states(model, _batch(model.config))
+    finally:
+        ALL_ELMO_IMPLEMENTATIONS.unregister("recording")
+    assert recording.calls["lstm_layer"] == config.num_hidden_layers and recording.calls["linear"] > 0
+    kinds = set()
+    for argument in recording.arguments:
+        values = argument if isinstance(argument, tuple | list) else [argument]
+        kinds |= {type(value) for value in values}
+    assert not any(issubclass(kind, nn.Module) or kind is types.MethodType for kind in kinds), kinds
+    assert kinds <= {torch.Tensor, nn.Parameter, int, float, bool, type(None), LayerKey}, kinds
+
+
+@pytest.mark.parametrize("name", ["float32x", 3])
+def test_an_unknown_name_is_refused_in_the_config_and_before_loading(tmp_path, name):
+    listed = r"registered are .*'cpu'.*'eager'.*'reference'"
+    with pytest.raises(ValueError, match=rf"^Unknown implementation {name!r}: {listed}") as error:
+        ElmoConfig(elmo_implementation=name)
+    assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match=rf"^Unknown implementation {name!r}: {listed}"):
+        ElmoModel.from_pretrained(tmp_path / "no such folder", elmo_implementation=name)  # refused before reading
+
+
+def test_a_name_that_cannot_run_here_is_refused_in_the_config_listing_those_that_can(monkeypatch):
+    monkeypatch.setattr(triton_implementation, "triton_unavailable", lambda: "Triton is not installed (x)")
+    with pytest.raises(ValueError, match=r"^Implementation 'triton_bf16' needs Triton: Triton is not installed") as e:
+        ElmoConfig(elmo_implementation="triton_bf16")
+    assert "'cpu'" in str(e.value) and "'triton'" not in str(e.value) and "\n" not in str(e.value)
+    assert ElmoConfig(elmo_implementation="cpu")._elmo_implementation == "cpu"

@@ -18,7 +18,7 @@ from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS, resolve
 from modeling_elmo.engine.cpu_linear import onednn_linear, onednn_linear_applies
 from modeling_elmo.engine.lstm_engine import LstmEngine
 from modeling_elmo.engine.weight_fingerprint import WeightFingerprint
-from modeling_elmo.modeling_elmo import ELMO_EAGER
+from modeling_elmo.reference_implementations import ELMO_EAGER
 
 TOLERANCE = 1e-6
 

@@ -21,6 +21,7 @@ from model_inputs import (
 from model_inputs import random_model as _model
 
 import modeling_elmo.engine.lstm_engine as modeling
+from modeling_elmo.embed.model_calls import tuning_key
 from modeling_elmo.engine import recurrence_tuning, tuned_call
 from modeling_elmo.engine.cpu_linear import onednn_linear_applies
 from modeling_elmo.engine.lstm_engine import LstmEngine
@@ -32,7 +33,6 @@ from modeling_elmo.engine.recurrence_tuning import (
     same_results_at,
     thread_counts,
 )
-from modeling_elmo.modeling_elmo import ElmoLstmLayer
 
 MIN_INTERVAL = ThreadCountChooser.MIN_TRIAL_INTERVAL
 MAX_INTERVAL = ThreadCountChooser.MAX_TRIAL_INTERVAL
@@ -670,14 +670,14 @@ def test_the_callers_thread_count_is_restored(random_checkpoint, monkeypatch, tw
     counts = {count for _, count in spied_chooser.used}
     assert counts == ({1, 2} if threads == "auto" else set())
 
-    cell = ElmoLstmLayer.cell
+    cell = modeling.lstm_cell
 
-    def cell_failing_at_one_thread(self, *args):
+    def cell_failing_at_one_thread(*args):
         if torch.get_num_threads() == 1:
             raise RuntimeError("interrupted")
-        return cell(self, *args)
+        return cell(*args)
 
-    monkeypatch.setattr(ElmoLstmLayer, "cell", cell_failing_at_one_thread)
+    monkeypatch.setattr(modeling, "lstm_cell", cell_failing_at_one_thread)
     if threads == 2:
         _hidden_states(model, ids)  # never at one thread
     else:
@@ -698,7 +698,7 @@ def test_quantized_and_float32_calls_are_measured_apart(
     for model in (float32, int8):
         set_lstm_inference(model, "auto", "auto")  # opt-in (the quantized layers run their own products)
         with torch.inference_mode():  # the whole call's thread count too, as `elmo-embed` chooses it
-            tuned_call(model, lambda model=model: _hidden_states(model, ids), (ids != 0).any(dim=-1))
+            tuned_call(lambda model=model: _hidden_states(model, ids), (ids != 0).any(dim=-1), tuning_key(model))
     call_keys = {key for key, _ in spied_chooser.used if not _is_step_key(key)}
     assert len(call_keys) == 2
-    assert {key[3] for key in call_keys} == {None, "int8"}
+    assert {key[1] for key in call_keys} == {tuning_key(float32), tuning_key(int8)}  # told apart by the model

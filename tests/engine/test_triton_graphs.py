@@ -9,7 +9,7 @@ from triton_testing import require_interpreted_triton
 
 from modeling_elmo.elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
 from modeling_elmo.engine.cuda_graphs import StepLoopGraphs
-from modeling_elmo.modeling_elmo import ELMO_EAGER
+from modeling_elmo.reference_implementations import ELMO_EAGER
 
 
 class ReplayOnCpu:

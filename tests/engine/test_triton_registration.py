@@ -71,9 +71,10 @@ def test_a_model_without_triton_imports_runs_and_refuses_it():
         """
     )
     assert result.returncode == 0, result.stderr
-    assert (
-        result.stdout
-        == "Implementation 'triton' needs Triton: Triton is not installed (pip install 'elmo-transformers[gpu]').\n"
+    assert result.stdout == (
+        "Implementation 'triton' needs Triton: Triton is not installed (pip install 'elmo-transformers[gpu]'); "
+        "registered are 'cpu', 'cpu_threads', 'eager', 'eager_tf32', 'reference' (those that run here), or None for "
+        "the default.\n"
     )
 
 

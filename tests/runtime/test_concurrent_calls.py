@@ -7,6 +7,7 @@ import torch
 from python_threads import at_once, caller_threads, frequent_thread_switches
 
 from modeling_elmo import ElmoModel, ElmoTokenizer
+from modeling_elmo.embed.model_calls import tuning_key
 from modeling_elmo.engine import tuned_call
 from modeling_elmo.word_embedding_store import WordEmbeddingStore, word_keys
 
@@ -93,7 +94,7 @@ def test_threads_through_the_thread_chooser_get_the_same_outputs_and_leave_the_c
     def tuned_layers(batch) -> torch.Tensor:
         with torch.inference_mode():
             compute = lambda: model(**batch, output_hidden_states=True)  # noqa: E731
-            return torch.stack(tuned_call(model, compute, batch["attention_mask"]).hidden_states)
+            return torch.stack(tuned_call(compute, batch["attention_mask"], tuning_key(model)).hidden_states)
 
     model.set_implementation("cpu_threads")
     try:
