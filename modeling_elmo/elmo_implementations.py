@@ -193,7 +193,7 @@ class ElmoDispatch:
     registry's contents.
     """
 
-    def __init__(self, choice: str | None, default: ElmoImplementation = ELMO_EAGER) -> None:
+    def __init__(self, choice: str | None, default: ElmoImplementation) -> None:
         self.choice, self.default = choice, default
         self._candidates: dict[tuple[str, bool], list[ElmoImplementation]] = {}
 

@@ -207,7 +207,7 @@ class ElmoHeldChoice:
 
 def elmo_dispatch(config: ElmoConfig) -> ElmoDispatch:
     """The implementations of one forward call of a model with `config`, resolved on first use (`ElmoDispatch`)."""
-    return ElmoDispatch(config._elmo_implementation)
+    return ElmoDispatch(config._elmo_implementation, ELMO_EAGER)  # a global: Dynamo traces it with its source
 
 
 class ElmoCharacterEncoder(ElmoHeldChoice, nn.Module):
