@@ -1,6 +1,6 @@
 """
 The one loader of a converted ELMo model (a Transformers folder or a Hub id): `elmo-embed`, `ElmoBatchEmbedder` and
-the AllenNLP, ELMoForManyLangs and simple_elmo drop-ins all load through it.
+the AllenNLP, ELMoForManyLangs, simple_elmo and flair drop-ins all load through it.
 
 A location that can only fail answers at once, in one line (`ModelLoadError`), before Transformers is asked: a name
 that is neither an existing path nor a Hub id `namespace/name` (see `commands.arguments.NO_SUCH_FOLDER`), a Hub id

@@ -80,10 +80,27 @@ def test_elmo_embeddings_refuse_a_folder_that_is_not_elmo(tmp_path):
     BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8).save_pretrained(
         tmp_path
     )
-    with pytest.raises(ValueError, match=r"^ELMoEmbeddings: .* is a 'bert' model, not an ELMo model\.$"):
+    with pytest.raises(ValueError, match=r"^ELMoEmbeddings: .*: a 'bert' model, not an ELMo model$"):
         ELMoEmbeddings(str(tmp_path))
     with pytest.raises(ValueError, match="embedding_mode must be one of"):
         ELMoEmbeddings(str(tmp_path), embedding_mode="last")
+
+
+def test_elmo_embeddings_load_folders_through_the_one_loader(fixture_dir, tmp_path):
+    """A folder is refused as `elmo-embed --model` refuses it (`hub.pretrained`), in one line naming it: an original
+    checkpoint's folder (options JSON + HDF5, no config.json) and a folder that is not there."""
+    with pytest.raises(ValueError) as caught:
+        ELMoEmbeddings(str(fixture_dir))
+    assert (
+        str(caught.value)
+        == f"ELMoEmbeddings: {fixture_dir}: not a model folder: it has no config.json (convert a checkpoint first)"
+    )
+    with pytest.raises(ValueError) as caught:
+        ELMoEmbeddings(str(tmp_path / "nowhere"))
+    assert (
+        str(caught.value)
+        == f"ELMoEmbeddings: {tmp_path / 'nowhere'}: no such folder; a Hub model is named 'namespace/name'"
+    )
 
 
 def conll_slice(conll_dir: Path, folder: Path, sentences: int) -> ColumnCorpus:
