@@ -21,6 +21,7 @@ from flair.models import SequenceTagger  # noqa: E402
 from flair.trainers import ModelTrainer  # noqa: E402
 
 from modeling_elmo import ElmoModel, ElmoTokenizer  # noqa: E402
+from modeling_elmo.commands.arguments import NO_SUCH_FOLDER, NOT_A_MODEL_FOLDER  # noqa: E402
 from modeling_elmo.flair import ELMoEmbeddings  # noqa: E402
 
 TOLERANCE = 1e-6
@@ -91,16 +92,10 @@ def test_elmo_embeddings_load_folders_through_the_one_loader(fixture_dir, tmp_pa
     checkpoint's folder (options JSON + HDF5, no config.json) and a folder that is not there."""
     with pytest.raises(ValueError) as caught:
         ELMoEmbeddings(str(fixture_dir))
-    assert (
-        str(caught.value)
-        == f"ELMoEmbeddings: {fixture_dir}: not a model folder: it has no config.json (convert a checkpoint first)"
-    )
+    assert str(caught.value) == f"ELMoEmbeddings: {fixture_dir}: {NOT_A_MODEL_FOLDER}"
     with pytest.raises(ValueError) as caught:
         ELMoEmbeddings(str(tmp_path / "nowhere"))
-    assert (
-        str(caught.value)
-        == f"ELMoEmbeddings: {tmp_path / 'nowhere'}: no such folder; a Hub model is named 'namespace/name'"
-    )
+    assert str(caught.value) == f"ELMoEmbeddings: {tmp_path / 'nowhere'}: {NO_SUCH_FOLDER}"
 
 
 def conll_slice(conll_dir: Path, folder: Path, sentences: int) -> ColumnCorpus:
