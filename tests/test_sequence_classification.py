@@ -5,11 +5,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_heads import (
+    assert_bilm_is_the_frozen_base,
+    assert_cache_skips_the_bilm,
+    assert_l2_penalty_added_in_training,
+    reloaded,
+    tiny_head_config,
+)
 from torch import nn
 from transformers import AutoModelForSequenceClassification, pipeline
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from modeling_elmo import ElmoConfig, ElmoForSequenceClassification, ElmoModel, ElmoTokenizer
+from modeling_elmo import ElmoConfig, ElmoForSequenceClassification, ElmoTokenizer
 from modeling_elmo.configuration_elmo import ElmoConfigError
 from modeling_elmo.finetuning.activation_cache import ElmoActivationCache, sentence_key
 
@@ -30,17 +37,7 @@ PAIRS = [
 
 
 def tiny_config(**overrides) -> ElmoConfig:
-    values = {
-        "char_filters": [[1, 8], [2, 8], [3, 8]],
-        "char_embedding_dim": 4,
-        "num_highway_layers": 1,
-        "lstm_cell_size": 16,
-        "projection_dim": 8,
-        "tagger_hidden_size": 6,
-        "id2label": dict(enumerate(LABELS)),
-        "label2id": {label: index for index, label in enumerate(LABELS)},
-    }
-    return ElmoConfig(**{**values, **overrides})
+    return tiny_head_config(LABELS, **overrides)
 
 
 def tiny_model(seed: int = 0, **overrides) -> ElmoForSequenceClassification:
@@ -194,13 +191,7 @@ def test_frozen_biLM_gets_no_gradient_and_stays_in_eval_mode():
 
 
 def test_scalar_mix_l2_penalty_is_added_in_training():
-    model = tiny_model(scalar_mix_l2_coef=0.5, classifier_dropout=0.0)
-    with torch.no_grad():
-        model.scalar_mix.scalar_parameters.copy_(torch.tensor([1.0, 2.0, -1.0]))
-    inputs = batch()
-    plain = model(**inputs).loss
-    model.train()
-    torch.testing.assert_close(model(**inputs).loss, plain + 0.5 * 6.0)
+    assert_l2_penalty_added_in_training(tiny_model(scalar_mix_l2_coef=0.5, classifier_dropout=0.0), batch())
 
 
 def test_classifier_pooling_is_validated():
@@ -217,38 +208,20 @@ def test_from_base_checkpoint_inits_only_the_head(converted_fixture):
     assert isinstance(model, ElmoForSequenceClassification)
     assert not info["unexpected_keys"] and not info["mismatched_keys"]
     assert {key.split(".")[0] for key in info["missing_keys"]} == {"scalar_mix", "tagger", "classifier"}
-    base = ElmoModel.from_pretrained(converted_fixture)
-    loaded = model.elmo.state_dict()
-    assert all(torch.equal(tensor, loaded[name]) for name, tensor in base.state_dict().items())
-    assert not any(p.requires_grad for p in model.elmo.parameters())
+    assert_bilm_is_the_frozen_base(model, converted_fixture)
 
 
 @pytest.mark.parametrize("overrides", [{"classifier_head": "bilstm"}, {"classifier_sentence_pairs": True}])
 def test_save_load_gives_same_predictions(tmp_path, overrides):
     model = tiny_model(seed=3, **overrides)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.1 * torch.randn_like(parameter))
-    model.save_pretrained(tmp_path)
-    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path)
-    assert type(loaded) is ElmoForSequenceClassification and loaded.config.id2label == model.config.id2label
+    loaded = reloaded(model, tmp_path, AutoModelForSequenceClassification)
     inputs = pair_batch() if overrides.get("classifier_sentence_pairs") else batch()
     torch.testing.assert_close(loaded(**inputs).logits, model(**inputs).logits)
 
 
 def test_activation_cache_matches_the_biLM_and_skips_it():
     model = tiny_model(classifier_head="bilstm")
-    inputs = batch()
-    expected = model(**inputs)
-    cache = ElmoActivationCache(model).attach()
-    first = model(**inputs)
-    calls = []
-    model.elmo.register_forward_hook(lambda *args: calls.append(1))
-    second = model(**inputs)
-    assert calls == [] and cache.hits == 3 and cache.misses == 3
-    for output in (first, second):
-        torch.testing.assert_close(output.logits, expected.logits, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(output.loss, expected.loss, atol=1e-5, rtol=1e-5)
+    assert_cache_skips_the_bilm(model, batch(), ElmoActivationCache(model))
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -2,6 +2,13 @@
 
 import pytest
 import torch
+from tiny_heads import (
+    assert_bilm_is_the_frozen_base,
+    assert_cache_skips_the_bilm,
+    assert_l2_penalty_added_in_training,
+    reloaded,
+    tiny_head_config,
+)
 from torch import nn
 from transformers import AutoModelForTokenClassification
 from transformers.testing_utils import CaptureLogger
@@ -16,17 +23,7 @@ TAGS = [[1, 2, 0, 0, 3, 4, 0], [0, 0], [3]]
 
 
 def tiny_config(**overrides) -> ElmoConfig:
-    values = {
-        "char_filters": [[1, 8], [2, 8], [3, 8]],
-        "char_embedding_dim": 4,
-        "num_highway_layers": 1,
-        "lstm_cell_size": 16,
-        "projection_dim": 8,
-        "tagger_hidden_size": 6,
-        "id2label": dict(enumerate(LABELS)),
-        "label2id": {label: index for index, label in enumerate(LABELS)},
-    }
-    return ElmoConfig(**{**values, **overrides})
+    return tiny_head_config(LABELS, **overrides)
 
 
 def tiny_model(seed: int = 0, **overrides) -> ElmoForTokenClassification:
@@ -112,13 +109,7 @@ def test_frozen_biLM_gets_no_gradient_and_stays_in_eval_mode():
 
 
 def test_scalar_mix_l2_penalty_is_added_in_training():
-    model = tiny_model(scalar_mix_l2_coef=0.5, classifier_dropout=0.0)
-    with torch.no_grad():
-        model.scalar_mix.scalar_parameters.copy_(torch.tensor([1.0, 2.0, -1.0]))
-    inputs = batch()
-    plain = model(**inputs).loss
-    model.train()
-    torch.testing.assert_close(model(**inputs).loss, plain + 0.5 * 6.0)
+    assert_l2_penalty_added_in_training(tiny_model(scalar_mix_l2_coef=0.5, classifier_dropout=0.0), batch())
 
 
 @pytest.mark.parametrize("bad_label", [len(LABELS), -1, -2])
@@ -155,11 +146,8 @@ def test_from_base_checkpoint_inits_only_the_head(converted_fixture):
     assert not info["unexpected_keys"] and not info["mismatched_keys"]
     assert all(key.split(".")[0] in ("scalar_mix", "tagger", "classifier", "crf") for key in info["missing_keys"])
     assert {"classifier.weight", "crf.transitions", "scalar_mix.gamma"} <= set(info["missing_keys"])
-    base = ElmoModel.from_pretrained(converted_fixture)
-    loaded = model.elmo.state_dict()
-    assert all(torch.equal(tensor, loaded[name]) for name, tensor in base.state_dict().items())
+    assert_bilm_is_the_frozen_base(model, converted_fixture)
     assert torch.equal(model.crf.transitions, torch.zeros(len(LABELS), len(LABELS)))
-    assert not any(p.requires_grad for p in model.elmo.parameters())
 
 
 def test_tagger_has_no_unused_parameters_and_loads_base_mixes_quietly(tmp_path):
@@ -185,13 +173,8 @@ def test_tagger_has_no_unused_parameters_and_loads_base_mixes_quietly(tmp_path):
 @pytest.mark.parametrize("head", HEADS[1:])
 def test_save_load_gives_same_predictions(tmp_path, head):
     model = tiny_model(seed=3, **head)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.1 * torch.randn_like(parameter))
-    model.save_pretrained(tmp_path)
     ElmoTokenizer().save_pretrained(tmp_path)
-    loaded = AutoModelForTokenClassification.from_pretrained(tmp_path)
-    assert type(loaded) is ElmoForTokenClassification and loaded.config.id2label == model.config.id2label
+    loaded = reloaded(model, tmp_path, AutoModelForTokenClassification)
     inputs = batch()
     torch.testing.assert_close(loaded(**inputs).logits, model(**inputs).logits)
     torch.testing.assert_close(loaded(**inputs).loss, model(**inputs).loss)
@@ -199,17 +182,8 @@ def test_save_load_gives_same_predictions(tmp_path, head):
 
 def test_activation_cache_matches_the_biLM_and_skips_it(tmp_path):
     model = tiny_model(classifier_head="bilstm", use_crf=True)
-    inputs = batch()
-    expected = model(**inputs)
-    cache = ElmoActivationCache(model, tmp_path).attach()
-    first = model(**inputs)
-    calls = []
-    model.elmo.register_forward_hook(lambda *args: calls.append(1))
-    second = model(**inputs)
-    assert calls == [] and cache.hits == 3 and cache.misses == 3
-    for output in (first, second):
-        torch.testing.assert_close(output.logits, expected.logits, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(output.loss, expected.loss, atol=1e-5, rtol=1e-5)
+    cache = ElmoActivationCache(model, tmp_path)
+    assert_cache_skips_the_bilm(model, batch(), cache)
 
     # a new cache for the same weights finds the saved entries; another model never sees them
     path = cache.save()

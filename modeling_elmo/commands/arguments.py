@@ -20,6 +20,8 @@ from ..foundation.errors import one_line
 # (the legacy namespace-less ids are Transformers' own canonical models). Anything else that is not an existing folder
 # is a mistyped local path, refused at once instead of after the Hub's retries (see docs/bad-input.md).
 NO_SUCH_FOLDER = "no such folder; a Hub model is named 'namespace/name'"
+# A folder without config.json, most often an original checkpoint's (options JSON + HDF5 weights).
+NOT_A_MODEL_FOLDER = "not a model folder: it has no config.json (convert an original checkpoint with elmo-convert)"
 
 
 def is_hub_repo_id(value: str) -> bool:
@@ -56,7 +58,7 @@ def model_folder_problem(model_dir: str | os.PathLike) -> str | None:
     """Why `model_dir` is not a model folder (it has no config.json), or None."""
     if (Path(model_dir) / "config.json").is_file():
         return None
-    return f"{Path(model_dir)} is not a model folder: it has no config.json."
+    return f"{Path(model_dir)} is {NOT_A_MODEL_FOLDER}."
 
 
 def subcommands_epilog(prog: str, subcommands: dict[str, str]) -> str:

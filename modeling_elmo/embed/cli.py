@@ -30,15 +30,15 @@ when interrupted.
 from __future__ import annotations  # torch and numpy types in annotations: imported when the work starts
 
 import argparse
-import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, subcommands_epilog
+from ..foundation.checks import integer_flag
 from ..foundation.errors import ToolError, report
 from ..foundation.owned_files import output_claimed
 from ..runtime.cpu_threads import configure_cpu_threads
@@ -312,19 +312,6 @@ def check_quantization(quantization: str, dtype: str, device: str) -> None:
         raise EmbedUsageError(f"--quantization {quantization} runs on the CPU: use --device cpu (got {device}).")
 
 
-def _integer(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least `minimum`."""
-
-    def parse(value: str) -> int:
-        with contextlib.suppress(ValueError):
-            if int(value) >= minimum:
-                return int(value)
-        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise argparse.ArgumentTypeError(f"must be {kind}, got {value!r}")
-
-    return parse
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="elmo-embed",
@@ -349,8 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--pooling", choices=POOLINGS, default="none", help="none: a vector per word; mean: one per sentence"
     )
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--batch-size", type=_integer(1), help="sentences per batch (default 64)")
-    size.add_argument("--max-tokens-per-batch", type=_integer(1), help="words per batch instead of --batch-size")
+    size.add_argument("--batch-size", type=integer_flag(1), help="sentences per batch (default 64)")
+    size.add_argument("--max-tokens-per-batch", type=integer_flag(1), help="words per batch instead of --batch-size")
     parser.add_argument("--raw", action="store_true", help="split raw text with the tokenizer (default: whitespace)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="the model's compute dtype")
     parser.add_argument(
@@ -363,10 +350,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the biLM's weights quantized (CPU, --dtype float32; not exact, see docs/speed.md); none: exact",
     )
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    parser.add_argument("--word-cache", type=_integer(0), default=20_000, help="words in the char-CNN cache (0: off)")
+    parser.add_argument(
+        "--word-cache", type=integer_flag(0), default=20_000, help="words in the char-CNN cache (0: off)"
+    )
     parser.add_argument(
         "--window",
-        type=_integer(1),
+        type=integer_flag(1),
         default=4096,
         help="lines sorted together by length; the word cache is emptied at each window, the unit of a "
         "process's share (smaller where a process would get none) and of a Parquet part (default 4096)",
@@ -407,7 +396,7 @@ def build_to_parquet_parser() -> argparse.ArgumentParser:
     parser.add_argument("hdf5", help="HDF5 file: one dataset per line, named by its 0-based index")
     parser.add_argument("output", help="folder to write (new or empty)")
     parser.add_argument("--vector-dtype", choices=VECTOR_DTYPES, default="float32", help="the stored values")
-    parser.add_argument("--rows-per-part", type=_integer(1), default=4096, help="lines per Parquet file")
+    parser.add_argument("--rows-per-part", type=integer_flag(1), default=4096, help="lines per Parquet file")
     return parser
 
 

@@ -14,7 +14,6 @@ loads without the original folder (after `import modeling_elmo.flair`, which reg
 """
 
 import os
-from pathlib import Path
 from typing import Any
 
 import flair
@@ -29,9 +28,11 @@ EMBEDDING_MODES = ("all", "top", "average")
 
 
 def _load(model: str, options_file: str | None, weight_file: str | None) -> tuple[ElmoModel, ElmoTokenizer]:
-    """The biLM and tokenizer that flair's arguments name (see the module docstring)."""
+    """The biLM and tokenizer that flair's arguments name (see the module docstring); a folder or Hub id loads
+    through the package's one loader (`hub.pretrained`), its refusal one line naming `model`."""
     from ..conversion.convert import model_from_original, resolve_source
     from ..conversion.presets import PRESETS
+    from ..hub.pretrained import ModelLoadError, load_pretrained_model, load_pretrained_tokenizer
 
     if (options_file is None) != (weight_file is None):
         raise ValueError(
@@ -41,17 +42,12 @@ def _load(model: str, options_file: str | None, weight_file: str | None) -> tupl
         options_file, weight_file = PRESETS[model].source_urls()
     if options_file is not None:
         return model_from_original(resolve_source(options_file), resolve_source(weight_file))
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
-
-    if not isinstance(model, (str, os.PathLike)):
+    if not isinstance(model, str | os.PathLike):
         raise TypeError(f"ELMoEmbeddings: model must be a folder, a Hub id or a preset name, got {model!r}.")
-    looks_like_a_path = os.sep in str(model) or str(model).startswith(".")
-    if looks_like_a_path and not Path(model).is_dir():
-        raise ValueError(f"ELMoEmbeddings: model folder not found: {model}")
-    model_type = getattr(AutoConfig.from_pretrained(model), "model_type", None)
-    if model_type != "elmo":
-        raise ValueError(f"ELMoEmbeddings: {model} is a {model_type!r} model, not an ELMo model.")
-    return AutoModel.from_pretrained(model).eval(), AutoTokenizer.from_pretrained(model)
+    try:
+        return load_pretrained_model(model), load_pretrained_tokenizer(model)
+    except ModelLoadError as error:
+        raise ValueError(f"ELMoEmbeddings: {error}") from None
 
 
 @register_embeddings

@@ -1,7 +1,8 @@
-"""Checks of the arguments the public APIs take (drop-ins, embedders), each refusal one line naming the argument: in
-the workshop every tool and drop-in builds on."""
+"""Checks of the arguments the public APIs take (drop-ins, embedders) and of the commands' integer flags, each refusal
+one line naming the argument: in the workshop every tool and drop-in builds on."""
 
-from collections.abc import Iterable
+import argparse
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 COUNT_WORDING = "{name} must be an int >= {minimum}, got {value!r}."
@@ -20,6 +21,26 @@ def check_count(
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise error(wording.format(name=name, minimum=minimum, value=value) + hint)
     return value
+
+
+def integer_flag(minimum: int, maximum: int | None = None, note: str = "") -> Callable[[str], int]:
+    """An argparse `type` for an integer flag: its text as an int from `minimum` (to `maximum`); else argparse's one
+    line naming the flag, "argument --FLAG: must be a positive integer, got '0'" (`note` after the bound)."""
+    if maximum is not None:
+        bound = f"an integer from {minimum} to {maximum}"
+    else:
+        bound = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"must be {bound}{note}, got {text!r}")
+        return value
+
+    return parse
 
 
 def check_choice(name: str, value: object, choices: tuple, error: type[Exception] = ValueError) -> object:

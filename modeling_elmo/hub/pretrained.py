@@ -1,6 +1,6 @@
 """
 The one loader of a converted ELMo model (a Transformers folder or a Hub id): `elmo-embed`, `ElmoBatchEmbedder` and
-the AllenNLP, ELMoForManyLangs and simple_elmo drop-ins all load through it.
+the AllenNLP, ELMoForManyLangs, simple_elmo and flair drop-ins all load through it.
 
 A location that can only fail answers at once, in one line (`ModelLoadError`), before Transformers is asked: a name
 that is neither an existing path nor a Hub id `namespace/name` (see `commands.arguments.NO_SUCH_FOLDER`), a Hub id
@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, model_folder_problem
+from ..commands.arguments import NO_SUCH_FOLDER, NOT_A_MODEL_FOLDER, missing_model_folder, model_folder_problem
 from ..configuration_elmo import ElmoConfig
 from ..foundation.errors import ToolError, one_line
 from ..modeling_elmo import ElmoModel
@@ -58,7 +58,7 @@ def load_pretrained_model(location: str | os.PathLike, **from_pretrained_kwargs:
     location = os.fspath(location)
     check_reachable(location)
     if Path(location).is_dir() and model_folder_problem(location) is not None:  # an original checkpoint's folder?
-        raise ModelLoadError(location, "not a model folder: it has no config.json (convert a checkpoint first)")
+        raise ModelLoadError(location, NOT_A_MODEL_FOLDER)
     with _one_line(location):
         model_type = ElmoConfig.get_config_dict(location)[0].get("model_type")
     if model_type != ElmoConfig.model_type:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..formats.corpus import resolve_corpus_files
 from ..formats.vocab import SPECIAL_TOKENS, LmVocabulary, count_words, vocabulary_from_counts
+from ..foundation.checks import integer_flag
 from ..foundation.errors import ToolError, ToolInputError, report
 from ..foundation.output_folder import check_output_file, reason_of
 from ..foundation.owned_files import output_claimed
@@ -23,25 +24,6 @@ PROG = "elmo-pretrain build-vocab"
 
 class BuildVocabError(ToolInputError, ValueError):
     """A build-vocab run that cannot proceed (the output exists, ...)."""
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def _vocabulary_size(text: str) -> int:
-    value = _positive_int(text)
-    if value < len(SPECIAL_TOKENS):
-        raise argparse.ArgumentTypeError(
-            f"must be at least {len(SPECIAL_TOKENS)} (it counts {', '.join(SPECIAL_TOKENS)}), got {text!r}"
-        )
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,10 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--output", required=True, metavar="VOCAB.txt", help="The vocabulary file to write.")
     limit = parser.add_mutually_exclusive_group()
-    limit.add_argument("--min_count", type=_positive_int, metavar="N", help="Keep words seen at least N times.")
+    limit.add_argument("--min_count", type=integer_flag(1), metavar="N", help="Keep words seen at least N times.")
     limit.add_argument(
         "--max_size",
-        type=_vocabulary_size,
+        type=integer_flag(len(SPECIAL_TOKENS), note=f" (it counts {', '.join(SPECIAL_TOKENS)})"),
         metavar="N",
         help="Keep the N - 3 most frequent words: N tokens in all with <S>, </S>, <UNK> (the n_tokens_vocab option).",
     )

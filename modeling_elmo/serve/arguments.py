@@ -2,9 +2,9 @@
 that `--help` and argument errors answer at once, and the `ServeSettings` it gives."""
 
 import argparse
-from collections.abc import Callable
 
 from ..commands.arguments import NO_SUCH_FOLDER, DefaultsSayWhatHappens, OneLineErrors, missing_model_folder
+from ..foundation.checks import integer_flag
 from ..foundation.errors import command_as_typed
 from .protocol import Limits
 from .settings import (
@@ -24,20 +24,15 @@ class ServeParser(OneLineErrors, argparse.ArgumentParser):
     pass
 
 
-def _number(kind: type, minimum: float, what: str) -> Callable[[str], float]:
-    def parse(value: str):
-        try:
-            number = kind(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what}, got {value!r}") from None
-        if not number >= minimum or number == float("inf"):
-            raise argparse.ArgumentTypeError(f"{what}, got {value!r}")
-        return number
-
-    return parse
-
-
-_COUNT = _number(int, 1, "a positive integer")
+def _milliseconds(text: str) -> float:
+    """An argparse type: a finite number of milliseconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of milliseconds >= 0, got {text!r}")
+    return value
 
 
 def build_parser() -> ServeParser:
@@ -50,29 +45,36 @@ def build_parser() -> ServeParser:
     )
     parser.add_argument("model", metavar="MODEL", help="an ELMo folder or Hub id 'namespace/name'")
     parser.add_argument("--host", default=DEFAULT_HOST, help="the address to listen on (0.0.0.0: every interface)")
-    parser.add_argument("--port", type=_number(int, 1, "a port from 1 to 65535"), default=DEFAULT_PORT, help="port")
+    parser.add_argument("--port", type=integer_flag(1, 65535), default=DEFAULT_PORT, help="port")
     parser.add_argument("--served-model-name", help="the `model` the responses give (default: the folder's name)")
     parser.add_argument("--device", default="cpu", help="a torch device: cpu, cuda, cuda:1")
-    parser.add_argument("--max-batch-words", type=_COUNT, default=DEFAULT_MAX_BATCH_WORDS, help="words per batch")
+    parser.add_argument(
+        "--max-batch-words", type=integer_flag(1), default=DEFAULT_MAX_BATCH_WORDS, help="words per batch"
+    )
     parser.add_argument(
         "--max-wait-ms",
-        type=_number(float, 0, "a number of milliseconds >= 0"),
+        type=_milliseconds,
         default=DEFAULT_MAX_WAIT_MS,
         help="how long a free model waits for more inputs after the first",
     )
     parser.add_argument(
-        "--max-queue", type=_COUNT, default=DEFAULT_MAX_QUEUE, help="inputs queued or running; more get 429"
+        "--max-queue", type=integer_flag(1), default=DEFAULT_MAX_QUEUE, help="inputs queued or running; more get 429"
     )
     parser.add_argument(
-        "--max-body-bytes", type=_COUNT, default=defaults.body_bytes, help="bytes of a request body; more get 413"
+        "--max-body-bytes",
+        type=integer_flag(1),
+        default=defaults.body_bytes,
+        help="bytes of a request body; more get 413",
     )
-    parser.add_argument("--max-inputs", type=_COUNT, default=defaults.inputs, help="inputs of a request; more get 413")
     parser.add_argument(
-        "--max-words", type=_COUNT, default=defaults.words_per_input, help="words of one input; more get 413"
+        "--max-inputs", type=integer_flag(1), default=defaults.inputs, help="inputs of a request; more get 413"
+    )
+    parser.add_argument(
+        "--max-words", type=integer_flag(1), default=defaults.words_per_input, help="words of one input; more get 413"
     )
     parser.add_argument(
         "--word-cache",
-        type=_number(int, 0, "an integer >= 0"),
+        type=integer_flag(0),
         default=DEFAULT_WORD_CACHE,
         help="words kept in the character CNN's cache (0: none)",
     )
@@ -88,8 +90,6 @@ def parse_command_line(argv: list[str]) -> tuple[ServeSettings, argparse.Namespa
         parser.error(f"MODEL {args.model!r}: {NO_SUCH_FOLDER}")
     if args.max_inputs > args.max_queue:
         parser.error(f"--max-inputs {args.max_inputs} is more than --max-queue {args.max_queue}: no such request fits")
-    if args.port > 65535:
-        parser.error(f"argument --port: a port from 1 to 65535, got {args.port}")
     same_names = ("model", "served_model_name", "device", "word_cache", "max_batch_words", "max_wait_ms", "max_queue")
     limits = Limits(args.max_body_bytes, args.max_inputs, args.max_words)
     settings = ServeSettings(**{name: getattr(args, name) for name in same_names}, limits=limits)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from separable_sentences import separable_sentences
+from trainer_runs import trainer_flags
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
 from modeling_elmo.classification import train as run_classifier
@@ -25,17 +26,15 @@ def _sentences(words: list[str], label: str) -> list[dict]:
 
 
 def _common(model: Path, output: Path) -> list[str]:
-    return [
-        f"--model_name_or_path={model}",
-        f"--output_dir={output}",
-        "--classifier_dropout=0.0",
-        "--classifier_pooling=mean",
-        "--learning_rate=0.1",
-        "--per_device_train_batch_size=6",
-        "--report_to=none",
-        "--use_cpu=True",
-        "--seed=0",
-    ]
+    return trainer_flags(
+        model_name_or_path=model,
+        output_dir=output,
+        classifier_dropout=0.0,
+        classifier_pooling="mean",
+        learning_rate=0.1,
+        per_device_train_batch_size=6,
+        seed=0,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -205,18 +204,18 @@ def separable_run(converted_fixture, tmp_path_factory):
     output = folder / "out"
     results = run_classifier.main(
         [
-            f"--model_name_or_path={converted_fixture}",
-            f"--output_dir={output}",
-            f"--train_file={folder / 'train.jsonl'}",
-            f"--validation_file={folder / 'dev.jsonl'}",
-            f"--test_file={folder / 'test.jsonl'}",
+            *trainer_flags(
+                model_name_or_path=converted_fixture,
+                output_dir=output,
+                train_file=folder / "train.jsonl",
+                validation_file=folder / "dev.jsonl",
+                test_file=folder / "test.jsonl",
+                elmo_cache=True,
+                save_strategy="no",
+            ),
             "--do_train",
             "--do_eval",
             "--do_predict",
-            "--elmo_cache=True",
-            "--report_to=none",
-            "--use_cpu=True",
-            "--save_strategy=no",
         ]
     )
     return output, results, sets
@@ -265,13 +264,13 @@ def test_without_a_validation_file_c_is_picked_on_held_out_training_texts(conver
     _write_separable_sets(tmp_path)
     results = run_classifier.main(
         [
-            f"--model_name_or_path={converted_fixture}",
-            f"--output_dir={tmp_path / 'out'}",
-            f"--train_file={tmp_path / 'train.jsonl'}",
+            *trainer_flags(
+                model_name_or_path=converted_fixture,
+                output_dir=tmp_path / "out",
+                train_file=tmp_path / "train.jsonl",
+                seed=3,
+            ),
             "--do_train",
-            "--report_to=none",
-            "--use_cpu=True",
-            "--seed=3",
         ]
     )
     assert results["train"]["C_picked_on"] == "20 training texts held out (seed 3)"

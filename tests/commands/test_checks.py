@@ -2,9 +2,12 @@
 one_line`), issue 41 item 2: the drop-ins word their refusals their own way (tests/allennlp, tests/elmoformanylangs,
 tests/simple_elmo); here the shared rules."""
 
+import argparse
+
 import pytest
 
-from modeling_elmo.foundation.checks import TokenListWording, check_count, check_token_lists
+from modeling_elmo.embed import cli as embed_cli
+from modeling_elmo.foundation.checks import TokenListWording, check_count, check_token_lists, integer_flag
 from modeling_elmo.foundation.errors import one_line
 
 WORDING = TokenListWording(
@@ -42,6 +45,67 @@ def test_check_token_lists_names_the_first_problem(texts, message):
 
 def test_check_token_lists_gives_lists():
     assert check_token_lists((("a", "b"), []), WORDING, batch_types=tuple) == [["a", "b"], []]
+
+
+@pytest.mark.parametrize(
+    ("flag", "text", "message"),
+    [
+        (integer_flag(1), "0", "must be a positive integer, got '0'"),
+        (integer_flag(1), "1.5", "must be a positive integer, got '1.5'"),
+        (integer_flag(0), "-1", "must be an integer >= 0, got '-1'"),
+        (integer_flag(1, 65535), "65536", "must be an integer from 1 to 65535, got '65536'"),
+        (integer_flag(3, note=" (three words)"), "two", "must be an integer >= 3 (three words), got 'two'"),
+    ],
+)
+def test_integer_flag_refuses_in_one_line(flag, text, message):
+    with pytest.raises(argparse.ArgumentTypeError) as caught:
+        flag(text)
+    assert str(caught.value) == message
+
+
+def test_integer_flag_gives_the_int():
+    assert integer_flag(0)("0") == 0 and integer_flag(1, 65535)("65535") == 65535
+
+
+EMBED = ["in.txt", "out.h5", "--model", "m"]
+
+
+def _serve_parser():
+    from modeling_elmo.serve.arguments import build_parser
+
+    return build_parser()
+
+
+def _build_vocab_parser():
+    from modeling_elmo.pretraining.build_vocab import build_parser
+
+    return build_parser()
+
+
+@pytest.mark.parametrize(
+    ("parser", "argv", "message"),
+    [
+        (embed_cli.build_parser, [*EMBED, "--window", "0"], "--window: must be a positive integer, got '0'"),
+        (embed_cli.build_parser, [*EMBED, "--word-cache", "x"], "--word-cache: must be an integer >= 0, got 'x'"),
+        (embed_cli.build_to_parquet_parser, ["in.h5", "out", "--rows-per-part", "0"], "--rows-per-part: must be a "),
+        (_serve_parser, ["model", "--port", "65536"], "--port: must be an integer from 1 to 65535, got '65536'"),
+        (_serve_parser, ["model", "--max-queue", "0"], "--max-queue: must be a positive integer, got '0'"),
+        (_serve_parser, ["model", "--word-cache", "-1"], "--word-cache: must be an integer >= 0, got '-1'"),
+        (_build_vocab_parser, ["--train_files", "c", "--output", "v", "--min_count", "0"], "--min_count: must be a "),
+        (_build_vocab_parser, ["--train_files", "c", "--output", "v", "--max_size", "2"], "--max_size: must be an "),
+    ],
+)
+def test_every_command_words_a_bad_integer_flag_alike(parser, argv, message, capsys):
+    """One argparse type (`integer_flag`) behind every command's integer flags: its error line names the flag."""
+    try:
+        parser().parse_args(argv)
+    except embed_cli.EmbedUsageError as error:  # elmo-embed raises its one line, printed by its `main`
+        line = str(error)
+    except SystemExit:
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+    else:
+        pytest.fail(f"{argv} was accepted")
+    assert f"argument {message}" in line
 
 
 def test_one_line():

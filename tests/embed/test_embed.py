@@ -6,16 +6,15 @@ import errno
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 import torch
+from killed_run import embed_killed_after
 
 from modeling_elmo.embed import cli as embed
 from modeling_elmo.embed import run_identity
@@ -134,19 +133,8 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path, corpus, converted
     assert _embed(input_path, tmp_path / "full.hdf5", converted_fixture, *args) == 0
 
     output, parts = tmp_path / "resumed.hdf5", tmp_path / "resumed.hdf5.parts"
-    command = [sys.executable, "-m", "modeling_elmo.embed", str(input_path), str(output)]
-    with open(tmp_path / "stderr.txt", "w+") as stderr:
-        process = subprocess.Popen(
-            [*command, "--model", str(converted_fixture), "--no-progress", *args],
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-        deadline = time.monotonic() + 300
-        while len(list(parts.glob("part-*.h5"))) < 5 and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert process.poll() is None, (process.returncode, (tmp_path / "stderr.txt").read_text()[-3000:])
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait()
+    arguments = [str(input_path), str(output), "--model", str(converted_fixture), *args]
+    embed_killed_after(arguments, parts, "part-*.h5", 5, tmp_path / "stderr.txt")
     done = set()
     for part in parts.glob("part-*.h5"):
         with h5py.File(part, "r") as handle:

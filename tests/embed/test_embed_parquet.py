@@ -8,10 +8,6 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import h5py
@@ -20,6 +16,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from killed_run import embed_killed_after
 
 from modeling_elmo.embed import cli as embed
 from modeling_elmo.embed.cli import main
@@ -128,19 +125,8 @@ def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path, corpus, conver
     assert _parquet(input_path, tmp_path / "full", converted_fixture, *WINDOW) == 0
 
     output = tmp_path / "resumed"
-    command = [sys.executable, "-m", "modeling_elmo.embed", str(input_path), str(output), "--format", "parquet"]
-    with open(tmp_path / "stderr.txt", "w+") as stderr:
-        process = subprocess.Popen(
-            [*command, "--model", str(converted_fixture), "--no-progress", *WINDOW],
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-        deadline = time.monotonic() + 300
-        while len(list(output.glob("part-*.parquet"))) < 4 and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert process.poll() is None, (process.returncode, (tmp_path / "stderr.txt").read_text()[-3000:])
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait()
+    arguments = [str(input_path), str(output), "--format", "parquet", "--model", str(converted_fixture), *WINDOW]
+    embed_killed_after(arguments, output, "part-*.parquet", 4, tmp_path / "stderr.txt")
     kept = _parts(output)
     assert 4 <= len(kept) < 19
 

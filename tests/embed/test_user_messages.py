@@ -5,7 +5,11 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
+from modeling_elmo.commands.arguments import NOT_A_MODEL_FOLDER
 from modeling_elmo.embed import cli
+from modeling_elmo.foundation.errors import ToolError
 
 
 def test_an_original_checkpoint_folder_as_the_model_is_named_so(tmp_path, fixture_dir, capsys):
@@ -14,6 +18,19 @@ def test_an_original_checkpoint_folder_as_the_model_is_named_so(tmp_path, fixtur
     assert cli.main([str(corpus), str(tmp_path / "out.hdf5"), "--model", str(fixture_dir), "--no-progress"]) != 0
     error = capsys.readouterr().err
     assert "not a model folder: it has no config.json" in error and "None" not in error
+
+
+def test_elmo_export_onnx_gives_an_original_checkpoint_folder_the_reason_elmo_embed_gives(tmp_path, fixture_dir):
+    from modeling_elmo.deploy.arguments import check_onnx_export_command_line
+    from modeling_elmo.hub.pretrained import ModelLoadError, load_pretrained_model
+
+    with pytest.raises(ModelLoadError) as loading:  # what elmo-embed, the embedder and the drop-ins report
+        load_pretrained_model(fixture_dir)
+    with pytest.raises(ToolError) as caught:
+        check_onnx_export_command_line([str(fixture_dir), str(tmp_path / "out.onnx")])
+    assert (
+        loading.value.reason == NOT_A_MODEL_FOLDER and str(caught.value) == f"{fixture_dir} is {NOT_A_MODEL_FOLDER}."
+    )
 
 
 def test_elmo_help_names_both_output_formats():

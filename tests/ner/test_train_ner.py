@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from trainer_runs import trainer_flags
 from transformers import AutoModelForTokenClassification, pipeline
 
 from modeling_elmo.ner import train as run_ner
@@ -21,32 +22,30 @@ def trained(converted_fixture, conll_dir, tmp_path_factory):
     train = _slice(conll_dir / "train.txt", folder / "train.txt", 48)
     output = folder / "out"
     results = run_ner.main(
-        [
-            f"--model_name_or_path={converted_fixture}",
-            f"--train_file={train}",
-            f"--validation_file={train}",
-            f"--test_file={_slice(conll_dir / 'test.txt', folder / 'test.txt', 40)}",
-            f"--output_dir={output}",
-            "--classifier_head=bilstm",
-            "--use_crf=True",
-            "--tagger_hidden_size=32",
-            "--scalar_mix_layer_norm=True",
-            "--classifier_dropout=0.0",
-            "--elmo_cache=True",
-            f"--elmo_cache_dir={folder / 'cache'}",
-            "--num_train_epochs=12",
-            "--learning_rate=0.03",
-            "--per_device_train_batch_size=8",
-            "--eval_strategy=epoch",
-            "--save_strategy=epoch",
-            "--save_total_limit=1",
-            "--load_best_model_at_end=True",
-            "--metric_for_best_model=f1",
-            "--logging_steps=6",
-            "--report_to=none",
-            "--use_cpu=True",
-            "--seed=0",
-        ]
+        trainer_flags(
+            model_name_or_path=converted_fixture,
+            train_file=train,
+            validation_file=train,
+            test_file=_slice(conll_dir / "test.txt", folder / "test.txt", 40),
+            output_dir=output,
+            classifier_head="bilstm",
+            use_crf=True,
+            tagger_hidden_size=32,
+            scalar_mix_layer_norm=True,
+            classifier_dropout=0.0,
+            elmo_cache=True,
+            elmo_cache_dir=folder / "cache",
+            num_train_epochs=12,
+            learning_rate=0.03,
+            per_device_train_batch_size=8,
+            eval_strategy="epoch",
+            save_strategy="epoch",
+            save_total_limit=1,
+            load_best_model_at_end=True,
+            metric_for_best_model="f1",
+            logging_steps=6,
+            seed=0,
+        )
     )
     return folder, output, results
 

@@ -21,6 +21,7 @@ from flair.models import SequenceTagger  # noqa: E402
 from flair.trainers import ModelTrainer  # noqa: E402
 
 from modeling_elmo import ElmoModel, ElmoTokenizer  # noqa: E402
+from modeling_elmo.commands.arguments import NO_SUCH_FOLDER, NOT_A_MODEL_FOLDER  # noqa: E402
 from modeling_elmo.flair import ELMoEmbeddings  # noqa: E402
 
 TOLERANCE = 1e-6
@@ -80,10 +81,21 @@ def test_elmo_embeddings_refuse_a_folder_that_is_not_elmo(tmp_path):
     BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8).save_pretrained(
         tmp_path
     )
-    with pytest.raises(ValueError, match=r"^ELMoEmbeddings: .* is a 'bert' model, not an ELMo model\.$"):
+    with pytest.raises(ValueError, match=r"^ELMoEmbeddings: .*: a 'bert' model, not an ELMo model$"):
         ELMoEmbeddings(str(tmp_path))
     with pytest.raises(ValueError, match="embedding_mode must be one of"):
         ELMoEmbeddings(str(tmp_path), embedding_mode="last")
+
+
+def test_elmo_embeddings_load_folders_through_the_one_loader(fixture_dir, tmp_path):
+    """A folder is refused as `elmo-embed --model` refuses it (`hub.pretrained`), in one line naming it: an original
+    checkpoint's folder (options JSON + HDF5, no config.json) and a folder that is not there."""
+    with pytest.raises(ValueError) as caught:
+        ELMoEmbeddings(str(fixture_dir))
+    assert str(caught.value) == f"ELMoEmbeddings: {fixture_dir}: {NOT_A_MODEL_FOLDER}"
+    with pytest.raises(ValueError) as caught:
+        ELMoEmbeddings(str(tmp_path / "nowhere"))
+    assert str(caught.value) == f"ELMoEmbeddings: {tmp_path / 'nowhere'}: {NO_SUCH_FOLDER}"
 
 
 def conll_slice(conll_dir: Path, folder: Path, sentences: int) -> ColumnCorpus:
