@@ -2,8 +2,9 @@
 PyTorch ELMo (Peters et al., 2018, "Deep contextualized word representations"): the character CNN, the bidirectional
 LSTM language model with projection (biLM) and the scalar mixes of its layers (`ElmoModel`), with heads for token and
 sequence classification and for (continued) pretraining. Each block names its counterpart in bilm-tf (variable
-scopes) and AllenNLP (classes). `ElmoEagerImplementation` is the reference for the math that other implementations,
-registered in `elmo_implementations`, may replace (docs/design-notes.md, "Implementations").
+scopes) and AllenNLP (classes). The blocks hand their products and recurrences, as tensors, to the implementations
+registered in `elmo_implementations`; the reference math is `reference_implementations` (docs/design-notes.md,
+"Implementations").
 """
 
 import contextlib

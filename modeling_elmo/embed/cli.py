@@ -52,7 +52,7 @@ from .model_calls import (
     load_model,
     replay_in_word_cache,
 )
-from .run_identity import InputScan, model_identity, rank_windows, scan_input, shared_window
+from .run_identity import InputScan, model_identity, rank_windows, run_quantization, scan_input, shared_window
 from .store import (
     EmbedOutputError,
     PartStore,
@@ -136,7 +136,7 @@ def _run_record(args: argparse.Namespace, device: torch.device, scan: InputScan)
         "window": scan.window,
         "dtype": args.dtype,
         "vector_dtype": args.vector_dtype,
-        "quantization": args.quantization,
+        "quantization": run_quantization(args.model, args.quantization),  # a folder saved quantized: its method
         "word_cache": args.word_cache,
         "device": device.type,  # the index differs between the processes of one run (`process_device`)
     }

@@ -9,6 +9,7 @@ grain at which processes share the input: small enough that every process gets l
 
 import codecs
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +78,19 @@ def model_identity(model: str) -> dict[str, str]:
             digest.update(f"{path.name}\0{path.stat().st_size}\0".encode())
             feed(digest, path)
     return {"model_sha256": digest.hexdigest()}
+
+
+def run_quantization(model: str, asked: str) -> str:
+    """The quantization method a run computes with: `asked` (`--quantization`), or, for "none", the method of a model
+    folder saved quantized (its config.json's `quantization_config`, which loading follows); "none" otherwise."""
+    config = Path(model) / "config.json"
+    if asked != "none" or not config.is_file():
+        return asked
+    try:
+        saved = json.loads(config.read_text(encoding="utf-8")).get("quantization_config")
+    except (OSError, ValueError, AttributeError):
+        return asked  # loading the model names what is wrong with its config
+    return saved.get("method", asked) if isinstance(saved, dict) else asked
 
 
 def describe_differences(first: dict, second: dict) -> str:

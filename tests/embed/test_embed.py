@@ -630,3 +630,25 @@ def test_tok_per_second_counts_from_the_first_batch(tmp_path, monkeypatch):
     assert embedder.rate() == "10 tok/s"
     embedder.embed(Batch(1, [Sentence(1, "thirty words", ["w"] * 30)]))
     assert embedder.rate() == "20 tok/s"
+
+
+def test_a_folder_saved_quantized_is_recorded_with_its_method(tmp_path, corpus, converted_fixture):
+    """Without `--quantization`, a folder saved quantized still loads quantized (its config.json says so): the run
+    record names that method, not "none", and its vectors are those of `--quantization int8` on the float32 folder."""
+    from modeling_elmo import ElmoModel, ElmoQuantizationConfig
+
+    quantized = tmp_path / "int8-folder"
+    ElmoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8")).save_pretrained(
+        quantized
+    )
+    shutil.copy(converted_fixture / "tokenizer_config.json", quantized)
+    input_path = _write(tmp_path / "in.txt", corpus)
+    assert _embed(input_path, tmp_path / "saved.hdf5", quantized, "--layers", "top") == 0
+    asked = ("--layers", "top", "--quantization", "int8")
+    assert _embed(input_path, tmp_path / "asked.hdf5", converted_fixture, *asked) == 0
+    with h5py.File(tmp_path / "saved.hdf5", "r") as handle:
+        assert json.loads(handle.attrs[embed_store.RUN_RECORD])["quantization"] == "int8"
+    saved, _ = _read(tmp_path / "saved.hdf5")
+    asked_vectors, _ = _read(tmp_path / "asked.hdf5")
+    assert saved.keys() == asked_vectors.keys()
+    assert all(np.array_equal(saved[name], asked_vectors[name]) for name in saved)
