@@ -3,11 +3,13 @@ registered from this file, with no change to `modeling_elmo.py`, is picked up by
 pretraining, `torch.export`), by name or as a default; calls it does not support (gradients) take the reference."""
 
 import collections
+import contextlib
 import dataclasses
 import gc
 import json
 import types
 import weakref
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -271,6 +273,18 @@ class UnavailableImplementation:
         raise ImplementationUnavailable("no kernel for this device")
 
 
+@contextlib.contextmanager
+def chosen(model: nn.Module, name: str, implementation: object) -> Iterator[None]:
+    """`implementation` registered as `name` and chosen by `model` for the block; both undone after."""
+    ALL_ELMO_IMPLEMENTATIONS.register(name, implementation)
+    try:
+        model.set_implementation(name)
+        yield
+    finally:
+        model.set_implementation(None)
+        ALL_ELMO_IMPLEMENTATIONS.unregister(name)
+
+
 def test_a_backend_that_cannot_compute_a_call_hands_it_to_the_next_candidate(config, monkeypatch):
     """The call goes back through the registry: the defaults of the device (here the CPU engine, which is seen to
     compute each layer: issue 46), same bits."""
@@ -286,13 +300,8 @@ def test_a_backend_that_cannot_compute_a_call_hands_it_to_the_next_candidate(con
 
     monkeypatch.setattr(cpu, "lstm_layer", counted)
     unavailable = UnavailableImplementation()
-    ALL_ELMO_IMPLEMENTATIONS.register("unavailable", unavailable)
-    try:
-        model.set_implementation("unavailable")
+    with chosen(model, "unavailable", unavailable):
         found = _hidden_states(model, batch)
-    finally:
-        model.set_implementation(None)
-        ALL_ELMO_IMPLEMENTATIONS.unregister("unavailable")
     assert all(torch.equal(left, right) for left, right in zip(found, expected, strict=True))
     layers = model.config.num_hidden_layers
     assert unavailable.asked == layers and len(computed) == layers  # asked first, then the CPU engine, layer by layer
@@ -370,13 +379,8 @@ def test_a_char_cnn_backend_that_cannot_compute_hands_each_product_to_the_next_c
             staticmethod(lambda *args, name=name, product=product: computed.update([name]) or product(*args)),
         )
     unavailable = UnavailableCharCnn()
-    ALL_ELMO_IMPLEMENTATIONS.register("unavailable_char_cnn", unavailable)
-    try:
-        model.set_implementation("unavailable_char_cnn")
+    with chosen(model, "unavailable_char_cnn", unavailable):
         found = _hidden_states(model, batch)
-    finally:
-        model.set_implementation(None)
-        ALL_ELMO_IMPLEMENTATIONS.unregister("unavailable_char_cnn")
     assert all(torch.equal(left, right) for left, right in zip(found, expected, strict=True))
     assert unavailable.asked["max_pooled_convolution"] == len(config.char_filters) > 0
     assert unavailable.asked["linear"] == 2 * config.num_highway_layers + 1
@@ -407,15 +411,10 @@ def test_backends_receive_tensors_and_settings_never_a_module_or_a_bound_method(
     """Issue 46: every argument a backend gets (and every field of a layer's `LstmWeights`) is a tensor, a number, a
     list of row counts, a state or the layer's key; on f901fb0 `LstmWeights` carried the layer and its bound cell,
     and the character CNN's products received `nn.Linear` / `nn.Conv1d`."""
-    recording = RecordingImplementation()
-    ALL_ELMO_IMPLEMENTATIONS.register("recording", recording)
-    try:
-        model = _model(config)
-        model.set_word_cache(None)
-        model.set_implementation("recording")
+    recording, model = RecordingImplementation(), _model(config)
+    model.set_word_cache(None)
+    with chosen(model, "recording", recording):
         _hidden_states(model, _batch(model.config))
-    finally:
-        ALL_ELMO_IMPLEMENTATIONS.unregister("recording")
     assert recording.calls["lstm_layer"] == config.num_hidden_layers and recording.calls["linear"] > 0
     kinds = set()
     for argument in recording.arguments:
