@@ -22,26 +22,10 @@ from typing import Protocol
 
 import torch
 
+from .elmo_call import ElmoCall
 from .lstm_cell import LayerKey, LstmState, LstmWeights
 from .padded_recurrence import is_exporting
 from .reference_implementations import ELMO_EAGER, ElmoEagerImplementation, ElmoReferenceImplementation
-
-PARTS = ("char_cnn", "lstm")  # the parts of the model an implementation may compute
-
-
-@dataclass(frozen=True)
-class ElmoCall:
-    """What decides which implementation computes a part of a call: the `part` (one of `PARTS`), the inputs' `device`
-    and `dtype`, the part's weights' `weight_dtype`, whether a gradient is needed, whether the call is being exported,
-    and the model's `choice` (a name, or `None`)."""
-
-    part: str
-    device: torch.device
-    dtype: torch.dtype
-    weight_dtype: torch.dtype
-    needs_grad: bool
-    exporting: bool
-    choice: str | None
 
 
 class ElmoImplementation(Protocol):

@@ -221,7 +221,7 @@ class ElmoCharacterEncoder(ElmoHeldChoice, nn.Module):
     """
 
     WORDS_PER_CHUNK = 256  # words per char-CNN call in `embed_words`: bounds the convolution buffers
-    elmo_part = "char_cnn"  # the part of the model it is for implementations (`elmo_implementations.PARTS`)
+    elmo_part = "char_cnn"  # the part of the model it is for implementations (`elmo_call.PARTS`)
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
@@ -343,7 +343,7 @@ class ElmoLstmLayer(ElmoHeldChoice, GradientCheckpointingLayer):
     `lstm_cell.lstm_cell`.
     """
 
-    elmo_part = "lstm"  # the part of the model it is for implementations (`elmo_implementations.PARTS`)
+    elmo_part = "lstm"  # the part of the model it is for implementations (`elmo_call.PARTS`)
     quantization: str | None = None  # a quantized layer's method (`modeling_elmo.quantization`)
 
     def __init__(self, config: ElmoConfig):

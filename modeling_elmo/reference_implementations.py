@@ -6,20 +6,15 @@ that other implementations, registered in `elmo_implementations`, may replace (d
 "Implementations"). Imports only torch and the remote code beside it.
 """
 
-from __future__ import annotations
-
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from .convolution_precision import fp32_convolutions
+from .elmo_call import ElmoCall
 from .lstm_cell import LstmState, LstmWeights
-
-if TYPE_CHECKING:
-    from .elmo_implementations import ElmoCall
 
 # packed rows per direction whose input-to-gate products "eager" computes at once (`input_gate_chunks`): 1024 rows of
 # 'original' are 128 MiB of gates, where all steps at once would be 128 KiB per packed token

@@ -49,6 +49,41 @@ def _import_problems(name: str, tree: ast.Module, folder: Path) -> list[str]:
     return problems
 
 
+def _relative_imports(tree: ast.Module) -> set[str]:
+    """The modules a module imports as `from .module import ...`, those only for type checkers included: Transformers
+    copies what a line of that shape names, wherever it stands."""
+    return {
+        f"{node.module}.py"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is not None
+    }
+
+
+def _import_cycle_problems(modules: dict[str, ast.Module]) -> list[str]:
+    """A cycle of relative imports among `modules` (by file name), which Transformers 4.x's copier
+    (`get_relative_import_files`) follows forever: `save_pretrained` and remote-code loading then never return."""
+    graph = {name: sorted(_relative_imports(tree) & modules.keys()) for name, tree in modules.items()}
+    done: set[str] = set()
+
+    def cycle_from(name: str, path: list[str]) -> list[str] | None:
+        if name in path:
+            return path[path.index(name) :] + [name]
+        if name in done:
+            return None
+        for imported in graph[name]:
+            found = cycle_from(imported, [*path, name])
+            if found is not None:
+                return found
+        done.add(name)
+        return None
+
+    for name in sorted(graph):
+        cycle = cycle_from(name, [])
+        if cycle is not None:
+            return [f"{' -> '.join(cycle)}: a cycle of relative imports, which Transformers 4.x's copier never leaves"]
+    return []
+
+
 def _class_reference_problems(
     modules: dict[str, ast.Module], source: str, field: str, key: str, reference: object
 ) -> list[str]:
@@ -112,7 +147,7 @@ def _checked_code_files(folder: Path, skip: frozenset[str] = frozenset()) -> tup
     modules, problems = _parse_code_files(folder, skip)
     for name, tree in modules.items():
         problems += _import_problems(name, tree, folder)
-    return modules, problems
+    return modules, problems + _import_cycle_problems(modules)
 
 
 def remote_code_problems(folder: str | Path) -> list[str]:

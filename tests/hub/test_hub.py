@@ -543,3 +543,15 @@ def test_the_boundary_check_finds_tooling_imports(tmp_path):
     assert any("imports 'h5py'" in problem for problem in problems)
     assert any("keep it flat" in problem for problem in problems)
     assert any("crf.py is missing" in problem for problem in problems)
+
+
+def test_the_boundary_check_finds_a_cycle_of_relative_imports(tmp_path):
+    """Transformers 4.x's `get_relative_import_files` loops forever on a cycle, even one only for type checkers."""
+    (tmp_path / "modeling_x.py").write_text("from .registry_x import REGISTRY\n")
+    (tmp_path / "registry_x.py").write_text("from .reference_x import EAGER\n")
+    guarded = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .registry_x import REGISTRY\nEAGER = 1\n"
+    (tmp_path / "reference_x.py").write_text(guarded)
+    assert code_folder_problems(tmp_path) == [
+        "registry_x.py -> reference_x.py -> registry_x.py: a cycle of relative imports, which Transformers 4.x's "
+        "copier never leaves"
+    ]
