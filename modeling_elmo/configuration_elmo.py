@@ -9,7 +9,13 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+# Transformers 4.x copies from a local folder only the modules that the loaded file itself imports (5.x: all it needs):
+# the lines marked "4.x remote code" import the modules of the implementations' registry, which the config reads.
+from .convolution_precision import fp32_convolutions  # noqa: F401  (4.x remote code)
+from .elmo_call import ElmoCall  # noqa: F401  (4.x remote code)
 from .elmo_implementations import ALL_ELMO_IMPLEMENTATIONS
+from .lstm_cell import LstmWeights  # noqa: F401  (4.x remote code)
+from .reference_implementations import ELMO_EAGER  # noqa: F401  (4.x remote code)
 from .transformers_compat import PreTrainedConfig, StrictDataclassClassValidationError, strict
 
 # Character-CNN filters of the 'original' ELMo model: [width, number of filters].

@@ -1,7 +1,7 @@
 """
 What decides which implementation computes a part of a model's call (`ElmoCall`), as the registry of implementations
-(`elmo_implementations`) and every implementation's `supports(call)` read it. Imports only torch (shipped as remote
-code beside modeling_elmo.py).
+(`elmo_implementations`) and every implementation's `supports(call)` read it, and whether the call is being exported
+(`is_exporting`). Imports only torch (shipped as remote code beside modeling_elmo.py).
 """
 
 from dataclasses import dataclass
@@ -9,6 +9,12 @@ from dataclasses import dataclass
 import torch
 
 PARTS = ("char_cnn", "lstm")  # the parts of the model an implementation may compute
+
+
+def is_exporting() -> bool:
+    """Whether `torch.export` (also under `torch.onnx.export(..., dynamo=True)`) is tracing the current call."""
+    check = getattr(torch.compiler, "is_exporting", None)  # torch >= 2.5
+    return bool(check is not None and check())
 
 
 @dataclass(frozen=True)

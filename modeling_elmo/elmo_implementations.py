@@ -22,9 +22,8 @@ from typing import Protocol
 
 import torch
 
-from .elmo_call import ElmoCall
+from .elmo_call import ElmoCall, is_exporting
 from .lstm_cell import LayerKey, LstmState, LstmWeights
-from .padded_recurrence import is_exporting
 from .reference_implementations import ELMO_EAGER, ElmoEagerImplementation, ElmoReferenceImplementation
 
 

@@ -22,18 +22,21 @@ from transformers.utils.generic import can_return_tuple
 
 from .character_ids import BOS_TOKEN, EOS_TOKEN, PADDING_CHAR, word_to_char_ids
 from .configuration_elmo import ElmoConfig
+from .convolution_precision import fp32_convolutions  # noqa: F401  (4.x remote code)
 from .crf import LinearChainCrf, bio_constraints
+from .elmo_call import is_exporting
 from .elmo_implementations import ALL_ELMO_IMPLEMENTATIONS, CharCnnProducts, ElmoDispatch
 from .lstm_cell import LayerKey, LstmWeights
 from .lstm_states import ElmoLstmStates, LstmState, check_states
 from .packed_sentences import pack_sentences
-from .padded_recurrence import is_exporting, padded_bilm_layers
+from .padded_recurrence import padded_bilm_layers
 from .reference_implementations import ELMO_EAGER
 from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
 from .transformers_compat import PreTrainedModel, init
 
 # Transformers 4.x copies from a local folder only the modules that the loaded file itself imports (5.x: all it needs):
-# the line marked "4.x remote code" imports a module of `word_embedding_store`, so that a saved folder loads under 4.x.
+# the lines marked "4.x remote code" import modules of `word_embedding_store` and `reference_implementations`, so that a
+# saved folder loads under 4.x (`hub/remote_code` checks that every module loaded this way imports all it needs).
 from .weight_snapshot import WeightSnapshot  # noqa: F401  (4.x remote code)
 from .word_embedding_store import WordEmbeddingCache, WordEmbeddingStore, stored_or_computed, word_keys
 

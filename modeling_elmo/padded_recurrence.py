@@ -9,8 +9,8 @@ reversed by index arithmetic on its length, and the LSTM states of a row stay fr
 runs on the batch's words only (their count is data-dependent: a symbolic size from `nonzero`, never a Python int),
 on all `max_characters_per_token` characters and without the eager path's deduplication (`torch.unique` or a cut of
 the character dimension add more data-dependent sizes, which the ONNX exporter of torch 2.13 fails on around `scan`).
-Stateless only: every row starts from zero states. Imports only torch and `lstm_cell` (shipped as remote code beside
-modeling_elmo.py).
+Stateless only: every row starts from zero states. Imports only torch, `elmo_call` and `lstm_cell` (shipped as remote
+code beside modeling_elmo.py).
 """
 
 from __future__ import annotations  # annotations of the step functions are not evaluated while Dynamo traces
@@ -20,16 +20,11 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from .elmo_call import is_exporting
 from .lstm_cell import LstmState, LstmWeights
 
 # (hidden, cell, *step inputs, *constants) -> (hidden, cell, step output)
 StepFn = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
-
-
-def is_exporting() -> bool:
-    """Whether `torch.export` (also under `torch.onnx.export(..., dynamo=True)`) is tracing the current call."""
-    check = getattr(torch.compiler, "is_exporting", None)  # torch >= 2.5
-    return bool(check is not None and check())
 
 
 def _scan(

@@ -4,6 +4,7 @@ real `huggingface_hub` client to a local Hub (`hub_server.py`) and downloading b
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -555,3 +556,27 @@ def test_the_boundary_check_finds_a_cycle_of_relative_imports(tmp_path):
         "registry_x.py -> reference_x.py -> registry_x.py: a cycle of relative imports, which Transformers 4.x's "
         "copier never leaves"
     ]
+
+
+def _relative_imports(module: str) -> set[str]:
+    """What Transformers' copier reads as `module`'s relative imports: every `from .x import` line, wherever it is."""
+    text = (PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8")
+    return set(re.findall(r"^\s*from\s+\.(\S+)\s+import", text, flags=re.MULTILINE))
+
+
+def _all_needed(module: str) -> set[str]:
+    needed, todo = set(), [module]
+    while todo:
+        for imported in _relative_imports(todo.pop()) - needed:
+            needed.add(imported)
+            todo.append(imported)
+    return needed - {module}
+
+
+@pytest.mark.parametrize("module", ["configuration_elmo", "modeling_elmo", "tokenization_elmo", "pipeline_elmo"])
+def test_each_file_transformers_loads_imports_every_module_it_needs_itself(module):
+    """Transformers 4.x copies from a local folder only the modules that the loaded file itself imports (the config's
+    first: every Auto class loads it before the class's own file), so each such file names everything it needs."""
+    loaded_first = {"configuration_elmo", *_relative_imports("configuration_elmo")}
+    copied = _relative_imports(module) | (loaded_first if module != "configuration_elmo" else set())
+    assert _all_needed(module) - copied == set()
