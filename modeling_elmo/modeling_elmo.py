@@ -35,8 +35,8 @@ from .sampled_softmax import LogUniformSampler, sampled_softmax_loss
 from .transformers_compat import PreTrainedModel, init
 
 # Transformers 4.x copies from a local folder only the modules that the loaded file itself imports (5.x: all it needs):
-# the lines marked "4.x remote code" import modules of `word_embedding_store` and `reference_implementations`, so that a
-# saved folder loads under 4.x (`hub/remote_code` checks that every module loaded this way imports all it needs).
+# the lines marked "4.x remote code" import modules that `word_embedding_store` and `reference_implementations` need,
+# so that a saved folder loads under 4.x (tests/hub/test_hub.py checks that each file Transformers loads names them).
 from .weight_snapshot import WeightSnapshot  # noqa: F401  (4.x remote code)
 from .word_embedding_store import WordEmbeddingCache, WordEmbeddingStore, stored_or_computed, word_keys
 
