@@ -9,7 +9,11 @@ its vendor, and checked once on a small probe; where a kernel is missing or fail
   activations take 7 bits, `reduce_range`, as fbgemm's 16-bit intermediate sums need), else the same arithmetic by
   `torch._int_mm`, else the weights dequantized for each call (plain float32 matmul: slow, for CPUs without either).
 - `"int8_weight_only"`: int8 weights (one bfloat16 scale per output channel), bfloat16 activations, float32 sums:
-  ATen's `_weight_int8pack_mm` (AVX2/AVX-512 kernels take bfloat16 activations only; elsewhere float32 ones).
+  one row on ATen's `_weight_int8pack_mm` (AVX2/AVX-512 kernels take bfloat16 activations only; elsewhere float32
+  ones), which streams one byte a weight; two rows or more on oneDNN's bfloat16 linear (where `"bf16"` runs on it)
+  applied to the int8 values, which bfloat16 holds exactly (the same arithmetic, then the scales in float32), its
+  bfloat16 copy of the weight packed on the first such call (ATen's kernel is not blocked for many rows: 52 GFLOP/s
+  at 64 rows on an AMX Xeon at one thread, oneDNN 428).
 - `"bf16"`: bfloat16 weights and activations, float32 sums: oneDNN's linear with the weight packed once (AMX or
   AVX512-BF16 where the CPU has them: oneDNN picks), else `torch.matmul` in bfloat16.
 
@@ -191,7 +195,7 @@ def int8_kernel() -> str:
 # ---- int8 weight-only ---------------------------------------------------------------------------------------------
 
 
-def weight_only_int8_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
+def int8pack_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
     """The `"int8_weight_only"` product on ATen's `_weight_int8pack_mm` (`quantized` (out, in) int8, `scales` (out,)
     bfloat16): bfloat16 activations where ATen runs its AVX2/AVX-512 kernels (they take no other; K zero-padded to
     `INT8_K_MULTIPLE`), float32 elsewhere."""
@@ -212,10 +216,39 @@ def weight_only_int8_linear(quantized: torch.Tensor, scales: torch.Tensor) -> Li
     return linear
 
 
+def int8_values_bf16_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
+    """The `"int8_weight_only"` product as oneDNN's bfloat16 linear of the int8 values (exact in bfloat16: |q| <=
+    127 needs 7 bits), times `scales` (out,) in float32; the bfloat16 copy of the weight is packed on the first call,
+    so that a model run only one row at a time never holds it."""
+    out_features, in_features = quantized.shape
+    kernel_scales = scales.float()
+    packed: list[LinearFn] = []
+
+    def linear(inputs: torch.Tensor) -> torch.Tensor:
+        if not packed:
+            packed.append(bf16_linear(quantized.to(torch.bfloat16), pack_rows=64))
+        product = packed[0](inputs.reshape(-1, in_features)).mul_(kernel_scales)
+        return product.reshape(*inputs.shape[:-1], out_features)
+
+    return linear
+
+
+def weight_only_int8_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
+    """The `"int8_weight_only"` product (`quantized` (out, in) int8, `scales` (out,) bfloat16): one row on
+    `weight_only_kernel`'s (`int8pack_linear`, else the weight dequantized per call), more on
+    `int8_values_bf16_linear` where oneDNN's bfloat16 linear serves (`bf16_kernel`), else on the one row's kernel."""
+    one_row = (int8pack_linear if weight_only_kernel() == "int8pack" else dequantized_linear)(quantized, scales)
+    if bf16_kernel() != "onednn":
+        return one_row
+    in_features = quantized.shape[1]
+    many_rows = int8_values_bf16_linear(quantized, scales)
+    return lambda inputs: (one_row if inputs.numel() == in_features else many_rows)(inputs)
+
+
 @functools.cache
 def weight_only_kernel() -> str:
     """`"int8pack"` where `_weight_int8pack_mm` passes its probe here, else `"dequantized"`."""
-    probe_ok = _probe(lambda q, s: weight_only_int8_linear(q, s.to(torch.bfloat16)), tolerance=0.02)
+    probe_ok = _probe(lambda q, s: int8pack_linear(q, s.to(torch.bfloat16)), tolerance=0.02)
     return "int8pack" if probe_ok else "dequantized"
 
 
@@ -265,7 +298,8 @@ def kernel_name(method: str) -> str:
     if method == "int8":
         return int8_kernel()
     if method == "int8_weight_only":
-        return weight_only_kernel()
+        one_row = weight_only_kernel()  # and, with oneDNN's bfloat16 linear, "+onednn" for two rows or more
+        return f"{one_row}+onednn" if bf16_kernel() == "onednn" else one_row
     return bf16_kernel()
 
 
@@ -275,11 +309,8 @@ def quantized_linear(method: str, weight: torch.Tensor, scales: torch.Tensor | N
     as `method` stores it (`weight` (out, in): int8 with `scales` (out,), float32 for "int8" and bfloat16 for
     "int8_weight_only"; bfloat16 without scales for "bf16"), on `kernel_name(method)`.
     """
-    kernel = kernel_name(method)
     if method == "bf16":
         return bf16_linear(weight, pack_rows)
-    if kernel == "dequantized":
-        return dequantized_linear(weight, scales)
     if method == "int8_weight_only":
         return weight_only_int8_linear(weight, scales)
-    return INT8_KERNELS[kernel](weight, scales)
+    return INT8_KERNELS[int8_kernel()](weight, scales)

@@ -652,3 +652,39 @@ def test_a_folder_saved_quantized_is_recorded_with_its_method(tmp_path, corpus, 
     asked_vectors, _ = _read(tmp_path / "asked.hdf5")
     assert saved.keys() == asked_vectors.keys()
     assert all(np.array_equal(saved[name], asked_vectors[name]) for name in saved)
+
+
+@pytest.mark.parametrize(
+    ("text", "asked", "expected"),
+    [
+        ('{"quantization_config": {"quant_method": "elmo", "method": "bf16"}}', "none", "bf16"),
+        ('{"quantization_config": {"quant_method": "elmo", "method": "bf16"}}', "int8", "int8"),
+        ('{"hidden_size": 16}', "none", "none"),
+        ('{"quantization_config": "int8"}', "none", "none"),
+        ('{"quantization_config": {"quant_method": "elmo"}}', "none", "none"),
+        ('["not", "a", "config"]', "none", "none"),
+        ('{"quantization_config": ', "none", "none"),
+        (b"\xff\xfe not utf-8", "none", "none"),
+    ],
+)
+def test_the_run_records_the_asked_method_where_the_folder_names_none_or_its_config_is_unreadable(
+    tmp_path, text, asked, expected
+):
+    """`run_quantization` reads a saved folder's method; a corrupt config.json falls back to the asked value (the
+    loading step then names the problem)."""
+    config = tmp_path / "config.json"
+    config.write_bytes(text if isinstance(text, bytes) else text.encode())
+    assert run_identity.run_quantization(str(tmp_path), asked) == expected
+
+
+def test_a_folder_with_a_corrupt_config_is_refused_in_one_line_and_writes_nothing(
+    tmp_path, corpus, converted_fixture, capsys
+):
+    model = tmp_path / "model"
+    shutil.copytree(converted_fixture, model)
+    (model / "config.json").write_text('{"quantization_config": ', encoding="utf-8")
+    input_path = _write(tmp_path / "in.txt", corpus)
+    assert _embed(input_path, tmp_path / "out.hdf5", model, "--layers", "top") == 1
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "config.json' is not a valid JSON file" in error, error
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "model"]

@@ -137,6 +137,67 @@ def test_the_weight_only_and_bf16_kernels_fall_back_where_their_ops_fail(monkeyp
         assert error <= _error_bound(method, weight, inputs)
 
 
+def _spy(monkeypatch, namespace, name: str) -> list:
+    """Record each call of `namespace.name` (its first argument's shape), and still run it."""
+    calls, original = [], getattr(namespace, name)
+
+    def spy(*args, **kwargs):
+        calls.append(tuple(args[0].shape))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(namespace, name, spy)
+    return calls
+
+
+def test_weight_only_runs_one_row_on_int8pack_and_more_rows_on_onednn_packed_on_first_use(monkeypatch):
+    if kernels.bf16_kernel() != "onednn" or kernels.weight_only_kernel() != "int8pack":
+        pytest.skip("oneDNN's bfloat16 linear or ATen's int8pack kernel does not serve on this CPU")
+    assert kernels.kernel_name("int8_weight_only") == "int8pack+onednn"
+    int8pack = _spy(monkeypatch, torch.ops.aten, "_weight_int8pack_mm")
+    onednn = _spy(monkeypatch, torch.ops.mkldnn, "_linear_pointwise")
+    packing = _spy(monkeypatch, torch.ops.mkldnn, "_reorder_linear_weight")
+    weight, inputs = _weights()
+    product = _product("int8_weight_only", weight)
+    one_row = inputs[:1, :1]
+    assert (product(one_row).double() - one_row.double() @ weight.double().t()).abs().max() <= _error_bound(
+        "int8_weight_only", weight, one_row
+    )
+    assert (len(int8pack), len(onednn), len(packing)) == (1, 0, 0)  # one row never derives the bfloat16 copy
+    found = product(inputs)
+    assert (len(int8pack), onednn, packing) == (1, [(15, 40)], [(48, 40)])
+    product(inputs)
+    assert len(packing) == 1  # packed once
+    expected = inputs.double() @ weight.double().t()
+    assert (found.double() - expected).abs().max() <= _error_bound("int8_weight_only", weight, inputs)
+
+
+def test_weight_only_on_both_kernels_is_the_same_arithmetic():
+    """bfloat16 holds the int8 values exactly: a row gives the same product on either kernel, to the rounding of
+    the bfloat16 outputs."""
+    if kernels.bf16_kernel() != "onednn" or kernels.weight_only_kernel() != "int8pack":
+        pytest.skip("oneDNN's bfloat16 linear or ATen's int8pack kernel does not serve on this CPU")
+    weight, inputs = _weights(seed=5)
+    quantized, scales = kernels.quantize_symmetric(weight, torch.bfloat16)
+    rows = inputs.reshape(-1, 40)
+    one_at_a_time = torch.cat([kernels.int8pack_linear(quantized, scales)(row[None]) for row in rows])
+    together = kernels.int8_values_bf16_linear(quantized, scales)(rows)
+    assert (together - one_at_a_time).abs().max() <= 2**-7 * one_at_a_time.abs().max()
+
+
+def test_without_onednn_weight_only_runs_every_row_count_on_int8pack(monkeypatch):
+    if kernels.weight_only_kernel() != "int8pack":
+        pytest.skip("ATen's int8pack kernel does not serve on this CPU")
+    monkeypatch.setattr(kernels, "bf16_kernel", lambda: "matmul")
+    int8pack = _spy(monkeypatch, torch.ops.aten, "_weight_int8pack_mm")
+    onednn = _spy(monkeypatch, torch.ops.mkldnn, "_linear_pointwise")
+    assert kernels.kernel_name("int8_weight_only") == "int8pack"
+    weight, inputs = _weights()
+    found = _product("int8_weight_only", weight)(inputs)
+    assert (int8pack, onednn) == ([(15, 48)], [])  # K padded to the kernel's multiple of 16
+    expected = inputs.double() @ weight.double().t()
+    assert (found.double() - expected).abs().max() <= _error_bound("int8_weight_only", weight, inputs)
+
+
 def test_packing_for_fbgemm_raises_no_deprecation_warning():
     if kernels.int8_kernel() != "fbgemm":
         pytest.skip("fbgemm does not serve on this CPU")
