@@ -1,8 +1,10 @@
 """
 `elmo serve` against the model called directly: throughput with 16 concurrent HTTP clients, each sending one
 sentence per request, against `ElmoBatchEmbedder`'s offline throughput on the same sentences (layers "top", pooling
-"mean": the sentence vectors the server gives, in its default batches of 64 sentences, and in batches of as many
-sentences as there are clients, the largest a server can form from them); and one client's median latency
+"mean": the sentence vectors the server gives, in its default batches of 64 sentences, in batches of as many
+sentences as there are clients, the largest a server can form from them, and on each run of that many consecutive
+sentences in turn, the batches the clients' requests make: sorted within themselves only, so each runs as many time
+steps as its longest sentence); and one client's median latency
 per request against one direct call of the model on that sentence alone (`ElmoBatchEmbedder.embed` of one row).
 
 The server is a real `elmo-serve` process on 127.0.0.1, at the same torch thread count as this process's offline
@@ -142,6 +144,16 @@ def offline_throughput(embedder, sentences: list[list[str]]) -> float:
     return len(sentences) / (time.perf_counter() - started)
 
 
+def offline_in_groups(embedder, sentences: list[list[str]], size: int) -> float:
+    """Sentences per second of `embedder` called on each `size` consecutive sentences in turn: the batches the server
+    forms when `size` clients take the sentences in order, each length-sorted within itself only."""
+    started = time.perf_counter()
+    for start in range(0, len(sentences), size):
+        group = sentences[start : start + size]
+        embedder.embed(list(range(len(group))), group)
+    return len(sentences) / (time.perf_counter() - started)
+
+
 def direct_latency_ms(embedder, sentences: list[list[str]]) -> float:
     times = []
     for words in sentences:
@@ -192,6 +204,7 @@ def main() -> None:
             row = {"round": round_number + 1}
             row["offline_sentences_per_s"] = offline_throughput(embedder, sentences)
             row["offline_batches_of_clients_per_s"] = offline_throughput(same_batches, sentences)
+            row["offline_groups_of_clients_per_s"] = offline_in_groups(same_batches, sentences, args.clients)
             batches_before = server.metric("elmo_batch_inputs_count")
             row["served_sentences_per_s"] = served_throughput(server, texts, args.clients)
             row["served_inputs_per_batch"] = len(texts) / (server.metric("elmo_batch_inputs_count") - batches_before)
@@ -203,6 +216,7 @@ def main() -> None:
         server.stop()
     ratio = statistics.median(r["served_sentences_per_s"] / r["offline_sentences_per_s"] for r in rows)
     ceiling = statistics.median(r["served_sentences_per_s"] / r["offline_batches_of_clients_per_s"] for r in rows)
+    groups = statistics.median(r["served_sentences_per_s"] / r["offline_groups_of_clients_per_s"] for r in rows)
     latency = statistics.median(r["served_ms"] / r["direct_ms"] for r in rows)
     summary = {
         "cpu": cpu_description()["model"],
@@ -216,6 +230,7 @@ def main() -> None:
         "max_wait_ms": args.max_wait_ms,
         "throughput_ratio": round(ratio, 3),
         "throughput_ratio_to_batches_of_clients": round(ceiling, 3),
+        "throughput_ratio_to_groups_of_clients": round(groups, 3),
         "latency_ratio": round(latency, 3),
     }
     print(json.dumps(summary), flush=True)
