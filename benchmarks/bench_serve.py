@@ -138,19 +138,15 @@ def served_latency_ms(server: Server, texts: list[str]) -> float:
     return 1000 * statistics.median(times)
 
 
-def offline_throughput(embedder, sentences: list[list[str]]) -> float:
+def offline_throughput(embedder, sentences: list[list[str]], group: int | None = None) -> float:
+    """Sentences per second of `embedder` on `sentences`: in one call (its own batches), or called on each `group`
+    consecutive sentences in turn (the batches the server forms when `group` clients take the sentences in order,
+    each length-sorted within itself only)."""
+    group = group or len(sentences)
     started = time.perf_counter()
-    embedder.embed(list(range(len(sentences))), sentences)
-    return len(sentences) / (time.perf_counter() - started)
-
-
-def offline_in_groups(embedder, sentences: list[list[str]], size: int) -> float:
-    """Sentences per second of `embedder` called on each `size` consecutive sentences in turn: the batches the server
-    forms when `size` clients take the sentences in order, each length-sorted within itself only."""
-    started = time.perf_counter()
-    for start in range(0, len(sentences), size):
-        group = sentences[start : start + size]
-        embedder.embed(list(range(len(group))), group)
+    for start in range(0, len(sentences), group):
+        part = sentences[start : start + group]
+        embedder.embed(list(range(len(part))), part)
     return len(sentences) / (time.perf_counter() - started)
 
 
@@ -204,7 +200,7 @@ def main() -> None:
             row = {"round": round_number + 1}
             row["offline_sentences_per_s"] = offline_throughput(embedder, sentences)
             row["offline_batches_of_clients_per_s"] = offline_throughput(same_batches, sentences)
-            row["offline_groups_of_clients_per_s"] = offline_in_groups(same_batches, sentences, args.clients)
+            row["offline_groups_of_clients_per_s"] = offline_throughput(same_batches, sentences, args.clients)
             batches_before = server.metric("elmo_batch_inputs_count")
             row["served_sentences_per_s"] = served_throughput(server, texts, args.clients)
             row["served_inputs_per_batch"] = len(texts) / (server.metric("elmo_batch_inputs_count") - batches_before)
