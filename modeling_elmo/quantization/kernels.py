@@ -3,17 +3,23 @@ The products of quantized weights, per method (`METHODS`), on the fastest librar
 chosen from its instruction set (`torch.backends.cpu.get_cpu_capability()`, the flags of /proc/cpuinfo), never from
 its vendor, and checked once on a small probe; where a kernel is missing or fails its probe, the next one serves.
 
-- `"int8"`: int8 weights (symmetric, one float32 scale per output channel) times int8 activations quantized on every
-  call (one scale and zero point per call, from the rows' min and max), int32 sums: fbgemm's
-  `quantized::linear_dynamic` on x86 CPUs with AVX2 or AVX-512 (VNNI's `vpdpbusd` where present; without VNNI the
-  activations take 7 bits, `reduce_range`, as fbgemm's 16-bit intermediate sums need), else the same arithmetic by
+Every product gives a row the same result whatever other rows it is computed with (a sentence gets the same vector
+in any batch): each method runs one kernel at every row count, the activations are quantized per row, and where a
+kernel sums a row in another order at a few rows than at many (oneDNN's bfloat16 linear at one row, on some shapes),
+products of fewer rows are padded to the fewest rows at which it does not (`stable_rows`, probed once per kernel and
+shape).
+
+- `"int8"`: int8 weights (symmetric, one float32 scale per output channel) times int8 activations quantized per row,
+  int32 sums: fbgemm's `quantized::linear_dynamic` on x86 CPUs with AVX2 or AVX-512 (VNNI's `vpdpbusd` where present;
+  without VNNI the activations take 7 bits, `reduce_range`, as fbgemm's 16-bit intermediate sums need), each row
+  divided by its largest magnitude and two guard columns (-1 and 1, times zero weights) appended, so that fbgemm's
+  one range per call is every row's own (`per_row_fbgemm_int8_linear`); else the same per-row arithmetic by
   `torch._int_mm`, else the weights dequantized for each call (plain float32 matmul: slow, for CPUs without either).
 - `"int8_weight_only"`: int8 weights (one bfloat16 scale per output channel), bfloat16 activations, float32 sums:
-  one row on ATen's `_weight_int8pack_mm` (AVX2/AVX-512 kernels take bfloat16 activations only; elsewhere float32
-  ones), which streams one byte a weight; two rows or more on oneDNN's bfloat16 linear (where `"bf16"` runs on it)
-  applied to the int8 values, which bfloat16 holds exactly (the same arithmetic, then the scales in float32), its
-  bfloat16 copy of the weight packed on the first such call (ATen's kernel is not blocked for many rows: 52 GFLOP/s
-  at 64 rows on an AMX Xeon at one thread, oneDNN 428).
+  oneDNN's bfloat16 linear (where `"bf16"` runs on it) applied to the int8 values, which bfloat16 holds exactly, then
+  the scales in float32, its bfloat16 copy of the weight packed on the first call; elsewhere ATen's
+  `_weight_int8pack_mm` (AVX2/AVX-512 kernels take bfloat16 activations only; elsewhere float32 ones), else the
+  weights dequantized per call.
 - `"bf16"`: bfloat16 weights and activations, float32 sums: oneDNN's linear with the weight packed once (AMX or
   AVX512-BF16 where the CPU has them: oneDNN picks), else `torch.matmul` in bfloat16.
 
@@ -92,41 +98,62 @@ def _rows(inputs: torch.Tensor, in_features: int) -> torch.Tensor:
     return inputs.reshape(-1, in_features).contiguous()
 
 
-def fbgemm_int8_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
-    """The `"int8"` product on fbgemm's `quantized::linear_dynamic`, the weight packed once into fbgemm's layout
-    (`quantized` (out, in) int8, `scales` (out,) float32)."""
+def unit_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`rows` (M, K) float32 -> each row divided by its largest magnitude (every value in [-1, 1]) and those
+    magnitudes (M, 1) (an all-zero row's: the smallest normal float, so it stays zero)."""
+    magnitudes = torch.linalg.vector_norm(rows, float("inf"), dim=1, keepdim=True)
+    magnitudes = magnitudes.clamp_min_(torch.finfo(torch.float32).tiny)
+    return rows / magnitudes, magnitudes
+
+
+GUARD_COLUMNS = 4  # appended to the int8 products' inputs: -1, 1, 0, 0 (K stays a multiple of 4 for fbgemm's blocks)
+
+
+def per_row_fbgemm_int8_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
+    """
+    The `"int8"` product on fbgemm's `quantized::linear_dynamic` with the activations quantized per row: fbgemm takes
+    one range per call (the smallest and largest input), so each row is scaled to [-1, 1] (`unit_rows`) and carries
+    guard columns -1 and 1, whose weights are zero: every call's range is [-1, 1] whatever its rows, each row's 8-bit
+    values depend on that row alone, and the int32 sums are exact. The weight (`quantized` (out, in) int8, `scales`
+    (out,) float32), with zero guard columns, is packed once into fbgemm's layout.
+    """
     out_features, in_features = quantized.shape
+    guarded = torch.nn.functional.pad(quantized, (0, GUARD_COLUMNS))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_DEPRECATED_QUANTIZED_TENSORS, category=UserWarning)
         weight = torch._make_per_channel_quantized_tensor(
-            quantized, scales.double(), torch.zeros(out_features, dtype=torch.long), 0
+            guarded, scales.double(), torch.zeros(out_features, dtype=torch.long), 0
         )
         packed = torch.ops.quantized.linear_prepack(weight, None)
     reduce_range = not has_vnni()
+    guard = torch.zeros(1, GUARD_COLUMNS)
+    guard[0, :2] = torch.tensor([-1.0, 1.0])
 
     def linear(inputs: torch.Tensor) -> torch.Tensor:
-        product = torch.ops.quantized.linear_dynamic(_rows(inputs, in_features), packed, reduce_range)
+        rows, magnitudes = unit_rows(_rows(inputs, in_features))
+        rows = torch.cat((rows, guard.expand(rows.shape[0], GUARD_COLUMNS)), dim=1)
+        product = torch.ops.quantized.linear_dynamic(rows, packed, reduce_range).mul_(magnitudes)
         return product.reshape(*inputs.shape[:-1], out_features)
 
     return linear
 
 
 def quantize_activations(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """`rows` (M, K) float32 -> int8 values and one float32 scale (symmetric, per call): `rows ~ values * scale`."""
-    amax = rows.abs().amax()
-    scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))
-    return (rows / scale).round_().clamp_(-127, 127).to(torch.int8), scale
+    """`rows` (M, K) float32 -> int8 values and one float32 scale per row (M, 1) (symmetric): `rows ~ values *
+    scale`."""
+    unit, magnitudes = unit_rows(rows)
+    return (unit * 127).round_().to(torch.int8), magnitudes / 127
 
 
 def int_mm_int8_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
-    """The `"int8"` product on `torch._int_mm` (int8 x int8 -> int32), activations quantized per call
+    """The `"int8"` product on `torch._int_mm` (int8 x int8 -> int32), activations quantized per row
     (`quantize_activations`)."""
     out_features, in_features = quantized.shape
     transposed = quantized.t()  # (in, out): `_int_mm` takes the weight as its second factor
 
     def linear(inputs: torch.Tensor) -> torch.Tensor:
-        values, scale = quantize_activations(_rows(inputs, in_features))
-        product = torch._int_mm(values, transposed).float() * (scale * scales)
+        values, row_scales = quantize_activations(_rows(inputs, in_features))
+        product = torch._int_mm(values, transposed).float().mul_(row_scales).mul_(scales)
         return product.reshape(*inputs.shape[:-1], out_features)
 
     return linear
@@ -168,7 +195,7 @@ def _probe(make: Callable[[torch.Tensor, torch.Tensor], LinearFn], tolerance: fl
 
 
 INT8_KERNELS: dict[str, Callable[[torch.Tensor, torch.Tensor], LinearFn]] = {
-    "fbgemm": fbgemm_int8_linear,
+    "fbgemm": per_row_fbgemm_int8_linear,
     "int_mm": int_mm_int8_linear,
     "dequantized": dequantized_linear,
 }
@@ -218,8 +245,8 @@ def int8pack_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
 
 def int8_values_bf16_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
     """The `"int8_weight_only"` product as oneDNN's bfloat16 linear of the int8 values (exact in bfloat16: |q| <=
-    127 needs 7 bits), times `scales` (out,) in float32; the bfloat16 copy of the weight is packed on the first call,
-    so that a model run only one row at a time never holds it."""
+    127 needs 7 bits), times `scales` (out,) in float32; the bfloat16 copy of the weight is packed on the first call
+    (a model only loaded holds the int8 weights alone)."""
     out_features, in_features = quantized.shape
     kernel_scales = scales.float()
     packed: list[LinearFn] = []
@@ -233,21 +260,20 @@ def int8_values_bf16_linear(quantized: torch.Tensor, scales: torch.Tensor) -> Li
     return linear
 
 
-def weight_only_int8_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
-    """The `"int8_weight_only"` product (`quantized` (out, in) int8, `scales` (out,) bfloat16): one row on
-    `weight_only_kernel`'s (`int8pack_linear`, else the weight dequantized per call), more on
-    `int8_values_bf16_linear` where oneDNN's bfloat16 linear serves (`bf16_kernel`), else on the one row's kernel."""
-    one_row = (int8pack_linear if weight_only_kernel() == "int8pack" else dequantized_linear)(quantized, scales)
-    if bf16_kernel() != "onednn":
-        return one_row
-    in_features = quantized.shape[1]
-    many_rows = int8_values_bf16_linear(quantized, scales)
-    return lambda inputs: (one_row if inputs.numel() == in_features else many_rows)(inputs)
+WEIGHT_ONLY_KERNELS: dict[str, Callable[[torch.Tensor, torch.Tensor], LinearFn]] = {
+    "onednn": int8_values_bf16_linear,
+    "int8pack": int8pack_linear,
+    "dequantized": dequantized_linear,
+}
 
 
 @functools.cache
 def weight_only_kernel() -> str:
-    """`"int8pack"` where `_weight_int8pack_mm` passes its probe here, else `"dequantized"`."""
+    """The `"int8_weight_only"` kernel that serves here, at every row count: `"onednn"` where oneDNN's bfloat16
+    linear does (`bf16_kernel`), else `"int8pack"` where `_weight_int8pack_mm` passes its probe, else
+    `"dequantized"`."""
+    if bf16_kernel() == "onednn":
+        return "onednn"
     probe_ok = _probe(lambda q, s: int8pack_linear(q, s.to(torch.bfloat16)), tolerance=0.02)
     return "int8pack" if probe_ok else "dequantized"
 
@@ -290,6 +316,62 @@ def bf16_linear(weight: torch.Tensor, pack_rows: int) -> LinearFn:
     return lambda inputs: torch.matmul(inputs.to(torch.bfloat16), weight.t()).to(inputs.dtype)
 
 
+# ---- the same result for a row in any product ---------------------------------------------------------------------
+
+PROBED_ROWS = (1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128)
+REFERENCE_ROWS = 256  # the probes' rows are compared with the same rows of a product of this many
+PROBE_WINDOWS = 32  # products of each probed row count, on successive rows (a differing sum shows on some rows only)
+
+
+@functools.cache
+def stable_rows(method: str, kernel: str, out_features: int, in_features: int) -> int:
+    """
+    The fewest rows at which `method`'s product on `kernel` gives each row the bits it gets in a product of
+    `REFERENCE_ROWS` rows, for weights of this shape (probed once per process on random weights, `PROBE_WINDOWS`
+    products of each of `PROBED_ROWS`: kernels choose their blocking by shape and rows, not by values): 1 where every
+    probe agrees, 2 where a single row is summed in another order (oneDNN's bfloat16 linear at K 4096 on AVX512-BF16),
+    more if a kernel differs at more rows.
+    """
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(out_features, in_features, generator=generator) * 0.05
+    inputs = torch.randn(REFERENCE_ROWS, in_features, generator=generator)
+    linear = _build(method, weight)
+
+    def agrees(rows: int) -> bool:
+        starts = range(0, min(REFERENCE_ROWS - rows, (PROBE_WINDOWS - 1) * rows) + 1, rows)
+        windows = ((inputs[start : start + rows], reference[start : start + rows]) for start in starts)
+        return all(torch.equal(linear(window), expected) for window, expected in windows)
+
+    with torch.no_grad():
+        reference = linear(inputs)
+        unstable = [rows for rows in PROBED_ROWS if not agrees(rows)]
+    return max(unstable, default=0) + 1
+
+
+def _build(method: str, weight: torch.Tensor) -> LinearFn:
+    """`method`'s product of the float32 `weight` (out, in), quantized as the method stores it (for probes)."""
+    if method == "bf16":
+        return bf16_linear(weight.to(torch.bfloat16), pack_rows=64)
+    quantized, scales = quantize_symmetric(weight, torch.float32 if method == "int8" else torch.bfloat16)
+    return _kernel_linear(method, quantized, scales, pack_rows=64)
+
+
+def padded_to_rows(linear: LinearFn, in_features: int, fewest_rows: int) -> LinearFn:
+    """`linear` with products of fewer than `fewest_rows` rows padded with zero rows to that many (their results
+    dropped)."""
+    if fewest_rows <= 1:
+        return linear
+
+    def padded(inputs: torch.Tensor) -> torch.Tensor:
+        rows = inputs.reshape(-1, in_features)
+        if rows.shape[0] >= fewest_rows:
+            return linear(inputs)
+        product = linear(torch.nn.functional.pad(rows, (0, 0, 0, fewest_rows - rows.shape[0])))
+        return product[: rows.shape[0]].reshape(*inputs.shape[:-1], product.shape[-1])
+
+    return padded
+
+
 # ---- one entry point ----------------------------------------------------------------------------------------------
 
 
@@ -298,19 +380,26 @@ def kernel_name(method: str) -> str:
     if method == "int8":
         return int8_kernel()
     if method == "int8_weight_only":
-        one_row = weight_only_kernel()  # and, with oneDNN's bfloat16 linear, "+onednn" for two rows or more
-        return f"{one_row}+onednn" if bf16_kernel() == "onednn" else one_row
+        return weight_only_kernel()
     return bf16_kernel()
+
+
+def _kernel_linear(method: str, weight: torch.Tensor, scales: torch.Tensor | None, pack_rows: int) -> LinearFn:
+    """`method`'s product on `kernel_name(method)`, as it is (`quantized_linear` without the padding)."""
+    if method == "bf16":
+        return bf16_linear(weight, pack_rows)
+    if method == "int8_weight_only":
+        return WEIGHT_ONLY_KERNELS[weight_only_kernel()](weight, scales)
+    return INT8_KERNELS[int8_kernel()](weight, scales)
 
 
 def quantized_linear(method: str, weight: torch.Tensor, scales: torch.Tensor | None, pack_rows: int = 64) -> LinearFn:
     """
     The float32 product `inputs (*, in) -> ~ inputs @ dequantized(weight).T (*, out)` of one quantized weight held
     as `method` stores it (`weight` (out, in): int8 with `scales` (out,), float32 for "int8" and bfloat16 for
-    "int8_weight_only"; bfloat16 without scales for "bf16"), on `kernel_name(method)`.
+    "int8_weight_only"; bfloat16 without scales for "bf16"), on `kernel_name(method)`; each row's result does not
+    depend on the other rows (`stable_rows`).
     """
-    if method == "bf16":
-        return bf16_linear(weight, pack_rows)
-    if method == "int8_weight_only":
-        return weight_only_int8_linear(weight, scales)
-    return INT8_KERNELS[int8_kernel()](weight, scales)
+    out_features, in_features = weight.shape
+    fewest_rows = stable_rows(method, kernel_name(method), out_features, in_features)
+    return padded_to_rows(_kernel_linear(method, weight, scales, pack_rows), in_features, fewest_rows)

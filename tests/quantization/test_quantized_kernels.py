@@ -9,7 +9,7 @@ import torch
 
 from modeling_elmo.quantization import kernels
 
-CACHED = (kernels.int8_kernel, kernels.weight_only_kernel, kernels.bf16_kernel)
+CACHED = (kernels.int8_kernel, kernels.weight_only_kernel, kernels.bf16_kernel, kernels.stable_rows)
 
 
 @pytest.fixture(autouse=True)
@@ -65,6 +65,8 @@ def test_on_an_avx512_vnni_cpu_int8_runs_on_fbgemm_at_full_range(monkeypatch):
     if not (kernels.is_x86() and kernels.vectorised_capability()):
         pytest.skip("fbgemm's kernels need AVX2 or AVX-512")
     assert kernels.int8_kernel() == "fbgemm"
+    weight, inputs = _weights()
+    product = _product("int8", weight)  # its probes' products, before the spy
     ranges = []
     dynamic = torch.ops.quantized.linear_dynamic
 
@@ -73,8 +75,7 @@ def test_on_an_avx512_vnni_cpu_int8_runs_on_fbgemm_at_full_range(monkeypatch):
         return dynamic(inputs, packed, reduce_range)
 
     monkeypatch.setattr(torch.ops.quantized, "linear_dynamic", spy)
-    weight, inputs = _weights()
-    _product("int8", weight)(inputs)
+    product(inputs)
     assert ranges == [not kernels.has_vnni()]
 
 
@@ -91,9 +92,10 @@ def test_without_fbgemm_int8_falls_back_to_int_mm_and_runs_it(monkeypatch):
     int_mm = torch._int_mm
     monkeypatch.setattr(torch, "_int_mm", lambda *args: calls.append(args) or int_mm(*args))
     assert kernels.int8_kernel() == "int_mm"
-    calls.clear()  # the probe's call
     weight, inputs = _weights()
-    found = _product("int8", weight)(inputs)
+    product = _product("int8", weight)
+    calls.clear()  # the probes' calls
+    found = product(inputs)
     assert len(calls) == 1
     assert (found.double() - inputs.double() @ weight.double().t()).abs().max() <= _error_bound("int8", weight, inputs)
 
@@ -149,22 +151,23 @@ def _spy(monkeypatch, namespace, name: str) -> list:
     return calls
 
 
-def test_weight_only_runs_one_row_on_int8pack_and_more_rows_on_onednn_packed_on_first_use(monkeypatch):
-    if kernels.bf16_kernel() != "onednn" or kernels.weight_only_kernel() != "int8pack":
-        pytest.skip("oneDNN's bfloat16 linear or ATen's int8pack kernel does not serve on this CPU")
-    assert kernels.kernel_name("int8_weight_only") == "int8pack+onednn"
+def test_weight_only_runs_every_row_count_on_onednn_packed_on_first_use(monkeypatch):
+    if kernels.bf16_kernel() != "onednn":
+        pytest.skip("oneDNN's bfloat16 linear does not serve on this CPU")
+    assert kernels.kernel_name("int8_weight_only") == "onednn"
+    weight, inputs = _weights()
+    kernels.stable_rows("int8_weight_only", "onednn", *weight.shape)  # its probe's own products, before the spies
     int8pack = _spy(monkeypatch, torch.ops.aten, "_weight_int8pack_mm")
     onednn = _spy(monkeypatch, torch.ops.mkldnn, "_linear_pointwise")
     packing = _spy(monkeypatch, torch.ops.mkldnn, "_reorder_linear_weight")
-    weight, inputs = _weights()
     product = _product("int8_weight_only", weight)
+    assert packing == []  # a model only loaded holds no bfloat16 copy
     one_row = inputs[:1, :1]
     assert (product(one_row).double() - one_row.double() @ weight.double().t()).abs().max() <= _error_bound(
         "int8_weight_only", weight, one_row
     )
-    assert (len(int8pack), len(onednn), len(packing)) == (1, 0, 0)  # one row never derives the bfloat16 copy
     found = product(inputs)
-    assert (len(int8pack), onednn, packing) == (1, [(15, 40)], [(48, 40)])
+    assert (int8pack, onednn, packing) == ([], [(1, 40), (15, 40)], [(48, 40)])
     product(inputs)
     assert len(packing) == 1  # packed once
     expected = inputs.double() @ weight.double().t()
@@ -174,8 +177,8 @@ def test_weight_only_runs_one_row_on_int8pack_and_more_rows_on_onednn_packed_on_
 def test_weight_only_on_both_kernels_is_the_same_arithmetic():
     """bfloat16 holds the int8 values exactly: a row gives the same product on either kernel, to the rounding of
     the bfloat16 outputs."""
-    if kernels.bf16_kernel() != "onednn" or kernels.weight_only_kernel() != "int8pack":
-        pytest.skip("oneDNN's bfloat16 linear or ATen's int8pack kernel does not serve on this CPU")
+    if kernels.bf16_kernel() != "onednn" or not kernels.vectorised_capability():
+        pytest.skip("oneDNN's bfloat16 linear or ATen's vectorised int8pack kernel does not serve on this CPU")
     weight, inputs = _weights(seed=5)
     quantized, scales = kernels.quantize_symmetric(weight, torch.bfloat16)
     rows = inputs.reshape(-1, 40)
@@ -185,17 +188,85 @@ def test_weight_only_on_both_kernels_is_the_same_arithmetic():
 
 
 def test_without_onednn_weight_only_runs_every_row_count_on_int8pack(monkeypatch):
+    monkeypatch.setattr(kernels, "bf16_kernel", lambda: "matmul")
     if kernels.weight_only_kernel() != "int8pack":
         pytest.skip("ATen's int8pack kernel does not serve on this CPU")
-    monkeypatch.setattr(kernels, "bf16_kernel", lambda: "matmul")
-    int8pack = _spy(monkeypatch, torch.ops.aten, "_weight_int8pack_mm")
-    onednn = _spy(monkeypatch, torch.ops.mkldnn, "_linear_pointwise")
     assert kernels.kernel_name("int8_weight_only") == "int8pack"
     weight, inputs = _weights()
-    found = _product("int8_weight_only", weight)(inputs)
-    assert (int8pack, onednn) == ([(15, 48)], [])  # K padded to the kernel's multiple of 16
+    product = _product("int8_weight_only", weight)
+    int8pack = _spy(monkeypatch, torch.ops.aten, "_weight_int8pack_mm")
+    onednn = _spy(monkeypatch, torch.ops.mkldnn, "_linear_pointwise")
+    found = product(inputs)
+    product(inputs[:1, :1])
+    assert (int8pack, onednn) == ([(15, 48), (1, 48)], [])  # K padded to the kernel's multiple of 16
     expected = inputs.double() @ weight.double().t()
     assert (found.double() - expected).abs().max() <= _error_bound("int8_weight_only", weight, inputs)
+
+
+# shapes of 'original' (recurrent, projection) and a small one: kernels choose their blocking by shape
+ROW_SHAPES = [(48, 40), (16384, 512), (512, 4096)]
+
+
+@pytest.mark.parametrize("shape", ROW_SHAPES, ids=[f"{o}x{i}" for o, i in ROW_SHAPES])
+@pytest.mark.parametrize("method", ["int8", "int8_weight_only", "bf16"])
+def test_a_row_gets_the_same_product_in_a_product_of_any_rows(method, shape):
+    """1, 3 and 32 rows at a time against the same rows of one product of 64 rows, every window: bit for bit (each
+    method runs one kernel at every row count, int8 quantizes each row on its own, and products of fewer rows than
+    `stable_rows` are padded)."""
+    generator = torch.Generator().manual_seed(1)
+    weight = torch.randn(*shape, generator=generator) * 0.05
+    inputs = torch.randn(64, shape[1], generator=generator) * torch.rand(64, 1, generator=generator) * 3
+    product = _product(method, weight)
+    together = product(inputs)
+    for rows in (1, 3, 32):
+        for start in range(0, 64 - rows + 1, rows):
+            assert torch.equal(product(inputs[start : start + rows]), together[start : start + rows]), (rows, start)
+
+
+def test_int8_on_fbgemm_quantizes_each_row_to_its_own_range(monkeypatch):
+    """fbgemm takes one range per call: each row reaches it scaled to [-1, 1], with guard columns -1 and 1."""
+    if kernels.int8_kernel() != "fbgemm":
+        pytest.skip("fbgemm does not serve on this CPU")
+    weight, inputs = _weights()
+    product = _product("int8", weight)
+    seen = _spy_inputs(monkeypatch)
+    small, large = inputs[0] * 1e-3, inputs[1] * 1e3  # per call, the small rows would round to zero
+    found = product(torch.cat((small, large)))
+    (rows,) = seen
+    assert rows.shape == (6, 40 + kernels.GUARD_COLUMNS) and rows.abs().amax(dim=1).eq(1).all()
+    assert rows[:, 40:].tolist() == [[-1.0, 1.0, 0.0, 0.0]] * 6
+    for part, found_part in ((small, found[:3]), (large, found[3:])):
+        expected = part.double() @ weight.double().t()
+        assert (found_part.double() - expected).abs().max() <= _error_bound("int8", weight, part)
+
+
+def _spy_inputs(monkeypatch) -> list:
+    """The inputs of every `quantized::linear_dynamic` call from now on."""
+    seen, dynamic = [], torch.ops.quantized.linear_dynamic
+
+    def spy(inputs, packed, reduce_range):
+        seen.append(inputs.clone())
+        return dynamic(inputs, packed, reduce_range)
+
+    monkeypatch.setattr(torch.ops.quantized, "linear_dynamic", spy)
+    return seen
+
+
+def test_a_kernel_that_sums_one_row_differently_is_padded_to_two(monkeypatch):
+    """`stable_rows` finds the row counts at which a kernel differs (here a fake one that rounds single rows
+    differently) and the product pads them."""
+    original = kernels.bf16_linear
+
+    def single_rows_differ(weight, pack_rows):
+        linear = original(weight, pack_rows)
+        return lambda inputs: linear(inputs) + (inputs.reshape(-1, inputs.shape[-1]).shape[0] == 1) * 1e-3
+
+    monkeypatch.setattr(kernels, "bf16_linear", single_rows_differ)
+    assert kernels.stable_rows("bf16", kernels.bf16_kernel(), 48, 40) == 2
+    weight, inputs = _weights()
+    product = _product("bf16", weight)
+    rows = inputs.reshape(-1, 40)
+    assert torch.equal(product(rows[:1]), product(rows)[:1])
 
 
 def test_packing_for_fbgemm_raises_no_deprecation_warning():

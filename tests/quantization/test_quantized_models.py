@@ -80,6 +80,28 @@ def test_fixture_outputs_within_the_stated_tolerance_and_no_float32_weights_kept
 
 
 @pytest.mark.parametrize("method", METHODS)
+def test_a_sentence_gets_the_same_vectors_in_any_batch(converted_fixture, fixture_dir, method):
+    """Each of the fixture's sentences alone, three at a time and among 32, every layer: within 1e-4 (docs/speed.md,
+    "Quantization": the same vector in any batch)."""
+    groups = json.loads((fixture_dir / "sentences.json").read_text())
+    sentences = [sentence.split() for group in groups for sentence in group]
+    sentences = (sentences * 2)[:32]
+    tokenizer = AutoTokenizer.from_pretrained(converted_fixture)
+    model = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig(method))
+
+    def layers_of(rows: list[list[str]]) -> list[torch.Tensor]:
+        batch = tokenizer(rows, is_split_into_words=True, return_tensors="pt", padding=True)
+        layers = torch.stack(_layers(model, batch), dim=1)  # (rows, layers, words, dim)
+        return [layers[row, :, : len(words)] for row, words in enumerate(rows)]
+
+    together = layers_of(sentences)
+    for size in (1, 3):
+        for start in range(0, len(sentences), size):
+            for found, expected in zip(layers_of(sentences[start : start + size]), together[start:], strict=False):
+                assert (found - expected).abs().max() <= 1e-4, (size, start)
+
+
+@pytest.mark.parametrize("method", METHODS)
 def test_a_saved_quantized_folder_loads_back_with_the_same_bits(converted_fixture, fixture_batch, tmp_path, method):
     model = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig(method))
     model.save_pretrained(tmp_path / "saved")
