@@ -16,6 +16,11 @@ Every weight of the biLM (`char_encoder.*`, `bilm.*`) must be one that `config.j
 hold more layers, highways or filters than its config is refused rather than exported in part. Weights the original
 format has no place for (scalar mixes, a tagger's head) are left out.
 
+A folder saved from a quantized model (its `config.json` holds ELMo's `quantization_config`) is refused, from its
+config, before any weight is read: its biLM weights are int8 with scales (or bfloat16), and bilm-tf's format holds
+float32 weights. Dequantizing would write weights that differ from the float32 ones it was quantized from, and
+that float32 folder is the one to export.
+
 The LSTM `bias` is TensorFlow's `B` with `config.lstm_forget_bias` added at run time, where TensorFlow adds 1.0; the
 exported `B` is `bias + (lstm_forget_bias - 1)` on the forget gate, so folders saved before that field existed (their
 bias holds the 1.0, `lstm_forget_bias=0`) export correctly too. The character embedding's padding row 0 is dropped
@@ -52,6 +57,7 @@ from ..foundation.errors import ToolError, one_line, report
 from ..foundation.output_folder import OutputKind, move_into_place, new_file_mode, reason_of, work_folder
 from ..foundation.owned_files import output_folder_claimed, record_folder
 from ..hub.push import config_problems
+from ..quantization.config import saved_quantization
 from .arguments import export_parser, saved_folder_problem
 from .convert import ConversionError
 
@@ -302,6 +308,11 @@ def export_model(
     model_dir, output_dir = Path(model_dir), Path(output_dir)
     if (problem := saved_folder_problem(model_dir)) is not None:
         raise ExportError(problem)
+    if (method := saved_quantization(model_dir)) is not None:  # see the module docstring
+        raise ExportError(
+            f"{model_dir} holds a quantized biLM ({method!r}): bilm-tf's format holds float32 weights; export the "
+            "float32 folder it was quantized from (one saved from a model loaded without quantization_config)."
+        )
     with output_folder_claimed(output_dir, overwrite, (str(model_dir),), EXPORTED_FOLDER):
         config = _read_config(model_dir)
         with contextlib.ExitStack() as stack:

@@ -14,14 +14,17 @@ traces `torch.export`: `ElmoModel.forward` then takes its padded path (`padded_r
 - output `last_hidden_state` float32 (batch, words, 2 * projection_dim): the top layer, under the name that
   feature-extraction runtimes read (Optimum's ORT models, sentence-transformers' ONNX backend).
 
-Stateless only (a folder with `stateful: true` is refused), and every biLM weight must be in the folder, of the shape
-its config implies, and finite: a folder that would load with random or non-finite values is refused before the
-export, as are an `--opset` outside 18 to the installed onnx's highest, a negative or non-finite `--tolerance`, and an
-OUT that is one of MODEL_DIR's own files (other than a `.onnx` one). Before it is moved into place, the file is run
-with onnxruntime on a batch of another shape than the one traced (left and right padding, a one-word sentence) and
-compared with PyTorch's own path, all layers; the max abs difference is printed, and beyond `--tolerance` the export
-fails. The file is written beside OUT under a hidden temporary name and renamed into place only when verified; an
-existing OUT is refused unless `--overwrite`. Errors: one line `elmo-export-onnx: error: ...` on stderr, status 1.
+Stateless and float32 only: a folder with `stateful: true` is refused, and so is a quantized one (its `config.json`
+holds ELMo's `quantization_config`), from its config before anything is loaded or written, since its layers run CPU
+kernels that `torch.export` cannot trace (the float32 folder it was quantized from exports). Every biLM weight must be
+in the folder, of the shape its config implies, and finite: a folder that would load with random or non-finite values
+is refused before the export, as are an `--opset` outside 18 to the installed onnx's highest, a negative or non-finite
+`--tolerance`, and an OUT that is one of MODEL_DIR's own files (other than a `.onnx` one). Before it is moved into
+place, the file is run with onnxruntime on a batch of another shape than the one traced (left and right padding, a
+one-word sentence) and compared with PyTorch's own path, all layers; the max abs difference is printed, and beyond
+`--tolerance` the export fails. The file is written beside OUT under a hidden temporary name and renamed into place
+only when verified; an existing OUT is refused unless `--overwrite`. Errors: one line `elmo-export-onnx: error: ...` on
+stderr, status 1 (the exporter's own messages cut to their first line, without terminal colour codes: `one_line`).
 Needs the `onnx` extra: `pip install "elmo-transformers[onnx]"`.
 """
 
@@ -44,6 +47,7 @@ from ..commands.arguments import model_folder_problem
 from ..foundation.errors import ToolError, one_line, report
 from ..foundation.output_folder import parent_folders, path_replaced_atomically, reason_of
 from ..foundation.owned_files import output_claimed
+from ..quantization.config import saved_quantization
 from ..tokenization_elmo import char_ids_tensor
 from .arguments import DEFAULT_TOLERANCE, MIN_OPSET, PROG, onnx_export_parser
 
@@ -228,6 +232,12 @@ def export_onnx(
         raise OnnxExportError(f"--tolerance must be a finite number >= 0, got {tolerance:g}.")
     if (problem := model_folder_problem(model_dir)) is not None:
         raise OnnxExportError(problem)
+    if (method := saved_quantization(model_dir)) is not None:  # see the module docstring
+        raise OnnxExportError(
+            f"{model_dir} holds a quantized biLM ({method!r}): its layers run CPU kernels that torch.export cannot "
+            "trace; export the float32 folder it was quantized from (one saved from a model loaded without "
+            "quantization_config)."
+        )
     _require_onnx_packages()
     import onnx
 

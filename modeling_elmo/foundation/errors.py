@@ -5,12 +5,14 @@
 failed on something else (a download, the Hub, a write, a model that does not load). `one_line` is the one way to
 put an exception's message on one line, for every wing."""
 
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 _TYPED_COMMAND: ContextVar[str | None] = ContextVar("typed_command", default=None)
+_TERMINAL_COLOURS = re.compile(r"\x1b\[[0-9;]*m")  # the colour codes some libraries put in their messages
 
 
 class ToolError(Exception):
@@ -26,10 +28,10 @@ class ToolInputError(ToolError):
 
 
 def one_line(error: BaseException, *, first: bool = False) -> str:
-    """`error`'s message on one line: its lines joined by single spaces, or with `first=True` only its first line
-    (where the lines after it are hints, such as Transformers' advice on where a file may be); the error's type name
-    when the message is empty."""
-    text = str(error).strip()
+    """`error`'s message on one line, without terminal colour codes (torch.export's messages have them): its lines
+    joined by single spaces, or with `first=True` only its first line (where the lines after it are hints, such as
+    Transformers' advice on where a file may be); the error's type name when the message is empty."""
+    text = _TERMINAL_COLOURS.sub("", str(error)).strip()
     if not text:
         return type(error).__name__
     return text.splitlines()[0] if first else " ".join(text.split())

@@ -49,6 +49,7 @@ from ..foundation.output_lock import run_output_dir_lock
 from ..hub.model_card import render_pretrained_model_card
 from ..lstm_states import ElmoLstmStates
 from ..modeling_elmo import ElmoForPreTraining
+from ..quantization.config import saved_quantization
 from ..runtime.cpu_threads import configure_cpu_threads
 from ..tokenization_elmo import ElmoTokenizer
 from . import build_vocab
@@ -147,12 +148,22 @@ def build_model(
     evaluation_only: bool = False,
 ) -> tuple[ElmoForPreTraining, bool]:
     """The model to train (or, `evaluation_only`, to evaluate: it must have a trained softmax) and whether its
-    softmax starts fresh on a pretrained biLM."""
+    softmax starts fresh on a pretrained biLM. A quantized folder is refused for training, from its config before its
+    weights load: continued pretraining trains the biLM, and a quantized biLM is frozen (its weights are buffers that
+    no gradient reaches), so the run would train the softmax alone; it is evaluated as it is, saying so."""
     if args.model_name_or_path is None:
         config = ElmoConfig(**{**options.config.to_dict(), **lm_overrides})
         return ElmoForPreTraining(config), False
     source = args.model_name_or_path
     config = load_elmo_config(source, "--model_name_or_path")
+    if (method := saved_quantization(config)) is not None:
+        if not evaluation_only:
+            raise PretrainingError(
+                f"--model_name_or_path {source} holds a quantized biLM ({method!r}), which cannot be trained (its "
+                "quantized layers are frozen): continued pretraining trains the biLM; give the float32 folder it was "
+                "quantized from."
+            )
+        logger.info(f"{source} holds a quantized biLM ({method!r}): the perplexity is the quantized model's.")
     _check_architecture(options, config, source, args.options)
     has_softmax = "ElmoForPreTraining" in (config.architectures or [])
     if evaluation_only and not has_softmax and not args.softmax_file:

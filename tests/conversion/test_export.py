@@ -14,8 +14,9 @@ import pytest
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
+from transformers import AutoModel
 
-from modeling_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel
+from modeling_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel, ElmoQuantizationConfig
 from modeling_elmo.commands.elmo import SUBCOMMANDS, load
 from modeling_elmo.conversion import export
 from modeling_elmo.conversion.convert import CONVERTED_FOLDER, ConversionError, convert_checkpoint
@@ -531,6 +532,20 @@ def test_bad_folders_are_refused_naming_the_problem_and_nothing_is_written(rando
 def test_a_missing_model_folder_is_refused(tmp_path, capsys):
     assert main([str(tmp_path / "nowhere"), "--output", str(tmp_path / "out")]) == 1
     assert "nowhere: not a folder" in cli_error(capsys)
+    assert_nothing_written(tmp_path / "out")
+
+
+def test_a_quantized_folder_is_refused_in_one_line_naming_quantization(converted_fixture, tmp_path, capsys):
+    """A folder saved from a quantized model holds int8 weights (and scales), which bilm-tf's float32 format cannot:
+    refused from its config.json before any weight is read, not as a damaged save, and nothing written."""
+    folder = tmp_path / "int8"
+    quantized = AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8"))
+    quantized.save_pretrained(folder)
+    capsys.readouterr()
+    assert main([str(folder), "--output", str(tmp_path / "out")]) == 1
+    err = cli_error(capsys)
+    assert f"{folder} holds a quantized biLM ('int8')" in err and "export the float32 folder" in err, err
+    assert "shape" not in err and "\x1b" not in err
     assert_nothing_written(tmp_path / "out")
 
 

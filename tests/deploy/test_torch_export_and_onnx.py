@@ -13,7 +13,7 @@ from safetensors.torch import load_file, save_file
 from torch.export import Dim
 from transformers import AutoModel, AutoTokenizer
 
-from modeling_elmo import ElmoConfig, ElmoModel
+from modeling_elmo import ElmoConfig, ElmoModel, ElmoQuantizationConfig
 from modeling_elmo import modeling_elmo as modeling
 from modeling_elmo.character_ids import word_to_char_ids
 from modeling_elmo.deploy import onnx_export
@@ -415,3 +415,36 @@ def test_onnx_cli_failure_removes_the_parent_folders_it_created(tmp_path, capsys
     status, err = run_cli(capsys, str(tmp_path / "tiny"), str(tmp_path / "existing" / "new" / "deeper" / "m.onnx"))
     assert status == 1 and "export failed: RuntimeError: unsupported operator" in err
     assert list((tmp_path / "existing").iterdir()) == []
+
+
+def test_onnx_cli_refuses_a_quantized_folder_before_exporting(converted_fixture, tmp_path, capsys):
+    """A quantized biLM runs CPU kernels that torch.export cannot trace: refused from config.json in one line that
+    names quantization (not the exporter's multi-line report), before loading or exporting, nothing written."""
+    AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8")).save_pretrained(
+        tmp_path / "int8"
+    )
+    status, err = run_cli(capsys, str(tmp_path / "int8"), str(tmp_path / "out" / "int8.onnx"))
+    assert status == 1 and err.startswith("elmo-export-onnx: error: ") and err.count("\n") == 1, err
+    assert f"{tmp_path / 'int8'} holds a quantized biLM ('int8')" in err and "export the float32 folder" in err, err
+    assert "\x1b" not in err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["int8"]
+
+
+def test_onnx_cli_errors_are_one_line_without_colour_codes(tmp_path, capsys, monkeypatch):
+    """The exporter's messages carry terminal colour codes and further lines: the error line has neither."""
+    require_onnx_extra()
+
+    def exporter_fails(model, path, opset=None):
+        raise RuntimeError(
+            "Failed to export. \x1b[96mThis is step 1/3\x1b[0m of exporting.\nNext steps: \x1b[1mmore\x1b[0m"
+        )
+
+    monkeypatch.setattr(onnx_export, "export_to_file", exporter_fails)
+    tiny_model("clips-skip").save_pretrained(tmp_path / "tiny")
+    status, err = run_cli(capsys, str(tmp_path / "tiny"), str(tmp_path / "out.onnx"))
+    assert status == 1
+    assert (
+        err
+        == "elmo-export-onnx: error: export failed: RuntimeError: Failed to export. This is step 1/3 of exporting.\n"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["tiny"]

@@ -15,8 +15,9 @@ import pytest
 import torch
 from pretraining_inputs import command, write_options
 from safetensors.torch import load_file
+from transformers import AutoModel
 
-from modeling_elmo import ElmoForPreTraining, ElmoModel
+from modeling_elmo import ElmoForPreTraining, ElmoModel, ElmoQuantizationConfig
 from modeling_elmo.pretraining.options import PretrainingOptions
 from modeling_elmo.pretraining.train import ElmoPretrainingTrainer, main
 
@@ -88,6 +89,26 @@ def test_values_that_would_train_nothing_or_garbage_are_refused(corpus, tmp_path
     output = tmp_path / "out"
     refused(capsys, command(corpus, output, *flags), expected.format(**names))
     assert no_model_in(output)
+
+
+def test_continued_pretraining_from_a_quantized_folder_is_refused(
+    corpus, fixture_dir, converted_fixture, tmp_path, capsys
+):
+    """Continued pretraining trains the biLM, whose quantized layers are frozen: refused in one line before training
+    (rather than training the softmax alone and saying nothing), and the --output_dir it would create is not left."""
+    folder = tmp_path / "int8"
+    AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8")).save_pretrained(
+        folder
+    )
+    original = json.loads((fixture_dir / "options.json").read_text())  # the fixture's architecture, so it would train
+    options = write_options(
+        tmp_path / "fixture_options.json", corpus["size"], char_cnn=original["char_cnn"], lstm=original["lstm"]
+    )
+    output = tmp_path / "out"
+    argv = command({**corpus, "options": options}, output, "--model_name_or_path", str(folder), "--max_steps", "2")
+    line = refused(capsys, argv, f"--model_name_or_path {folder} holds a quantized biLM ('int8')")
+    assert "the float32 folder it was quantized from" in line and "\x1b" not in line
+    assert not output.exists()
 
 
 def test_a_second_run_never_writes_over_the_first(corpus, tmp_path, capsys):
