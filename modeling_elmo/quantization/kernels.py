@@ -11,10 +11,10 @@ shape).
 
 - `"int8"`: int8 weights (symmetric, one float32 scale per output channel) times int8 activations quantized per row,
   int32 sums: fbgemm's `quantized::linear_dynamic` on x86 CPUs with AVX2 or AVX-512 (VNNI's `vpdpbusd` where present;
-  without VNNI the activations take 7 bits, `reduce_range`, as fbgemm's 16-bit intermediate sums need), each row
-  divided by its largest magnitude and two guard columns (-1 and 1, times zero weights) appended, so that fbgemm's
-  one range per call is every row's own (`per_row_fbgemm_int8_linear`); else the same per-row arithmetic by
-  `torch._int_mm`, else the weights dequantized for each call (plain float32 matmul: slow, for CPUs without either).
+  without VNNI the activations take 7 bits, `reduce_range`, as fbgemm's 16-bit intermediate sums need), its one range
+  per call made each row's own by guard columns (`fbgemm_int8_linear`: each row scaled to its own magnitude, or, where
+  the model bounds the inputs by a clip, the bound); else the same per-row arithmetic by `torch._int_mm`, else the
+  weights dequantized for each call (plain float32 matmul: slow, for CPUs without either).
 - `"int8_weight_only"`: int8 weights (one bfloat16 scale per output channel), bfloat16 activations, float32 sums:
   oneDNN's bfloat16 linear (where `"bf16"` runs on it) applied to the int8 values, which bfloat16 holds exactly, then
   the scales in float32, its bfloat16 copy of the weight packed on the first call; elsewhere ATen's
@@ -101,21 +101,31 @@ def _rows(inputs: torch.Tensor, in_features: int) -> torch.Tensor:
 def unit_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """`rows` (M, K) float32 -> each row divided by its largest magnitude (every value in [-1, 1]) and those
     magnitudes (M, 1) (an all-zero row's: the smallest normal float, so it stays zero)."""
-    magnitudes = torch.linalg.vector_norm(rows, float("inf"), dim=1, keepdim=True)
-    magnitudes = magnitudes.clamp_min_(torch.finfo(torch.float32).tiny)
+    # abs + amax: a quarter of `vector_norm(inf)`'s cost on a row (what a batch-1 time step runs eight times)
+    magnitudes = rows.abs().amax(dim=1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
     return rows / magnitudes, magnitudes
 
 
 GUARD_COLUMNS = 4  # appended to the int8 products' inputs: -1, 1, 0, 0 (K stays a multiple of 4 for fbgemm's blocks)
 
 
-def per_row_fbgemm_int8_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
+def fbgemm_int8_linear(
+    quantized: torch.Tensor,
+    scales: torch.Tensor,
+    input_bound: float | None = None,
+    bias: torch.Tensor | None = None,
+) -> LinearFn:
     """
-    The `"int8"` product on fbgemm's `quantized::linear_dynamic` with the activations quantized per row: fbgemm takes
-    one range per call (the smallest and largest input), so each row is scaled to [-1, 1] (`unit_rows`) and carries
-    guard columns -1 and 1, whose weights are zero: every call's range is [-1, 1] whatever its rows, each row's 8-bit
-    values depend on that row alone, and the int32 sums are exact. The weight (`quantized` (out, in) int8, `scales`
-    (out,) float32), with zero guard columns, is packed once into fbgemm's layout.
+    The `"int8"` product on fbgemm's `quantized::linear_dynamic`, each row quantized on its own: fbgemm takes one
+    range per call (the smallest and largest input), so every row carries guard columns (-1 and 1 times
+    `input_bound`, with zero weights) that set that range whatever the other rows hold. Without `input_bound`, each
+    row is first scaled to [-1, 1] (`unit_rows`) and its product scaled back: per-row quantization, 8 bits over
+    each row's own magnitude. With `input_bound`, a bound on every input's magnitude that the model guarantees (a
+    clip), the rows go in as they are: 8 bits over [-input_bound, input_bound], without the three passes of the
+    scaling (a batch-1 time step's products are short enough that those cost a fifth of the call). Either way a
+    row's 8-bit values depend on that row alone, and the int32 sums are exact. The weight (`quantized` (out, in)
+    int8, `scales` (out,) float32), with zero guard columns, is packed once into fbgemm's layout; `bias` (out,)
+    float32 is added in the same pass as the scaling back (or by fbgemm, with `input_bound`).
     """
     out_features, in_features = quantized.shape
     guarded = torch.nn.functional.pad(quantized, (0, GUARD_COLUMNS))
@@ -124,15 +134,26 @@ def per_row_fbgemm_int8_linear(quantized: torch.Tensor, scales: torch.Tensor) ->
         weight = torch._make_per_channel_quantized_tensor(
             guarded, scales.double(), torch.zeros(out_features, dtype=torch.long), 0
         )
-        packed = torch.ops.quantized.linear_prepack(weight, None)
+        packed = torch.ops.quantized.linear_prepack(weight, bias if input_bound else None)
     reduce_range = not has_vnni()
     guard = torch.zeros(1, GUARD_COLUMNS)
-    guard[0, :2] = torch.tensor([-1.0, 1.0])
+    guard[0, :2] = torch.tensor([-1.0, 1.0]) * (input_bound or 1.0)
+
+    def guarded_product(rows: torch.Tensor) -> torch.Tensor:
+        rows = torch.cat((rows, guard.expand(rows.shape[0], GUARD_COLUMNS)), dim=1)
+        return torch.ops.quantized.linear_dynamic(rows, packed, reduce_range)
 
     def linear(inputs: torch.Tensor) -> torch.Tensor:
-        rows, magnitudes = unit_rows(_rows(inputs, in_features))
-        rows = torch.cat((rows, guard.expand(rows.shape[0], GUARD_COLUMNS)), dim=1)
-        product = torch.ops.quantized.linear_dynamic(rows, packed, reduce_range).mul_(magnitudes)
+        rows = _rows(inputs, in_features)
+        if input_bound:
+            product = guarded_product(rows)
+        else:
+            rows, magnitudes = unit_rows(rows)
+            product = guarded_product(rows)
+            if bias is None:
+                product.mul_(magnitudes)
+            else:
+                torch.addcmul(bias, product, magnitudes, out=product)
         return product.reshape(*inputs.shape[:-1], out_features)
 
     return linear
@@ -145,28 +166,41 @@ def quantize_activations(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     return (unit * 127).round_().to(torch.int8), magnitudes / 127
 
 
-def int_mm_int8_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
+def int_mm_int8_linear(
+    quantized: torch.Tensor,
+    scales: torch.Tensor,
+    input_bound: float | None = None,
+    bias: torch.Tensor | None = None,
+) -> LinearFn:
     """The `"int8"` product on `torch._int_mm` (int8 x int8 -> int32), activations quantized per row
-    (`quantize_activations`)."""
+    (`quantize_activations`; `input_bound` unused: this fallback always scales per row), plus `bias` (out,)."""
     out_features, in_features = quantized.shape
     transposed = quantized.t()  # (in, out): `_int_mm` takes the weight as its second factor
 
     def linear(inputs: torch.Tensor) -> torch.Tensor:
         values, row_scales = quantize_activations(_rows(inputs, in_features))
         product = torch._int_mm(values, transposed).float().mul_(row_scales).mul_(scales)
+        if bias is not None:
+            product.add_(bias)
         return product.reshape(*inputs.shape[:-1], out_features)
 
     return linear
 
 
-def dequantized_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
-    """Any int8 method's product with the weight dequantized to float32 on every call (no float32 copy kept): the
-    slow fallback for a CPU or torch without the int8 kernels."""
+def dequantized_linear(
+    quantized: torch.Tensor,
+    scales: torch.Tensor,
+    input_bound: float | None = None,
+    bias: torch.Tensor | None = None,
+) -> LinearFn:
+    """Any int8 method's product with the weight dequantized to float32 on every call (no float32 copy kept), plus
+    `bias`: the slow fallback for a CPU or torch without the int8 kernels (float32 activations: `input_bound`
+    unused)."""
     out_features = quantized.shape[0]
 
     def linear(inputs: torch.Tensor) -> torch.Tensor:
         weight = quantized.float() * scales.float().unsqueeze(1)
-        return torch.nn.functional.linear(inputs, weight).reshape(*inputs.shape[:-1], out_features)
+        return torch.nn.functional.linear(inputs, weight, bias).reshape(*inputs.shape[:-1], out_features)
 
     return linear
 
@@ -194,8 +228,8 @@ def _probe(make: Callable[[torch.Tensor, torch.Tensor], LinearFn], tolerance: fl
     return found.shape == expected.shape and bool(error <= tolerance * expected.abs().max())
 
 
-INT8_KERNELS: dict[str, Callable[[torch.Tensor, torch.Tensor], LinearFn]] = {
-    "fbgemm": per_row_fbgemm_int8_linear,
+INT8_KERNELS: dict[str, Callable[..., LinearFn]] = {
+    "fbgemm": fbgemm_int8_linear,
     "int_mm": int_mm_int8_linear,
     "dequantized": dequantized_linear,
 }
@@ -324,18 +358,20 @@ PROBE_WINDOWS = 32  # products of each probed row count, on successive rows (a d
 
 
 @functools.cache
-def stable_rows(method: str, kernel: str, out_features: int, in_features: int) -> int:
+def stable_rows(
+    method: str, kernel: str, out_features: int, in_features: int, input_bound: float | None = None
+) -> int:
     """
     The fewest rows at which `method`'s product on `kernel` gives each row the bits it gets in a product of
     `REFERENCE_ROWS` rows, for weights of this shape (probed once per process on random weights, `PROBE_WINDOWS`
-    products of each of `PROBED_ROWS`: kernels choose their blocking by shape and rows, not by values): 1 where every
-    probe agrees, 2 where a single row is summed in another order (oneDNN's bfloat16 linear at K 4096 on AVX512-BF16),
-    more if a kernel differs at more rows.
+    products of each of `PROBED_ROWS`: kernels choose their blocking by shape and rows, not by values; the inputs
+    within `input_bound`): 1 where every probe agrees, 2 where a single row is summed in another order (oneDNN's
+    bfloat16 linear at K 4096 on AVX512-BF16), more if a kernel differs at more rows.
     """
     generator = torch.Generator().manual_seed(0)
     weight = torch.randn(out_features, in_features, generator=generator) * 0.05
-    inputs = torch.randn(REFERENCE_ROWS, in_features, generator=generator)
-    linear = _build(method, weight)
+    inputs = (torch.rand(REFERENCE_ROWS, in_features, generator=generator) * 2 - 1) * (input_bound or 3.0)
+    linear = _build(method, weight, input_bound)
 
     def agrees(rows: int) -> bool:
         starts = range(0, min(REFERENCE_ROWS - rows, (PROBE_WINDOWS - 1) * rows) + 1, rows)
@@ -348,12 +384,12 @@ def stable_rows(method: str, kernel: str, out_features: int, in_features: int) -
     return max(unstable, default=0) + 1
 
 
-def _build(method: str, weight: torch.Tensor) -> LinearFn:
+def _build(method: str, weight: torch.Tensor, input_bound: float | None) -> LinearFn:
     """`method`'s product of the float32 `weight` (out, in), quantized as the method stores it (for probes)."""
     if method == "bf16":
         return bf16_linear(weight.to(torch.bfloat16), pack_rows=64)
     quantized, scales = quantize_symmetric(weight, torch.float32 if method == "int8" else torch.bfloat16)
-    return _kernel_linear(method, quantized, scales, pack_rows=64)
+    return _kernel_linear(method, quantized, scales, 64, input_bound)
 
 
 def padded_to_rows(linear: LinearFn, in_features: int, fewest_rows: int) -> LinearFn:
@@ -384,22 +420,40 @@ def kernel_name(method: str) -> str:
     return bf16_kernel()
 
 
-def _kernel_linear(method: str, weight: torch.Tensor, scales: torch.Tensor | None, pack_rows: int) -> LinearFn:
+def _kernel_linear(
+    method: str,
+    weight: torch.Tensor,
+    scales: torch.Tensor | None,
+    pack_rows: int,
+    input_bound: float | None,
+    bias: torch.Tensor | None = None,
+) -> LinearFn:
     """`method`'s product on `kernel_name(method)`, as it is (`quantized_linear` without the padding)."""
+    if method == "int8":
+        return INT8_KERNELS[int8_kernel()](weight, scales, input_bound, bias)
     if method == "bf16":
-        return bf16_linear(weight, pack_rows)
-    if method == "int8_weight_only":
-        return WEIGHT_ONLY_KERNELS[weight_only_kernel()](weight, scales)
-    return INT8_KERNELS[int8_kernel()](weight, scales)
+        linear = bf16_linear(weight, pack_rows)
+    else:
+        linear = WEIGHT_ONLY_KERNELS[weight_only_kernel()](weight, scales)
+    return linear if bias is None else lambda inputs: linear(inputs).add_(bias)
 
 
-def quantized_linear(method: str, weight: torch.Tensor, scales: torch.Tensor | None, pack_rows: int = 64) -> LinearFn:
+def quantized_linear(
+    method: str,
+    weight: torch.Tensor,
+    scales: torch.Tensor | None,
+    pack_rows: int = 64,
+    input_bound: float | None = None,
+    bias: torch.Tensor | None = None,
+) -> LinearFn:
     """
-    The float32 product `inputs (*, in) -> ~ inputs @ dequantized(weight).T (*, out)` of one quantized weight held
-    as `method` stores it (`weight` (out, in): int8 with `scales` (out,), float32 for "int8" and bfloat16 for
+    The float32 product `inputs (*, in) -> ~ inputs @ dequantized(weight).T + bias (*, out)` of one quantized weight
+    held as `method` stores it (`weight` (out, in): int8 with `scales` (out,), float32 for "int8" and bfloat16 for
     "int8_weight_only"; bfloat16 without scales for "bf16"), on `kernel_name(method)`; each row's result does not
-    depend on the other rows (`stable_rows`).
+    depend on the other rows (`stable_rows`). `input_bound`: a bound on the inputs' magnitude that the model
+    guarantees, or None (for `"int8"` on fbgemm, see `fbgemm_int8_linear`); `bias` (out,) float32 or None.
     """
     out_features, in_features = weight.shape
-    fewest_rows = stable_rows(method, kernel_name(method), out_features, in_features)
-    return padded_to_rows(_kernel_linear(method, weight, scales, pack_rows), in_features, fewest_rows)
+    fewest_rows = stable_rows(method, kernel_name(method), out_features, in_features, input_bound)
+    linear = _kernel_linear(method, weight, scales, pack_rows, input_bound, bias)
+    return padded_to_rows(linear, in_features, fewest_rows)

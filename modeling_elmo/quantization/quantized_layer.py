@@ -88,9 +88,19 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
         factors[1] = 2.0
         return factors.flatten()
 
-    def _product(self, name: str, direction: int):
-        """The product of one direction's `name` on this CPU's kernel; the gate products' `j` rows doubled (a power
-        of two: exact in the scales or bfloat16 weights)."""
+    def _input_bound(self, name: str) -> float | None:
+        """A bound on the magnitude of `name`'s inputs that the layer guarantees, or None: the recurrent product reads
+        the hidden state, clipped to `proj_clip`; the projection reads `o * tanh(c)`, within 1; the input-to-gate
+        product reads the layer below, unbounded (`kernels.fbgemm_int8_linear` scales those rows one by one)."""
+        if name == "weight_proj":
+            return 1.0
+        if name == "weight_hh" and self.config.proj_clip:
+            return float(self.config.proj_clip)
+        return None
+
+    def _product(self, name: str, direction: int, bias: torch.Tensor | None = None):
+        """The product of one direction's `name` (plus `bias`) on this CPU's kernel; the gate products' `j` rows
+        doubled (a power of two: exact in the scales or bfloat16 weights)."""
         weight = getattr(self, name)[direction]
         scales = getattr(self, f"{name}_scale", None)
         scales = None if scales is None else scales[direction]
@@ -100,18 +110,14 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
                 weight = weight * factors.to(weight.dtype).unsqueeze(1)
             else:
                 scales = scales * factors.to(scales.dtype)
-        return quantized_linear(self.quantization, weight, scales)
+        bound = self._input_bound(name)
+        return quantized_linear(self.quantization, weight, scales, input_bound=bound, bias=bias)
 
     def _derive_linear_sets(self) -> list[LinearSet]:
-        bias = self.weights().gate_bias().detach() * self._gate_factors()
+        bias = (self.weights().gate_bias().detach() * self._gate_factors()).contiguous()
         sets = []
         for direction in range(2):
-            input_product = self._product("weight_ih", direction)
-            direction_bias = bias[direction]
-
-            def input_to_gates(rows: torch.Tensor, product=input_product, add=direction_bias) -> torch.Tensor:
-                return product(rows).add_(add)
-
+            input_to_gates = self._product("weight_ih", direction, bias=bias[direction].contiguous())
             recurrent, projection = self._product("weight_hh", direction), self._product("weight_proj", direction)
             sets.append((slice(direction, direction + 1), (input_to_gates, recurrent, projection)))
         return sets

@@ -156,7 +156,7 @@ def test_weight_only_runs_every_row_count_on_onednn_packed_on_first_use(monkeypa
         pytest.skip("oneDNN's bfloat16 linear does not serve on this CPU")
     assert kernels.kernel_name("int8_weight_only") == "onednn"
     weight, inputs = _weights()
-    kernels.stable_rows("int8_weight_only", "onednn", *weight.shape)  # its probe's own products, before the spies
+    _product("int8_weight_only", weight)  # the probe of its shape (`stable_rows`) runs its own products first
     int8pack = _spy(monkeypatch, torch.ops.aten, "_weight_int8pack_mm")
     onednn = _spy(monkeypatch, torch.ops.mkldnn, "_linear_pointwise")
     packing = _spy(monkeypatch, torch.ops.mkldnn, "_reorder_linear_weight")
