@@ -9,12 +9,12 @@ kernel sums a row in another order at a few rows than at many (oneDNN's bfloat16
 products of fewer rows are padded to the fewest rows at which it does not (`stable_rows`, probed once per kernel and
 shape).
 
-- `"int8"`: int8 weights (symmetric, one float32 scale per output channel) times int8 activations quantized per row,
-  int32 sums: fbgemm's `quantized::linear_dynamic` on x86 CPUs with AVX2 or AVX-512 (VNNI's `vpdpbusd` where present;
-  without VNNI the activations take 7 bits, `reduce_range`, as fbgemm's 16-bit intermediate sums need), its one range
-  per call made each row's own by guard columns (`fbgemm_int8_linear`: each row scaled to its own magnitude, or, where
-  the model bounds the inputs by a clip, the bound); else the same per-row arithmetic by `torch._int_mm`, else the
-  weights dequantized for each call (plain float32 matmul: slow, for CPUs without either).
+- `"int8"`: int8 weights (symmetric, one float32 scale per output channel) times int8 activations quantized per row
+  (each row over its own magnitude, as torchao's dynamic activation quantization does), int32 sums: fbgemm's product
+  of a statically quantized input on x86 CPUs with AVX2 or AVX-512 (`fbgemm_int8_linear`; VNNI's `vpdpbusd` where
+  present; without VNNI the activations take 7 bits, as fbgemm's 16-bit intermediate sums need), else the same
+  per-row arithmetic by `torch._int_mm`, else the weights dequantized for each call (plain float32 matmul: slow, for
+  CPUs without either).
 - `"int8_weight_only"`: int8 weights (one bfloat16 scale per output channel), bfloat16 activations, float32 sums:
   oneDNN's bfloat16 linear (where `"bf16"` runs on it) applied to the int8 values, which bfloat16 holds exactly, then
   the scales in float32, its bfloat16 copy of the weight packed on the first call; elsewhere ATen's
@@ -106,54 +106,33 @@ def unit_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return rows / magnitudes, magnitudes
 
 
-GUARD_COLUMNS = 4  # appended to the int8 products' inputs: -1, 1, 0, 0 (K stays a multiple of 4 for fbgemm's blocks)
-
-
-def fbgemm_int8_linear(
-    quantized: torch.Tensor,
-    scales: torch.Tensor,
-    input_bound: float | None = None,
-    bias: torch.Tensor | None = None,
-) -> LinearFn:
+def fbgemm_int8_linear(quantized: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> LinearFn:
     """
-    The `"int8"` product on fbgemm's `quantized::linear_dynamic`, each row quantized on its own: fbgemm takes one
-    range per call (the smallest and largest input), so every row carries guard columns (-1 and 1 times
-    `input_bound`, with zero weights) that set that range whatever the other rows hold. Without `input_bound`, each
-    row is first scaled to [-1, 1] (`unit_rows`) and its product scaled back: per-row quantization, 8 bits over
-    each row's own magnitude. With `input_bound`, a bound on every input's magnitude that the model guarantees (a
-    clip), the rows go in as they are: 8 bits over [-input_bound, input_bound], without the three passes of the
-    scaling (a batch-1 time step's products are short enough that those cost a fifth of the call). Either way a
-    row's 8-bit values depend on that row alone, and the int32 sums are exact. The weight (`quantized` (out, in)
-    int8, `scales` (out,) float32), with zero guard columns, is packed once into fbgemm's layout; `bias` (out,)
-    float32 is added in the same pass as the scaling back (or by fbgemm, with `input_bound`).
+    The `"int8"` product on fbgemm with the activations quantized per row: each row is scaled to [-1, 1]
+    (`unit_rows`), quantized with one fixed step and zero point (`quantized::linear_with_input_q_dq_qweight_dq_output_
+    fp32`, fbgemm's product of a statically quantized input: 8 bits, 7 without VNNI, symmetric around zero), and its
+    product scaled back by the row's magnitude, `bias` (out,) added in the same pass. A row's 8-bit values depend on
+    that row alone and the int32 sums are exact, so a row gets the same result in any batch (fbgemm's dynamic product
+    takes one range per call: the batch's). The weight (`quantized` (out, in) int8, `scales` (out,) float32) is packed
+    once into fbgemm's layout.
     """
     out_features, in_features = quantized.shape
-    guarded = torch.nn.functional.pad(quantized, (0, GUARD_COLUMNS))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_DEPRECATED_QUANTIZED_TENSORS, category=UserWarning)
         weight = torch._make_per_channel_quantized_tensor(
-            guarded, scales.double(), torch.zeros(out_features, dtype=torch.long), 0
+            quantized, scales.double(), torch.zeros(out_features, dtype=torch.long), 0
         )
-        packed = torch.ops.quantized.linear_prepack(weight, bias if input_bound else None)
-    reduce_range = not has_vnni()
-    guard = torch.zeros(1, GUARD_COLUMNS)
-    guard[0, :2] = torch.tensor([-1.0, 1.0]) * (input_bound or 1.0)
-
-    def guarded_product(rows: torch.Tensor) -> torch.Tensor:
-        rows = torch.cat((rows, guard.expand(rows.shape[0], GUARD_COLUMNS)), dim=1)
-        return torch.ops.quantized.linear_dynamic(rows, packed, reduce_range)
+        packed = torch.ops.quantized.linear_prepack(weight, None)
+    levels = 127 if has_vnni() else 63  # steps either side of the zero point: 8-bit values, 7 without VNNI
+    step, zero_point = 1.0 / levels, levels + 1
 
     def linear(inputs: torch.Tensor) -> torch.Tensor:
-        rows = _rows(inputs, in_features)
-        if input_bound:
-            product = guarded_product(rows)
+        rows, magnitudes = unit_rows(_rows(inputs, in_features))
+        product = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(rows, step, zero_point, packed)
+        if bias is None:
+            product.mul_(magnitudes)
         else:
-            rows, magnitudes = unit_rows(rows)
-            product = guarded_product(rows)
-            if bias is None:
-                product.mul_(magnitudes)
-            else:
-                torch.addcmul(bias, product, magnitudes, out=product)
+            torch.addcmul(bias, product, magnitudes, out=product)
         return product.reshape(*inputs.shape[:-1], out_features)
 
     return linear
@@ -166,14 +145,9 @@ def quantize_activations(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     return (unit * 127).round_().to(torch.int8), magnitudes / 127
 
 
-def int_mm_int8_linear(
-    quantized: torch.Tensor,
-    scales: torch.Tensor,
-    input_bound: float | None = None,
-    bias: torch.Tensor | None = None,
-) -> LinearFn:
+def int_mm_int8_linear(quantized: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> LinearFn:
     """The `"int8"` product on `torch._int_mm` (int8 x int8 -> int32), activations quantized per row
-    (`quantize_activations`; `input_bound` unused: this fallback always scales per row), plus `bias` (out,)."""
+    (`quantize_activations`), plus `bias` (out,)."""
     out_features, in_features = quantized.shape
     transposed = quantized.t()  # (in, out): `_int_mm` takes the weight as its second factor
 
@@ -187,15 +161,9 @@ def int_mm_int8_linear(
     return linear
 
 
-def dequantized_linear(
-    quantized: torch.Tensor,
-    scales: torch.Tensor,
-    input_bound: float | None = None,
-    bias: torch.Tensor | None = None,
-) -> LinearFn:
+def dequantized_linear(quantized: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> LinearFn:
     """Any int8 method's product with the weight dequantized to float32 on every call (no float32 copy kept), plus
-    `bias`: the slow fallback for a CPU or torch without the int8 kernels (float32 activations: `input_bound`
-    unused)."""
+    `bias`: the slow fallback for a CPU or torch without the int8 kernels (float32 activations)."""
     out_features = quantized.shape[0]
 
     def linear(inputs: torch.Tensor) -> torch.Tensor:
@@ -358,20 +326,18 @@ PROBE_WINDOWS = 32  # products of each probed row count, on successive rows (a d
 
 
 @functools.cache
-def stable_rows(
-    method: str, kernel: str, out_features: int, in_features: int, input_bound: float | None = None
-) -> int:
+def stable_rows(method: str, kernel: str, out_features: int, in_features: int) -> int:
     """
     The fewest rows at which `method`'s product on `kernel` gives each row the bits it gets in a product of
     `REFERENCE_ROWS` rows, for weights of this shape (probed once per process on random weights, `PROBE_WINDOWS`
-    products of each of `PROBED_ROWS`: kernels choose their blocking by shape and rows, not by values; the inputs
-    within `input_bound`): 1 where every probe agrees, 2 where a single row is summed in another order (oneDNN's
+    products of each of `PROBED_ROWS`: kernels choose their blocking by shape and rows, not by values): 1 where
+    every probe agrees, 2 where a single row is summed in another order (oneDNN's
     bfloat16 linear at K 4096 on AVX512-BF16), more if a kernel differs at more rows.
     """
     generator = torch.Generator().manual_seed(0)
     weight = torch.randn(out_features, in_features, generator=generator) * 0.05
-    inputs = (torch.rand(REFERENCE_ROWS, in_features, generator=generator) * 2 - 1) * (input_bound or 3.0)
-    linear = _build(method, weight, input_bound)
+    inputs = torch.randn(REFERENCE_ROWS, in_features, generator=generator)
+    linear = _build(method, weight)
 
     def agrees(rows: int) -> bool:
         starts = range(0, min(REFERENCE_ROWS - rows, (PROBE_WINDOWS - 1) * rows) + 1, rows)
@@ -384,12 +350,12 @@ def stable_rows(
     return max(unstable, default=0) + 1
 
 
-def _build(method: str, weight: torch.Tensor, input_bound: float | None) -> LinearFn:
+def _build(method: str, weight: torch.Tensor) -> LinearFn:
     """`method`'s product of the float32 `weight` (out, in), quantized as the method stores it (for probes)."""
     if method == "bf16":
         return bf16_linear(weight.to(torch.bfloat16), pack_rows=64)
     quantized, scales = quantize_symmetric(weight, torch.float32 if method == "int8" else torch.bfloat16)
-    return _kernel_linear(method, quantized, scales, 64, input_bound)
+    return _kernel_linear(method, quantized, scales, pack_rows=64)
 
 
 def padded_to_rows(linear: LinearFn, in_features: int, fewest_rows: int) -> LinearFn:
@@ -421,16 +387,11 @@ def kernel_name(method: str) -> str:
 
 
 def _kernel_linear(
-    method: str,
-    weight: torch.Tensor,
-    scales: torch.Tensor | None,
-    pack_rows: int,
-    input_bound: float | None,
-    bias: torch.Tensor | None = None,
+    method: str, weight: torch.Tensor, scales: torch.Tensor | None, pack_rows: int, bias: torch.Tensor | None = None
 ) -> LinearFn:
     """`method`'s product on `kernel_name(method)`, as it is (`quantized_linear` without the padding)."""
     if method == "int8":
-        return INT8_KERNELS[int8_kernel()](weight, scales, input_bound, bias)
+        return INT8_KERNELS[int8_kernel()](weight, scales, bias)
     if method == "bf16":
         linear = bf16_linear(weight, pack_rows)
     else:
@@ -443,17 +404,15 @@ def quantized_linear(
     weight: torch.Tensor,
     scales: torch.Tensor | None,
     pack_rows: int = 64,
-    input_bound: float | None = None,
     bias: torch.Tensor | None = None,
 ) -> LinearFn:
     """
     The float32 product `inputs (*, in) -> ~ inputs @ dequantized(weight).T + bias (*, out)` of one quantized weight
     held as `method` stores it (`weight` (out, in): int8 with `scales` (out,), float32 for "int8" and bfloat16 for
     "int8_weight_only"; bfloat16 without scales for "bf16"), on `kernel_name(method)`; each row's result does not
-    depend on the other rows (`stable_rows`). `input_bound`: a bound on the inputs' magnitude that the model
-    guarantees, or None (for `"int8"` on fbgemm, see `fbgemm_int8_linear`); `bias` (out,) float32 or None.
+    depend on the other rows (`stable_rows`). `bias` (out,) float32 or None.
     """
     out_features, in_features = weight.shape
-    fewest_rows = stable_rows(method, kernel_name(method), out_features, in_features, input_bound)
-    linear = _kernel_linear(method, weight, scales, pack_rows, input_bound, bias)
+    fewest_rows = stable_rows(method, kernel_name(method), out_features, in_features)
+    linear = _kernel_linear(method, weight, scales, pack_rows, bias)
     return padded_to_rows(linear, in_features, fewest_rows)

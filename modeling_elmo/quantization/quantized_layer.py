@@ -88,16 +88,6 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
         factors[1] = 2.0
         return factors.flatten()
 
-    def _input_bound(self, name: str) -> float | None:
-        """A bound on the magnitude of `name`'s inputs that the layer guarantees, or None: the recurrent product reads
-        the hidden state, clipped to `proj_clip`; the projection reads `o * tanh(c)`, within 1; the input-to-gate
-        product reads the layer below, unbounded (`kernels.fbgemm_int8_linear` scales those rows one by one)."""
-        if name == "weight_proj":
-            return 1.0
-        if name == "weight_hh" and self.config.proj_clip:
-            return float(self.config.proj_clip)
-        return None
-
     def _product(self, name: str, direction: int, bias: torch.Tensor | None = None):
         """The product of one direction's `name` (plus `bias`) on this CPU's kernel; the gate products' `j` rows
         doubled (a power of two: exact in the scales or bfloat16 weights)."""
@@ -110,8 +100,7 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
                 weight = weight * factors.to(weight.dtype).unsqueeze(1)
             else:
                 scales = scales * factors.to(scales.dtype)
-        bound = self._input_bound(name)
-        return quantized_linear(self.quantization, weight, scales, input_bound=bound, bias=bias)
+        return quantized_linear(self.quantization, weight, scales, bias=bias)
 
     def _derive_linear_sets(self) -> list[LinearSet]:
         bias = (self.weights().gate_bias().detach() * self._gate_factors()).contiguous()

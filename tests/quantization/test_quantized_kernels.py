@@ -67,23 +67,17 @@ def test_on_an_avx512_vnni_cpu_int8_runs_on_fbgemm_at_full_range(monkeypatch):
     assert kernels.int8_kernel() == "fbgemm"
     weight, inputs = _weights()
     product = _product("int8", weight)  # its probes' products, before the spy
-    ranges = []
-    dynamic = torch.ops.quantized.linear_dynamic
-
-    def spy(inputs, packed, reduce_range):
-        ranges.append(reduce_range)
-        return dynamic(inputs, packed, reduce_range)
-
-    monkeypatch.setattr(torch.ops.quantized, "linear_dynamic", spy)
+    seen = _spy_static_inputs(monkeypatch)
     product(inputs)
-    assert ranges == [not kernels.has_vnni()]
+    levels = 127 if kernels.has_vnni() else 63  # 7-bit activations without VNNI
+    assert [(step, zero_point) for _, step, zero_point in seen] == [(1 / levels, levels + 1)]
 
 
 def _fake_without_fbgemm(monkeypatch):
     def missing(*args, **kwargs):
-        raise RuntimeError("quantized::linear_dynamic is not available (faked)")
+        raise RuntimeError("fbgemm's product is not available (faked)")
 
-    monkeypatch.setattr(torch.ops.quantized, "linear_dynamic", missing)
+    monkeypatch.setattr(torch.ops.quantized, "linear_with_input_q_dq_qweight_dq_output_fp32", missing)
 
 
 def test_without_fbgemm_int8_falls_back_to_int_mm_and_runs_it(monkeypatch):
@@ -224,31 +218,31 @@ def test_a_row_gets_the_same_product_in_a_product_of_any_rows(method, shape):
 
 
 def test_int8_on_fbgemm_quantizes_each_row_to_its_own_range(monkeypatch):
-    """fbgemm takes one range per call: each row reaches it scaled to [-1, 1], with guard columns -1 and 1."""
+    """fbgemm's product takes one quantization step per call: each row reaches it scaled to [-1, 1], so rows a
+    million times apart in magnitude keep their 8 bits each."""
     if kernels.int8_kernel() != "fbgemm":
         pytest.skip("fbgemm does not serve on this CPU")
     weight, inputs = _weights()
     product = _product("int8", weight)
-    seen = _spy_inputs(monkeypatch)
-    small, large = inputs[0] * 1e-3, inputs[1] * 1e3  # per call, the small rows would round to zero
+    seen = _spy_static_inputs(monkeypatch)
+    small, large = inputs[0] * 1e-3, inputs[1] * 1e3  # with one range for the call, the small rows would be zeros
     found = product(torch.cat((small, large)))
-    (rows,) = seen
-    assert rows.shape == (6, 40 + kernels.GUARD_COLUMNS) and rows.abs().amax(dim=1).eq(1).all()
-    assert rows[:, 40:].tolist() == [[-1.0, 1.0, 0.0, 0.0]] * 6
+    ((rows, _, _),) = seen
+    assert rows.shape == (6, 40) and rows.abs().amax(dim=1).eq(1).all()
     for part, found_part in ((small, found[:3]), (large, found[3:])):
         expected = part.double() @ weight.double().t()
         assert (found_part.double() - expected).abs().max() <= _error_bound("int8", weight, part)
 
 
-def _spy_inputs(monkeypatch) -> list:
-    """The inputs of every `quantized::linear_dynamic` call from now on."""
-    seen, dynamic = [], torch.ops.quantized.linear_dynamic
+def _spy_static_inputs(monkeypatch) -> list:
+    """(inputs, step, zero point) of every call of fbgemm's statically quantized product from now on."""
+    seen, static = [], torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32
 
-    def spy(inputs, packed, reduce_range):
-        seen.append(inputs.clone())
-        return dynamic(inputs, packed, reduce_range)
+    def spy(inputs, step, zero_point, packed):
+        seen.append((inputs.clone(), step, zero_point))
+        return static(inputs, step, zero_point, packed)
 
-    monkeypatch.setattr(torch.ops.quantized, "linear_dynamic", spy)
+    monkeypatch.setattr(torch.ops.quantized, "linear_with_input_q_dq_qweight_dq_output_fp32", spy)
     return seen
 
 
