@@ -3,11 +3,12 @@ The products of quantized weights, per method (`METHODS`), on the fastest librar
 chosen from its instruction set (`torch.backends.cpu.get_cpu_capability()`, the flags of /proc/cpuinfo), never from
 its vendor, and checked once on a small probe; where a kernel is missing or fails its probe, the next one serves.
 
-Every product gives a row the same result whatever other rows it is computed with (a sentence gets the same vector
-in any batch): each method runs one kernel at every row count, the activations are quantized per row, and where a
-kernel sums a row in another order at a few rows than at many (oneDNN's bfloat16 linear at one row, on some shapes),
-products of fewer rows are padded to the fewest rows at which it does not (`stable_rows`, probed once per kernel and
-shape).
+The `"int8"` and `"bf16"` products give a row the same result whatever other rows it is computed with (a sentence
+gets the same vector in any batch): each runs one kernel at every row count, int8 quantizes the activations per row,
+and where a kernel sums a row in another order at a few rows than at many (oneDNN's bfloat16 linear at one row, on
+some shapes), products of fewer rows are padded to the fewest rows at which it does not (`stable_rows`, probed once
+per kernel and shape). `"int8_weight_only"` keeps a faster kernel for one row than for several, at the cost of a
+batch tolerance of a bfloat16 step (`weight_only_int8_linear`).
 
 - `"int8"`: int8 weights (symmetric, one float32 scale per output channel) times int8 activations quantized per row
   (each row over its own magnitude, as torchao's dynamic activation quantization does), int32 sums: fbgemm's product
@@ -16,10 +17,10 @@ shape).
   per-row arithmetic by `torch._int_mm`, else the weights dequantized for each call (plain float32 matmul: slow, for
   CPUs without either).
 - `"int8_weight_only"`: int8 weights (one bfloat16 scale per output channel), bfloat16 activations, float32 sums:
-  oneDNN's bfloat16 linear (where `"bf16"` runs on it) applied to the int8 values, which bfloat16 holds exactly, then
-  the scales in float32, its bfloat16 copy of the weight packed on the first call; elsewhere ATen's
-  `_weight_int8pack_mm` (AVX2/AVX-512 kernels take bfloat16 activations only; elsewhere float32 ones), else the
-  weights dequantized per call.
+  one row on ATen's `_weight_int8pack_mm` (AVX2/AVX-512 kernels take bfloat16 activations only; elsewhere float32
+  ones), which streams one byte a weight; two rows or more on oneDNN's bfloat16 linear (where `"bf16"` runs on it)
+  applied to the int8 values, which bfloat16 holds exactly (the same arithmetic, then the scales in float32), its
+  bfloat16 copy of the weight packed on the first such call (ATen's kernel is not blocked for many rows).
 - `"bf16"`: bfloat16 weights and activations, float32 sums: oneDNN's linear with the weight packed once (AMX or
   AVX512-BF16 where the CPU has them: oneDNN picks), else `torch.matmul` in bfloat16.
 
@@ -262,20 +263,24 @@ def int8_values_bf16_linear(quantized: torch.Tensor, scales: torch.Tensor) -> Li
     return linear
 
 
-WEIGHT_ONLY_KERNELS: dict[str, Callable[[torch.Tensor, torch.Tensor], LinearFn]] = {
-    "onednn": int8_values_bf16_linear,
-    "int8pack": int8pack_linear,
-    "dequantized": dequantized_linear,
-}
+def weight_only_int8_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
+    """The `"int8_weight_only"` product (`quantized` (out, in) int8, `scales` (out,) bfloat16): one row on
+    `weight_only_kernel`'s (`int8pack_linear`, else the weight dequantized per call), more on
+    `int8_values_bf16_linear` where oneDNN's bfloat16 linear serves (`bf16_kernel`), else on the one row's kernel.
+    The two kernels sum in other orders and round to bfloat16: a row alone and the same row among others differ by
+    up to a bfloat16 step (the method's batch tolerance, docs/speed.md). oneDNN at one row too would remove it, but
+    streams the bfloat16 copy, twice the int8 bytes: 15% slower at batch 1 ('original', AMD EPYC)."""
+    one_row = (int8pack_linear if weight_only_kernel() == "int8pack" else dequantized_linear)(quantized, scales)
+    if bf16_kernel() != "onednn":
+        return one_row
+    in_features = quantized.shape[1]
+    many_rows = int8_values_bf16_linear(quantized, scales)
+    return lambda inputs: (one_row if inputs.numel() == in_features else many_rows)(inputs)
 
 
 @functools.cache
 def weight_only_kernel() -> str:
-    """The `"int8_weight_only"` kernel that serves here, at every row count: `"onednn"` where oneDNN's bfloat16
-    linear does (`bf16_kernel`), else `"int8pack"` where `_weight_int8pack_mm` passes its probe, else
-    `"dequantized"`."""
-    if bf16_kernel() == "onednn":
-        return "onednn"
+    """`"int8pack"` where `_weight_int8pack_mm` passes its probe here, else `"dequantized"`."""
     probe_ok = _probe(lambda q, s: int8pack_linear(q, s.to(torch.bfloat16)), tolerance=0.02)
     return "int8pack" if probe_ok else "dequantized"
 
@@ -320,6 +325,7 @@ def bf16_linear(weight: torch.Tensor, pack_rows: int) -> LinearFn:
 
 # ---- the same result for a row in any product ---------------------------------------------------------------------
 
+ROW_STABLE_METHODS = ("int8", "bf16")  # "int8_weight_only": one row on another kernel (`weight_only_int8_linear`)
 PROBED_ROWS = (1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128)
 REFERENCE_ROWS = 256  # the probes' rows are compared with the same rows of a product of this many
 PROBE_WINDOWS = 32  # products of each probed row count, on successive rows (a differing sum shows on some rows only)
@@ -382,7 +388,8 @@ def kernel_name(method: str) -> str:
     if method == "int8":
         return int8_kernel()
     if method == "int8_weight_only":
-        return weight_only_kernel()
+        one_row = weight_only_kernel()  # and, with oneDNN's bfloat16 linear, "+onednn" for two rows or more
+        return f"{one_row}+onednn" if bf16_kernel() == "onednn" else one_row
     return bf16_kernel()
 
 
@@ -395,7 +402,7 @@ def _kernel_linear(
     if method == "bf16":
         linear = bf16_linear(weight, pack_rows)
     else:
-        linear = WEIGHT_ONLY_KERNELS[weight_only_kernel()](weight, scales)
+        linear = weight_only_int8_linear(weight, scales)
     return linear if bias is None else lambda inputs: linear(inputs).add_(bias)
 
 
@@ -409,10 +416,11 @@ def quantized_linear(
     """
     The float32 product `inputs (*, in) -> ~ inputs @ dequantized(weight).T + bias (*, out)` of one quantized weight
     held as `method` stores it (`weight` (out, in): int8 with `scales` (out,), float32 for "int8" and bfloat16 for
-    "int8_weight_only"; bfloat16 without scales for "bf16"), on `kernel_name(method)`; each row's result does not
-    depend on the other rows (`stable_rows`). `bias` (out,) float32 or None.
+    "int8_weight_only"; bfloat16 without scales for "bf16"), on `kernel_name(method)`; for `ROW_STABLE_METHODS`,
+    each row's result does not depend on the other rows (`stable_rows`). `bias` (out,) float32 or None.
     """
     out_features, in_features = weight.shape
-    fewest_rows = stable_rows(method, kernel_name(method), out_features, in_features)
     linear = _kernel_linear(method, weight, scales, pack_rows, bias)
-    return padded_to_rows(linear, in_features, fewest_rows)
+    if method not in ROW_STABLE_METHODS:
+        return linear
+    return padded_to_rows(linear, in_features, stable_rows(method, kernel_name(method), out_features, in_features))

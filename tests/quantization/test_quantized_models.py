@@ -79,10 +79,15 @@ def test_fixture_outputs_within_the_stated_tolerance_and_no_float32_weights_kept
         assert 0 < difference.max() <= max_tolerance and difference.mean() <= mean_tolerance
 
 
+# docs/speed.md, "Quantization": how far a sentence's vectors may move with its batch, on the fixture (outputs up to 7)
+BATCH_TOLERANCES = {"int8": 1e-4, "int8_weight_only": 0.02, "bf16": 1e-4}
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_a_sentence_gets_the_same_vectors_in_any_batch(converted_fixture, fixture_dir, method):
-    """Each of the fixture's sentences alone, three at a time and among 32, every layer: within 1e-4 (docs/speed.md,
-    "Quantization": the same vector in any batch)."""
+    """Each of the fixture's sentences alone, three at a time and among 32, every layer: within the method's batch
+    tolerance (docs/speed.md, "Quantization": `"int8"` and `"bf16"` give the same vector in any batch;
+    `"int8_weight_only"` runs a single row on another kernel)."""
     groups = json.loads((fixture_dir / "sentences.json").read_text())
     sentences = [sentence.split() for group in groups for sentence in group]
     sentences = (sentences * 2)[:32]
@@ -98,7 +103,7 @@ def test_a_sentence_gets_the_same_vectors_in_any_batch(converted_fixture, fixtur
     for size in (1, 3):
         for start in range(0, len(sentences), size):
             for found, expected in zip(layers_of(sentences[start : start + size]), together[start:], strict=False):
-                assert (found - expected).abs().max() <= 1e-4, (size, start)
+                assert (found - expected).abs().max() <= BATCH_TOLERANCES[method], (size, start)
 
 
 @pytest.mark.parametrize("method", METHODS)
