@@ -251,6 +251,22 @@ def test_int8_on_fbgemm_quantizes_each_row_to_its_own_range(monkeypatch):
         assert (found_part.double() - expected).abs().max() <= _error_bound("int8", weight, part)
 
 
+@pytest.mark.parametrize("kernel", ["fbgemm", "int_mm"])
+def test_int8_gives_an_all_zero_row_zeros_beside_other_rows(monkeypatch, kernel):
+    """A row of zeros (the first time step's hidden state) has no magnitude to scale by: its product is zero, not
+    NaN, and the rows beside it are unchanged."""
+    if kernel == "fbgemm" and kernels.int8_kernel() != "fbgemm":
+        pytest.skip("fbgemm does not serve on this CPU")
+    monkeypatch.setattr(kernels, "int8_kernel", lambda: kernel)
+    weight, inputs = _weights()
+    product = _product("int8", weight)
+    rows = inputs.reshape(-1, 40)[:4].clone()
+    rows[1] = 0.0
+    found = product(rows)
+    assert torch.equal(found[1], torch.zeros(48))
+    assert torch.equal(found[[0, 2, 3]], product(rows[[0, 2, 3]]))
+
+
 def _spy_static_inputs(monkeypatch) -> list:
     """(inputs, step, zero point) of every call of fbgemm's statically quantized product from now on."""
     seen, static = [], torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32
