@@ -128,7 +128,6 @@ class LstmEngine:
         """
         cell_step = cell_step or lstm_cell
         input_to_gates, recurrent, projection = linears
-        add_recurrent = _adder(recurrent)
         num_steps = len(offsets) - 1
         step = 0
         while step < num_steps:
@@ -140,7 +139,7 @@ class LstmEngine:
                 for time in range(step, end):
                     size = offsets[time + 1] - offsets[time]
                     gates = gates_block[:, offsets[time] - offsets[step] : offsets[time + 1] - offsets[step]]
-                    add_recurrent(gates, hidden[:, :size])
+                    gates.add_(recurrent(hidden[:, :size]))
                     if bias is not None:
                         gates.add_(bias)  # the bias last, as in the reference
                     clips = layer.cell_clip, layer.proj_clip
@@ -319,15 +318,6 @@ class LstmEngine:
             return THREAD_CHOOSER.run((*key, bucket), steps)
 
         return run_steps
-
-
-def _adder(product: LinearFn) -> Callable[[torch.Tensor, torch.Tensor], None]:
-    """`add(out, inputs)`: `out += product(inputs)`, by the product's own `add_into(out, inputs)` where it has one
-    (a product that scales its result can scale it in the same pass as the sum: `kernels.PerRowInt8Product`)."""
-    add_into = getattr(product, "add_into", None)
-    if add_into is not None:
-        return add_into
-    return lambda out, inputs: out.add_(product(inputs))
 
 
 def tuned_call(compute: Callable[[], Result], attention_mask: torch.Tensor, model_key: Hashable) -> Result:

@@ -12,7 +12,7 @@ batch tolerance of a bfloat16 step (`weight_only_int8_linear`).
 
 - `"int8"`: int8 weights (symmetric, one float32 scale per output channel) times int8 activations quantized per row
   (each row over its own magnitude, as torchao's dynamic activation quantization does), int32 sums: fbgemm's product
-  of a statically quantized input on x86 CPUs with AVX2 or AVX-512 (`PerRowInt8Product`; VNNI's `vpdpbusd` where
+  of a statically quantized input on x86 CPUs with AVX2 or AVX-512 (`fbgemm_int8_linear`; VNNI's `vpdpbusd` where
   present; without VNNI the activations take 7 bits, as fbgemm's 16-bit intermediate sums need), else the same
   per-row arithmetic by `torch._int_mm`, else the weights dequantized for each call (plain float32 matmul: slow, for
   CPUs without either).
@@ -107,7 +107,7 @@ def unit_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return rows / magnitudes, magnitudes
 
 
-class PerRowInt8Product:
+def fbgemm_int8_linear(quantized: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> LinearFn:
     """
     The `"int8"` product on fbgemm with the activations quantized per row: each row is scaled to [-1, 1]
     (`unit_rows`), quantized with one fixed step and zero point (`quantized::linear_with_input_q_dq_qweight_dq_output_
@@ -115,42 +115,28 @@ class PerRowInt8Product:
     product scaled back by the row's magnitude, `bias` (out,) added in the same pass. A row's 8-bit values depend on
     that row alone and the int32 sums are exact, so a row gets the same result in any batch (fbgemm's dynamic product
     takes one range per call: the batch's). The weight (`quantized` (out, in) int8, `scales` (out,) float32) is packed
-    once into fbgemm's layout. `add_into(out, inputs)` adds the product into `out` scaling it in the same pass (the
-    engine's recurrent step, `lstm_engine._adder`).
+    once into fbgemm's layout.
     """
+    out_features, in_features = quantized.shape
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_DEPRECATED_QUANTIZED_TENSORS, category=UserWarning)
+        weight = torch._make_per_channel_quantized_tensor(
+            quantized, scales.double(), torch.zeros(out_features, dtype=torch.long), 0
+        )
+        packed = torch.ops.quantized.linear_prepack(weight, None)
+    levels = 127 if has_vnni() else 63  # steps either side of the zero point: 8-bit values, 7 without VNNI
+    step, zero_point = 1.0 / levels, levels + 1
 
-    def __init__(self, quantized: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> None:
-        self.out_features, self.in_features = quantized.shape
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=_DEPRECATED_QUANTIZED_TENSORS, category=UserWarning)
-            weight = torch._make_per_channel_quantized_tensor(
-                quantized, scales.double(), torch.zeros(self.out_features, dtype=torch.long), 0
-            )
-            self.packed = torch.ops.quantized.linear_prepack(weight, None)
-        levels = 127 if has_vnni() else 63  # steps either side of the zero point: 8-bit values, 7 without VNNI
-        self.step, self.zero_point = 1.0 / levels, levels + 1
-        self.bias = bias
-
-    def _unscaled(self, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(the product of `inputs` (*, in) scaled to unit rows (rows, out), the rows' magnitudes (rows, 1))."""
-        rows, magnitudes = unit_rows(_rows(inputs, self.in_features))
-        static_product = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32
-        return static_product(rows, self.step, self.zero_point, self.packed), magnitudes
-
-    def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
-        product, magnitudes = self._unscaled(inputs)
-        if self.bias is None:
+    def linear(inputs: torch.Tensor) -> torch.Tensor:
+        rows, magnitudes = unit_rows(_rows(inputs, in_features))
+        product = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(rows, step, zero_point, packed)
+        if bias is None:
             product.mul_(magnitudes)
         else:
-            torch.addcmul(self.bias, product, magnitudes, out=product)
-        return product.reshape(*inputs.shape[:-1], self.out_features)
+            torch.addcmul(bias, product, magnitudes, out=product)
+        return product.reshape(*inputs.shape[:-1], out_features)
 
-    def add_into(self, out: torch.Tensor, inputs: torch.Tensor) -> None:
-        """`out (*, out_features) += self(inputs (*, in_features))`, the scaling in the same pass as the sum."""
-        product, magnitudes = self._unscaled(inputs)
-        if self.bias is not None:
-            out.add_(self.bias)
-        out.addcmul_(product.view(out.shape), magnitudes.view(*out.shape[:-1], 1))
+    return linear
 
 
 def quantize_activations(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -212,7 +198,7 @@ def _probe(make: Callable[[torch.Tensor, torch.Tensor], LinearFn], tolerance: fl
 
 
 INT8_KERNELS: dict[str, Callable[..., LinearFn]] = {
-    "fbgemm": PerRowInt8Product,
+    "fbgemm": fbgemm_int8_linear,
     "int_mm": int_mm_int8_linear,
     "dequantized": dequantized_linear,
 }

@@ -267,19 +267,6 @@ def test_int8_gives_an_all_zero_row_zeros_beside_other_rows(monkeypatch, kernel)
     assert torch.equal(found[[0, 2, 3]], product(rows[[0, 2, 3]]))
 
 
-def test_int8_adds_its_product_into_a_tensor_as_its_call_would():
-    """`add_into` (the engine's recurrent step) scales the product in the same pass as the sum: the same values as
-    adding the call's result, to float32 rounding."""
-    if kernels.int8_kernel() != "fbgemm":
-        pytest.skip("fbgemm does not serve on this CPU")
-    weight, inputs = _weights()
-    product = kernels.PerRowInt8Product(*kernels.quantize_symmetric(weight, torch.float32))
-    out = torch.randn(5, 3, 48, generator=torch.Generator().manual_seed(2))
-    expected = out + product(inputs)
-    product.add_into(out, inputs)
-    assert (out - expected).abs().max() <= 1e-6 * expected.abs().max()
-
-
 def _spy_static_inputs(monkeypatch) -> list:
     """(inputs, step, zero point) of every call of fbgemm's statically quantized product from now on."""
     seen, static = [], torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32
