@@ -337,8 +337,8 @@ def stable_rows(method: str, kernel: str, out_features: int, in_features: int) -
     The fewest rows at which `method`'s product on `kernel` gives each row the bits it gets in a product of
     `REFERENCE_ROWS` rows, for weights of this shape (probed once per process on random weights, `PROBE_WINDOWS`
     products of each of `PROBED_ROWS`: kernels choose their blocking by shape and rows, not by values): 1 where
-    every probe agrees, 2 where a single row is summed in another order (oneDNN's
-    bfloat16 linear at K 4096 on AVX512-BF16), more if a kernel differs at more rows.
+    every probe agrees, 2 where a single row is summed in another order (oneDNN's bfloat16 linear at K 4096 on
+    AVX512-BF16), more if a kernel differs at more rows.
     """
     generator = torch.Generator().manual_seed(0)
     weight = torch.randn(out_features, in_features, generator=generator) * 0.05
