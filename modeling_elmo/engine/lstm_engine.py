@@ -7,8 +7,8 @@ Public interface:
 
 - `LstmEngine(products, threads)`: `run(weights, inputs, batch_sizes, initial_state)`, a layer's call
   (`lstm_cell.LstmWeights`, the arguments and results of `ElmoImplementation.lstm_layer`; a quantized
-  layer passes its own products, `modeling_elmo.quantization`). `STEP_PRODUCTS`, `check_settings(products,
-  threads)`.
+  layer passes its own input-to-gate products and time steps, `StepSet`, `modeling_elmo.quantization`).
+  `STEP_PRODUCTS`, `check_settings(products, threads)`.
 - `tuned_call(compute, attention_mask, model_key)`: one whole inference call (`compute()`) under the thread count
   chosen for it, for callers that own their process (`elmo-embed`).
 
@@ -29,7 +29,7 @@ from typing import TypeVar
 
 import torch
 
-from ..lstm_cell import LstmCell, LstmState, LstmWeights, lstm_cell
+from ..lstm_cell import LstmState, LstmWeights, lstm_cell
 from .cpu_linear import LinearFn, onednn_linear, onednn_linear_applies
 from .recurrence_tuning import (
     THREAD_CHOOSER,
@@ -46,6 +46,12 @@ STEP_PRODUCTS = ("onednn", "views", "bmm", "packed", "auto")
 LinearSet = tuple[slice, tuple[LinearFn, LinearFn, LinearFn]]
 # per direction, the (recurrent, projection) products of a set
 StepLinears = list[tuple[LinearFn, LinearFn]]
+# `time_step(gates, hidden, cell) -> (hidden, cell)`: one time step of a set of directions after its input-to-gate
+# product: `gates` (D, n, 4 * cell_size), that product (bias included where the set's product adds it), written in
+# place; `hidden` (D, n, proj_size) and `cell` (D, n, cell_size), the state before the step
+TimeStep = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], LstmState]
+# the directions a set computes, its input-to-gate product (gate bias included) and its time step
+StepSet = tuple[slice, LinearFn, TimeStep]
 # `run_steps(rows, steps)`: the context a block of time steps of the inference recurrence runs in
 StepRunner = Callable[[int, int], contextlib.AbstractContextManager]
 Result = TypeVar("Result")
@@ -77,57 +83,64 @@ class LstmEngine:
         inputs: torch.Tensor,
         batch_sizes: list[int],
         initial_state: LstmState,
-        biased_sets: list[LinearSet] | None = None,
-        cell_step: LstmCell | None = None,
+        step_sets: list[StepSet] | None = None,
     ) -> tuple[torch.Tensor, LstmState]:
         """The call of the layer `layer` (arguments and results of `ElmoImplementation.lstm_layer`) without gradients:
-        the in-place recurrence. `biased_sets`: the caller's own products (a quantized layer's), per set of
-        directions, whose input-to-gate products already add the gate bias (`layer.gate_bias()`); by default the
-        engine's (`_linear_sets`), the bias added at every step. `cell_step`: the step of the cell for those products
-        (`lstm_cell.lstm_cell`'s signature; by default that one)."""
+        the in-place recurrence. `step_sets`: the caller's own input-to-gate products (gate bias included) and time
+        steps, per set of directions (a quantized layer's); by default the engine's (`_linear_sets`), each step
+        `lstm_cell.lstm_cell` after the recurrent product and the bias (`_time_step`)."""
         outputs = inputs.new_empty(2, inputs.shape[1], initial_state[0].shape[-1])
         hidden, cell = initial_state[0], initial_state[1].clone()  # `cell` is updated in place
         offsets = list(itertools.accumulate(batch_sizes, initial=0))
-        if biased_sets is None:
+        if step_sets is None:
             bias = layer.gate_bias().unsqueeze(1)
             products, linear_sets = self._linear_sets(layer, inputs, batch_sizes[0])
             run_steps = self._step_runner(layer, products, linear_sets)
+            step_sets = [
+                (directions, input_to_gates, self._time_step(layer, recurrent, projection, bias[directions]))
+                for directions, (input_to_gates, recurrent, projection) in linear_sets
+            ]
         else:
-            bias, linear_sets = None, biased_sets
-            run_steps = self._step_runner(layer, "given", linear_sets)
-        for directions, linears in linear_sets:
+            run_steps = self._step_runner(layer, "given", [])
+        for directions, input_to_gates, time_step in step_sets:
             self._recur_in_place(
-                layer, linears, None if bias is None else bias[directions], inputs[directions], offsets,
-                hidden[directions], cell[directions], outputs[directions], run_steps, cell_step,
+                input_to_gates, time_step, inputs[directions], offsets, hidden[directions], cell[directions],
+                outputs[directions], run_steps,
             )  # fmt: skip
         active = torch.tensor(batch_sizes).unsqueeze(1) > torch.arange(batch_sizes[0])  # (time, batch)
         last_step = active.sum(dim=0) - 1
         last_index = torch.tensor(offsets[:-1])[last_step] + torch.arange(batch_sizes[0])
         return outputs, (outputs[:, last_index.to(outputs.device)], cell)
 
+    @staticmethod
+    def _time_step(layer: LstmWeights, recurrent: LinearFn, projection: LinearFn, bias: torch.Tensor) -> TimeStep:
+        """The engine's time step: the recurrent product, then the bias (D, 1, 4 * cell_size) (last, as in the
+        reference), added to the gates in place; then `lstm_cell` with the layer's clips."""
+
+        def time_step(gates: torch.Tensor, hidden: torch.Tensor, cell: torch.Tensor) -> LstmState:
+            gates.add_(recurrent(hidden)).add_(bias)
+            return lstm_cell(gates, cell, projection, layer.cell_clip, layer.proj_clip)
+
+        return time_step
+
     def _recur_in_place(
         self,
-        layer: LstmWeights,
-        linears: tuple[LinearFn, LinearFn, LinearFn],
-        bias: torch.Tensor | None,
+        input_to_gates: LinearFn,
+        time_step: TimeStep,
         inputs: torch.Tensor,
         offsets: list[int],
         hidden: torch.Tensor,
         cell: torch.Tensor,
         outputs: torch.Tensor,
         run_steps: StepRunner,
-        cell_step: LstmCell | None = None,
     ) -> None:
         """
-        The inference recurrence for `D` directions (1 or 2) at once: `inputs` (D, num_packed, input_size), `bias`
-        (D, 1, 4 * cell_size; None: the input-to-gate products add it), initial `hidden` (D, batch, proj_size),
-        `cell` (D, batch, cell_size) updated in place, `outputs` (D, num_packed, proj_size) written. The input-to-gate
-        products are computed a block of time steps at a time (`INPUT_GATE_BLOCK_ROWS`), so memory stays bounded on
-        long inputs; the steps of each block run in `run_steps(rows, steps)` (threads, see `_step_runner`). Each step
-        is `cell_step` (by default `lstm_cell`) with the layer's clips.
+        The inference recurrence for `D` directions (1 or 2) at once: `inputs` (D, num_packed, input_size), initial
+        `hidden` (D, batch, proj_size), `cell` (D, batch, cell_size) updated in place, `outputs` (D, num_packed,
+        proj_size) written. The input-to-gate products are computed a block of time steps at a time
+        (`INPUT_GATE_BLOCK_ROWS`), so memory stays bounded on long inputs; the steps of each block run in
+        `run_steps(rows, steps)` (threads, see `_step_runner`), each one `time_step`.
         """
-        cell_step = cell_step or lstm_cell
-        input_to_gates, recurrent, projection = linears
         num_steps = len(offsets) - 1
         step = 0
         while step < num_steps:
@@ -139,11 +152,7 @@ class LstmEngine:
                 for time in range(step, end):
                     size = offsets[time + 1] - offsets[time]
                     gates = gates_block[:, offsets[time] - offsets[step] : offsets[time + 1] - offsets[step]]
-                    gates.add_(recurrent(hidden[:, :size]))
-                    if bias is not None:
-                        gates.add_(bias)  # the bias last, as in the reference
-                    clips = layer.cell_clip, layer.proj_clip
-                    new_hidden, new_cell = cell_step(gates, cell[:, :size], projection, *clips)
+                    new_hidden, new_cell = time_step(gates, hidden[:, :size], cell[:, :size])
                     hidden = outputs[:, offsets[time] : offsets[time + 1]]
                     hidden.copy_(new_hidden)
                     cell[:, :size] = new_cell
@@ -264,8 +273,8 @@ class LstmEngine:
                 hidden, cell = inputs.new_zeros(count, rows, proj_size), inputs.new_zeros(count, rows, cell_size)
                 outputs = inputs.new_empty(count, rows * steps, proj_size)
                 self._recur_in_place(
-                    layer, (gates_of_block, recurrent, projection), bias[directions], inputs[directions], offsets,
-                    hidden, cell, outputs, lambda rows, steps: contextlib.nullcontext(),
+                    gates_of_block, self._time_step(layer, recurrent, projection, bias[directions]),
+                    inputs[directions], offsets, hidden, cell, outputs, lambda rows, steps: contextlib.nullcontext(),
                 )  # fmt: skip
 
         return run
@@ -293,7 +302,8 @@ class LstmEngine:
         `run_steps(rows, steps)`: the context a block of `steps` time steps of `rows` rows runs in. With `threads`
         None, the threads as set; with a count, that many threads; with "auto", the count `THREAD_CHOOSER` picks
         for blocks of this kind, where the products give the same bits at every count it tries (`same_results_at`,
-        probed once per rows bucket), and otherwise the threads as set.
+        probed once per rows bucket), and otherwise (or for a caller's own step sets, `linear_sets` empty) the
+        threads as set.
         """
         if self.threads is None:
             return lambda rows, steps: contextlib.nullcontext()
@@ -301,7 +311,7 @@ class LstmEngine:
             count = self.threads
             return lambda rows, steps: num_threads(count)
         counts = thread_counts(torch.get_num_threads())
-        if len(counts) == 1:
+        if len(counts) == 1 or not linear_sets:  # a caller's own step sets: no products to probe, threads as set
             return lambda rows, steps: contextlib.nullcontext()
         key = (self._shape_key(layer), products, linear_sets[0][0].stop - linear_sets[0][0].start)
 

@@ -12,7 +12,7 @@ batch tolerance of a bfloat16 step (`weight_only_int8_linear`).
 
 - `"int8"`: int8 weights (symmetric, one float32 scale per output channel) times int8 activations quantized per row
   (each row over its own magnitude, as torchao's dynamic activation quantization does), int32 sums: fbgemm's product
-  of a statically quantized input on x86 CPUs with AVX2 or AVX-512 (`fbgemm_int8_linear`; VNNI's `vpdpbusd` where
+  of a statically quantized input on x86 CPUs with AVX2 or AVX-512 (`fbgemm_int8_unscaled`; VNNI's `vpdpbusd` where
   present; without VNNI the activations take 7 bits, as fbgemm's 16-bit intermediate sums need), else the same
   per-row arithmetic by `torch._int_mm`, else the weights dequantized for each call (plain float32 matmul: slow, for
   CPUs without either).
@@ -107,17 +107,17 @@ def unit_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return rows / magnitudes, magnitudes
 
 
-def fbgemm_int8_linear(quantized: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> LinearFn:
+def fbgemm_int8_unscaled(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
     """
-    The `"int8"` product on fbgemm with the activations quantized per row: each row is scaled to [-1, 1]
-    (`unit_rows`), quantized with one fixed step and zero point (`quantized::linear_with_input_q_dq_qweight_dq_output_
-    fp32`, fbgemm's product of a statically quantized input: 8 bits, 7 without VNNI, symmetric around zero), and its
-    product scaled back by the row's magnitude, `bias` (out,) added in the same pass. A row's 8-bit values depend on
-    that row alone and the int32 sums are exact, so a row gets the same result in any batch (fbgemm's dynamic product
-    takes one range per call: the batch's). The weight (`quantized` (out, in) int8, `scales` (out,) float32) is packed
-    once into fbgemm's layout.
+    The `"int8"` product of unit rows on fbgemm: `units` (M, in) with every value in [-1, 1] (`unit_rows`) are
+    quantized with one fixed step and zero point (`quantized::linear_with_input_q_dq_qweight_dq_output_fp32`,
+    fbgemm's product of a statically quantized input: 8 bits, 7 without VNNI, symmetric around zero) -> float32
+    (M, out), before the rows' magnitudes scale it back (`per_row_int8_linear`). A row's 8-bit values depend on that
+    row alone and the int32 sums are exact, so a row gets the same result in any batch (fbgemm's dynamic product takes
+    one range per call: the batch's). The weight (`quantized` (out, in) int8, `scales` (out,) float32) is packed once
+    into fbgemm's layout.
     """
-    out_features, in_features = quantized.shape
+    out_features = quantized.shape[0]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_DEPRECATED_QUANTIZED_TENSORS, category=UserWarning)
         weight = torch._make_per_channel_quantized_tensor(
@@ -126,50 +126,51 @@ def fbgemm_int8_linear(quantized: torch.Tensor, scales: torch.Tensor, bias: torc
         packed = torch.ops.quantized.linear_prepack(weight, None)
     levels = 127 if has_vnni() else 63  # steps either side of the zero point: 8-bit values, 7 without VNNI
     step, zero_point = 1.0 / levels, levels + 1
+    return lambda units: torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(
+        units, step, zero_point, packed
+    )
+
+
+def int_mm_int8_unscaled(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
+    """The `"int8"` product of unit rows (M, in) on `torch._int_mm` (int8 x int8 -> int32): each value rounded to
+    one of 255 steps, the sums times the weight's `scales` (out,)."""
+    transposed = quantized.t()  # (in, out): `_int_mm` takes the weight as its second factor
+    step_scales = scales / 127
+
+    def unscaled(units: torch.Tensor) -> torch.Tensor:
+        values = (units * 127).round_().to(torch.int8)
+        return torch._int_mm(values, transposed).float().mul_(step_scales)
+
+    return unscaled
+
+
+def per_row_int8_linear(unscaled: LinearFn, in_features: int, bias: torch.Tensor | None = None) -> LinearFn:
+    """
+    The `"int8"` product with the activations quantized per row: `inputs` (*, in_features) float32, each row divided
+    by its largest magnitude (`unit_rows`), multiplied by the weight on an int8 kernel (`unscaled`, one of
+    `INT8_KERNELS`), scaled back by the row's magnitude, `bias` (out,) added in the same pass -> (*, out).
+    """
 
     def linear(inputs: torch.Tensor) -> torch.Tensor:
-        rows, magnitudes = unit_rows(_rows(inputs, in_features))
-        product = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(rows, step, zero_point, packed)
+        units, magnitudes = unit_rows(_rows(inputs, in_features))
+        product = unscaled(units)
         if bias is None:
             product.mul_(magnitudes)
         else:
             torch.addcmul(bias, product, magnitudes, out=product)
-        return product.reshape(*inputs.shape[:-1], out_features)
+        return product.reshape(*inputs.shape[:-1], product.shape[-1])
 
     return linear
 
 
-def quantize_activations(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """`rows` (M, K) float32 -> int8 values and one float32 scale per row (M, 1) (symmetric): `rows ~ values *
-    scale`."""
-    unit, magnitudes = unit_rows(rows)
-    return (unit * 127).round_().to(torch.int8), magnitudes / 127
-
-
-def int_mm_int8_linear(quantized: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> LinearFn:
-    """The `"int8"` product on `torch._int_mm` (int8 x int8 -> int32), activations quantized per row
-    (`quantize_activations`), plus `bias` (out,)."""
-    out_features, in_features = quantized.shape
-    transposed = quantized.t()  # (in, out): `_int_mm` takes the weight as its second factor
-
-    def linear(inputs: torch.Tensor) -> torch.Tensor:
-        values, row_scales = quantize_activations(_rows(inputs, in_features))
-        product = torch._int_mm(values, transposed).float().mul_(row_scales).mul_(scales)
-        if bias is not None:
-            product.add_(bias)
-        return product.reshape(*inputs.shape[:-1], out_features)
-
-    return linear
-
-
-def dequantized_linear(quantized: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> LinearFn:
-    """Any int8 method's product with the weight dequantized to float32 on every call (no float32 copy kept), plus
-    `bias`: the slow fallback for a CPU or torch without the int8 kernels (float32 activations)."""
+def dequantized_linear(quantized: torch.Tensor, scales: torch.Tensor) -> LinearFn:
+    """Any int8 method's product with the weight dequantized to float32 on every call (no float32 copy kept): the
+    slow fallback for a CPU or torch without the int8 kernels (float32 activations)."""
     out_features = quantized.shape[0]
 
     def linear(inputs: torch.Tensor) -> torch.Tensor:
         weight = quantized.float() * scales.float().unsqueeze(1)
-        return torch.nn.functional.linear(inputs, weight, bias).reshape(*inputs.shape[:-1], out_features)
+        return torch.nn.functional.linear(inputs, weight).reshape(*inputs.shape[:-1], out_features)
 
     return linear
 
@@ -197,9 +198,10 @@ def _probe(make: Callable[[torch.Tensor, torch.Tensor], LinearFn], tolerance: fl
     return found.shape == expected.shape and bool(error <= tolerance * expected.abs().max())
 
 
-INT8_KERNELS: dict[str, Callable[..., LinearFn]] = {
-    "fbgemm": fbgemm_int8_linear,
-    "int_mm": int_mm_int8_linear,
+# the `"int8"` kernels, best first: each makes the product of unit rows (`per_row_int8_linear`'s `unscaled`)
+INT8_KERNELS: dict[str, Callable[[torch.Tensor, torch.Tensor], LinearFn]] = {
+    "fbgemm": fbgemm_int8_unscaled,
+    "int_mm": int_mm_int8_unscaled,
     "dequantized": dequantized_linear,
 }
 
@@ -213,7 +215,7 @@ def _int8_kernel_applies(name: str) -> bool:
         return False
     if name == "dequantized":
         return True
-    return _probe(INT8_KERNELS[name], tolerance=0.02)
+    return _probe(lambda q, s: per_row_int8_linear(INT8_KERNELS[name](q, s), q.shape[1]), tolerance=0.02)
 
 
 @functools.cache
@@ -398,7 +400,7 @@ def _kernel_linear(
 ) -> LinearFn:
     """`method`'s product on `kernel_name(method)`, as it is (`quantized_linear` without the padding)."""
     if method == "int8":
-        return INT8_KERNELS[int8_kernel()](weight, scales, bias)
+        return per_row_int8_linear(INT8_KERNELS[int8_kernel()](weight, scales), weight.shape[1], bias)
     if method == "bf16":
         linear = bf16_linear(weight, pack_rows)
     else:
@@ -424,3 +426,15 @@ def quantized_linear(
     if method not in ROW_STABLE_METHODS:
         return linear
     return padded_to_rows(linear, in_features, stable_rows(method, kernel_name(method), out_features, in_features))
+
+
+def int8_unit_rows_product(weight: torch.Tensor, scales: torch.Tensor) -> LinearFn:
+    """
+    The `"int8"` product of unit rows, before their magnitudes scale it back: `units` (M, in), every value in
+    [-1, 1] (`unit_rows`) -> float32 (M, out), on `kernel_name("int8")`, padded as `quantized_linear` pads (a row's
+    result does not depend on the other rows). `weight` (out, in) int8, `scales` (out,) float32. For a time step that
+    scales and adds in its own fused pass (`quantization.time_steps`).
+    """
+    out_features, in_features = weight.shape
+    unscaled = INT8_KERNELS[int8_kernel()](weight, scales)
+    return padded_to_rows(unscaled, in_features, stable_rows("int8", kernel_name("int8"), out_features, in_features))

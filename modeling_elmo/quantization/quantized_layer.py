@@ -12,18 +12,19 @@ same tensors at the same version (`load_state_dict` renews them).
 
 The layer runs on CPUs only, without gradients: the CPU engine's recurrence (`lstm_engine.LstmEngine.run`), one
 direction over all its time steps before the other (so at batch 1 one direction's weights stay in cache), the gate
-bias added once per block of steps with the input-to-gate products, and its own cell step (`doubled_gate_cell`:
-sigmoids only).
+bias added once per block of steps with the input-to-gate products, and its own time step (`time_steps`: the
+element-wise work fused by torch's compiler where it runs, sigmoids only).
 """
 
 import torch
 from torch import nn
 
-from ..engine.lstm_engine import LinearSet, LstmEngine
-from ..lstm_cell import LstmState, Projection
+from ..engine.lstm_engine import LinearSet, LstmEngine, StepSet
+from ..lstm_cell import LstmState
 from ..modeling_elmo import ElmoBiLm, ElmoConfig, ElmoLstmLayer, ElmoModel, ElmoPreTrainedModel
-from .kernels import METHODS, quantized_linear
+from .kernels import METHODS, int8_unit_rows_product, quantized_linear
 from .storage import register_empty, restore_dtypes, storage_dtypes, store, version_key
+from .time_steps import fused_time_step
 
 QUANTIZED_WEIGHTS = ("weight_ih", "weight_hh", "weight_proj")
 _RECURRENCE = LstmEngine()  # holds nothing for given products: one serves every quantized layer
@@ -40,7 +41,7 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
             device = getattr(self, name).device
             delattr(self, name)
             register_empty(self, name, (2, out_features, in_features), method, device)
-        self._products: tuple[tuple, list[LinearSet]] | None = None
+        self._products: tuple[tuple, list[StepSet]] | None = None
 
     def storage_dtypes(self) -> dict[str, torch.dtype]:
         """The dtype of each buffer of the method's storage."""
@@ -72,25 +73,27 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
             store(quantized, name, getattr(layer, name).detach().transpose(1, 2), method)  # (2, out, in)
         return quantized
 
-    def linear_sets(self) -> list[LinearSet]:
-        """Per direction, the input-to-gate (gate bias added), recurrent and projection products on this CPU's
-        kernel (`kernels.quantized_linear`), derived on first use and kept while the layer's tensors are unchanged."""
+    def step_sets(self) -> list[StepSet]:
+        """Per direction, the input-to-gate product (gate bias added) and the time step, on this CPU's kernels
+        (`kernels.quantized_linear`, `time_steps.fused_time_step`), derived on first use and kept while the layer's
+        tensors are unchanged."""
         key = version_key(self)
         cached = self._products
         if cached is None or cached[0] != key:
             self._products = None  # free the old packed weights before packing new ones
-            cached = self._products = (key, self._derive_linear_sets())
+            cached = self._products = (key, self._derive_step_sets())
         return cached[1]
 
     def _gate_factors(self) -> torch.Tensor:
-        """(4 * cell_size,): 2 for the new-input gate's rows (`j`), 1 for the others (see `doubled_gate_cell`)."""
+        """(4 * cell_size,): 2 for the new-input gate's rows (`j`), 1 for the others (see `time_steps`)."""
         factors = torch.ones(4, self.weight_proj.shape[-1])
         factors[1] = 2.0
         return factors.flatten()
 
-    def _product(self, name: str, direction: int, bias: torch.Tensor | None = None):
-        """The product of one direction's `name` (plus `bias`) on this CPU's kernel; the gate products' `j` rows
-        doubled (a power of two: exact in the scales or bfloat16 weights)."""
+    def _product(self, name: str, direction: int, bias: torch.Tensor | None = None, unit_rows: bool = False):
+        """The product of one direction's `name` (plus `bias`) on this CPU's kernel, or with `unit_rows` ("int8"
+        only) its product of unit rows (`kernels.int8_unit_rows_product`); the gate products' `j` rows doubled (a
+        power of two: exact in the scales or bfloat16 weights)."""
         weight = getattr(self, name)[direction]
         scales = getattr(self, f"{name}_scale", None)
         scales = None if scales is None else scales[direction]
@@ -100,15 +103,40 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
                 weight = weight * factors.to(weight.dtype).unsqueeze(1)
             else:
                 scales = scales * factors.to(scales.dtype)
+        if unit_rows:
+            return int8_unit_rows_product(weight, scales)
         return quantized_linear(self.quantization, weight, scales, bias=bias)
 
-    def _derive_linear_sets(self) -> list[LinearSet]:
-        bias = (self.weights().gate_bias().detach() * self._gate_factors()).contiguous()
+    def linear_sets(self) -> list[LinearSet]:
+        """Per direction, the input-to-gate (gate bias added), recurrent and projection products as float32 products
+        (`kernels.quantized_linear`), derived anew on each call and not kept: what the benchmarks time
+        (benchmarks/bench_inference.py's ceilings)."""
+        bias = self._gate_bias()
+        return [
+            (
+                slice(direction, direction + 1),
+                tuple(
+                    self._product(name, direction, bias=bias[direction] if name == "weight_ih" else None)
+                    for name in QUANTIZED_WEIGHTS
+                ),
+            )
+            for direction in range(2)
+        ]
+
+    def _gate_bias(self) -> torch.Tensor:
+        """(2, 4 * cell_size): the gate bias with its `j` part doubled."""
+        return (self.weights().gate_bias().detach() * self._gate_factors()).contiguous()
+
+    def _derive_step_sets(self) -> list[StepSet]:
+        bias = self._gate_bias()
+        unit_rows = self.quantization == "int8"
         sets = []
         for direction in range(2):
             input_to_gates = self._product("weight_ih", direction, bias=bias[direction].contiguous())
-            recurrent, projection = self._product("weight_hh", direction), self._product("weight_proj", direction)
-            sets.append((slice(direction, direction + 1), (input_to_gates, recurrent, projection)))
+            recurrent = self._product("weight_hh", direction, unit_rows=unit_rows)
+            projection = self._product("weight_proj", direction, unit_rows=unit_rows)
+            time_step = fused_time_step(self.quantization, recurrent, projection, self.cell_clip, self.proj_clip)
+            sets.append((slice(direction, direction + 1), input_to_gates, time_step))
         return sets
 
     def forward(
@@ -127,35 +155,7 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
                 f"A quantized biLM ({self.quantization!r}) was cast to other dtypes ({stored}): casting is refused; "
                 "load it again with from_pretrained."
             )
-        return _RECURRENCE.run(
-            self.weights(), inputs.float(), batch_sizes, initial_state, self.linear_sets(), doubled_gate_cell
-        )
-
-
-def doubled_gate_cell(
-    gates: torch.Tensor,
-    cell: torch.Tensor,
-    project: Projection,
-    cell_clip: float | None,
-    proj_clip: float | None,
-) -> LstmState:
-    """
-    `lstm_cell.lstm_cell` for a quantized layer's products, whose new-input gate `j` comes doubled: one sigmoid for
-    all four gates, and `tanh(x) = 2 sigmoid(2x) - 1` (`f c + i tanh(j) = f c + 2 i sigmoid(2j) - i`, `o tanh(c) =
-    2 o sigmoid(2c) - o`), since ATen splits `tanh` of even a few thousand values among threads, each of which waits
-    for the others on a busy CPU, while `sigmoid` of a time step's values runs on one. `gates` (D, n, 4 * cell_size),
-    `cell` (D, n, cell_size) -> (hidden (D, n, proj_size), cell); `project`, the projection product (D, n, cell_size)
-    -> (D, n, proj_size).
-    """
-    input_gate, new_input, forget_gate, output_gate = torch.sigmoid(gates).chunk(4, dim=-1)
-    cell = torch.addcmul(torch.addcmul(-input_gate, input_gate, new_input, value=2), forget_gate, cell)
-    if cell_clip:
-        cell.clamp_(-cell_clip, cell_clip)
-    cell_output = torch.addcmul(-output_gate, output_gate, torch.sigmoid(cell * 2), value=2)
-    hidden = project(cell_output)
-    if proj_clip:
-        hidden = hidden.clamp_(-proj_clip, proj_clip)
-    return hidden, cell
+        return _RECURRENCE.run(self.weights(), inputs.float(), batch_sizes, initial_state, self.step_sets())
 
 
 def refuse_gradients(layer: ElmoQuantizedLstmLayer, inputs: torch.Tensor, state: tuple) -> None:

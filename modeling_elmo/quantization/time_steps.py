@@ -1,0 +1,98 @@
+"""
+A quantized layer's time step (`lstm_engine.TimeStep`) for one direction: its recurrent product, the cell and its
+projection, the element-wise work between the products in regions that torch compiles where it can
+(`engine.compiled_regions.CompiledRegion`: one loop per region; where it cannot, the regions' own ATen operations).
+
+- `"int8"`: the recurrent product's scaling by the hidden rows' magnitudes and its sum with the gates, the gates'
+  activations, the cell update and clip, the cell output and its per-row magnitudes (the projection's activations,
+  quantized per row) in one region (`int8_products_cell`); the projection's scaling and clip in another
+  (`int8_projected_hidden`).
+- `"int8_weight_only"` and `"bf16"` (float32 products): the gates' sum and everything up to the cell output in one
+  region (`float_products_cell`).
+
+The gate products' new-input rows `j` come doubled (`quantized_layer.ElmoQuantizedLstmLayer`), so every activation is
+a sigmoid: `tanh(x) = 2 sigmoid(2x) - 1`, so `f c + i tanh(j) = f c + 2 i sigmoid(2j) - i` and `o tanh(c) = 2 o
+sigmoid(2c) - o`. Eager, ATen splits `tanh` of even a few thousand values among threads, each of which waits for the
+others on a busy CPU, while `sigmoid` of a time step's values runs on one.
+"""
+
+import torch
+
+from ..engine.compiled_regions import CompiledRegion
+from ..engine.lstm_engine import LinearFn, TimeStep
+from ..lstm_cell import LstmState
+from .kernels import unit_rows
+
+SMALLEST_MAGNITUDE = torch.finfo(torch.float32).tiny  # an all-zero row's magnitude (`kernels.unit_rows`)
+
+
+# ---- the regions (pure functions of (rows, width) tensors and floats; `inf`: no clip) ---------------------------
+
+
+def _cell_of_gates(
+    gates: torch.Tensor, cell: torch.Tensor, cell_clip: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`gates` (n, 4 * cell_size), pre-activation with `j` doubled, `cell` (n, cell_size) -> (new cell clipped to
+    `cell_clip` (None: not), cell output `o tanh(new cell)`)."""
+    input_gate, new_input, forget_gate, output_gate = torch.sigmoid(gates).chunk(4, dim=-1)
+    new_cell = torch.addcmul(torch.addcmul(-input_gate, input_gate, new_input, value=2), forget_gate, cell)
+    if cell_clip is not None:
+        new_cell = new_cell.clamp(-cell_clip, cell_clip)
+    return new_cell, torch.addcmul(-output_gate, output_gate, torch.sigmoid(new_cell * 2), value=2)
+
+
+def float_products_cell(
+    gates: torch.Tensor, product: torch.Tensor, cell: torch.Tensor, cell_clip: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gates (n, 4 * cell_size) plus the recurrent product (n, 4 * cell_size) -> (new cell, cell output)."""
+    return _cell_of_gates(gates + product, cell, cell_clip)
+
+
+def int8_products_cell(
+    gates: torch.Tensor, product: torch.Tensor, magnitudes: torch.Tensor, cell: torch.Tensor, cell_clip: float | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gates plus the recurrent product of unit rows scaled back by the hidden rows' `magnitudes` (n, 1) ->
+    (new cell, the cell output as unit rows, their magnitudes (n, 1)): the projection's input, quantized per row."""
+    new_cell, cell_output = _cell_of_gates(torch.addcmul(gates, product, magnitudes), cell, cell_clip)
+    output_magnitudes = cell_output.abs().amax(dim=-1, keepdim=True).clamp_min(SMALLEST_MAGNITUDE)
+    return new_cell, cell_output / output_magnitudes, output_magnitudes
+
+
+def int8_projected_hidden(product: torch.Tensor, magnitudes: torch.Tensor, proj_clip: float | None) -> torch.Tensor:
+    """The projection's product of unit rows (n, proj_size) scaled back by their `magnitudes` (n, 1), clipped to
+    `proj_clip` (None: not)."""
+    hidden = product * magnitudes
+    return hidden if proj_clip is None else hidden.clamp(-proj_clip, proj_clip)
+
+
+FLOAT_PRODUCTS_CELL = CompiledRegion(float_products_cell)
+INT8_PRODUCTS_CELL = CompiledRegion(int8_products_cell)
+INT8_PROJECTED_HIDDEN = CompiledRegion(int8_projected_hidden)
+
+
+def fused_time_step(
+    method: str, recurrent: LinearFn, projection: LinearFn, cell_clip: float | None, proj_clip: float | None
+) -> TimeStep:
+    """
+    One direction's time step (shapes as `lstm_engine.TimeStep`, D = 1; the clips: None or 0 for none). For
+    `"int8"`, `recurrent` and `projection` are products of unit rows (`kernels.int8_unit_rows_product`); for the
+    other methods, float32 products (`kernels.quantized_linear`).
+    """
+    cell_clip, proj_clip = cell_clip or None, proj_clip or None
+
+    def int8_step(gates: torch.Tensor, hidden: torch.Tensor, cell: torch.Tensor) -> LstmState:
+        units, magnitudes = unit_rows(hidden[0])
+        new_cell, cell_units, cell_magnitudes = INT8_PRODUCTS_CELL(
+            gates[0], recurrent(units), magnitudes, cell[0], cell_clip
+        )
+        new_hidden = INT8_PROJECTED_HIDDEN(projection(cell_units), cell_magnitudes, proj_clip)
+        return new_hidden.unsqueeze(0), new_cell.unsqueeze(0)
+
+    def float_step(gates: torch.Tensor, hidden: torch.Tensor, cell: torch.Tensor) -> LstmState:
+        new_cell, cell_output = FLOAT_PRODUCTS_CELL(gates[0], recurrent(hidden[0]), cell[0], cell_clip)
+        new_hidden = projection(cell_output)
+        if proj_clip is not None:
+            new_hidden.clamp_(-proj_clip, proj_clip)
+        return new_hidden.unsqueeze(0), new_cell.unsqueeze(0)
+
+    return int8_step if method == "int8" else float_step
