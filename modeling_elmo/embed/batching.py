@@ -1,4 +1,5 @@
-"""Streaming input of `elmo-embed`: sentences read line by line and grouped into length-bucketed batches.
+"""Streaming input of `elmo-embed`: sentences read line by line and grouped into length-bucketed batches (the
+inference core's `Sentence` and `Batch`, `inference.batches`).
 
 The input is cut into windows of `window` lines; each window is sorted by length and cut into batches numbered from 0
 within it, so memory is bounded by one window whatever the corpus size, and the batches (and their names) are the same
