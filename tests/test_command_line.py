@@ -12,9 +12,9 @@ import pytest
 
 from modeling_elmo.classification import arguments as classifier_arguments
 from modeling_elmo.classification import train as train_classifier
-from modeling_elmo.commands.arguments import is_hub_repo_id, missing_model_folder
 from modeling_elmo.conversion import arguments as conversion_arguments
 from modeling_elmo.embed import cli as embed
+from modeling_elmo.foundation.model_location import is_hub_repo_id, missing_model_folder
 from modeling_elmo.ner import arguments as ner_arguments
 from modeling_elmo.ner import train as train_ner
 from modeling_elmo.pretraining import arguments as pretrain_arguments
@@ -169,7 +169,7 @@ def test_elmo_embed_answers_help_and_argument_errors_before_importing_torch(argu
 def test_light_start_commands_are_the_console_scripts():
     import tomllib
 
-    from modeling_elmo.commands import LIGHT_START_COMMANDS
+    from modeling_elmo.inference.registration import LIGHT_START_COMMANDS
 
     scripts = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]["scripts"]
     assert LIGHT_START_COMMANDS == scripts.keys()

@@ -1,9 +1,11 @@
-"""The package's import rules (issue 30, "one workshop"): no import cycle, no wing importing a wing above it or beside
-it, and no underscore name imported from another package. Imports inside functions count; imports only for type
-checkers (`if TYPE_CHECKING:`) and the package's front door (`modeling_elmo/__init__.py`, which registers the Auto
-classes and defers to `commands`) do not."""
+"""The package's import rules (issue 30, "one workshop"; issue 52, "an inference core below the tools"): no import
+cycle, no wing importing a wing above it or beside it, no underscore name imported from another package, the library
+side importing nothing of `commands/` (the commands' workshop), `serve/` nothing of `embed/`, and the quantization
+methods named once, in a module that imports no torch. Imports inside functions count; imports only for type checkers
+(`if TYPE_CHECKING:`) do not. The package's front door (`modeling_elmo/__init__.py`) is a module like the others."""
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,32 +17,58 @@ PACKAGE = PACKAGE_DIR
 # Each wing may import the wings of lower levels only: the model files (the Hub remote code) import nothing of the
 # package's subpackages; the CPU engine (which registers its implementations with the model's registry,
 # `elmo_implementations`, and never reaches the model file itself: see the test below) and the process set-up build on
-# the model; the command workshop (its error base class included) come next; the
-# foreign formats and the Hub pieces build on those; the tools on all of them; the tools built on other tools
-# (fine-tuning heads, the AllenNLP and flair adapters) come next, and the drop-ins built on the AllenNLP adapter last.
+# the model; quantization on the engine; the inference core (Auto-class registration, the one loader, a batch through
+# the model) on those, beside the foreign formats and the Hub pieces; the front door (`modeling_elmo/__init__.py`,
+# which registers through the core) and the command workshop (its error base class included) come next; the tools on
+# all of them; the tools built on other tools (fine-tuning heads, the AllenNLP and flair adapters, elmo serve) next,
+# and the drop-ins built on the AllenNLP adapter last.
+FRONT_DOOR = "front door"
 LEVELS = {
     "model": 0,
-    "foundation": 0,  # errors, checks, file hash, output policy and claims: imports no other wing
+    "foundation": 0,  # errors, checks, file hash, output policy and claims, model locations: imports no other wing
     "engine": 1,
     "runtime": 1,
-    "commands": 2,
     "quantization": 2,  # quantized biLM layers on the CPU engine's recurrence, with Transformers' quantizer hooks
     "formats": 3,
     "hub": 3,
+    "inference": 3,  # the inference core: registration, loading (folder or Hub id), a batch through the model
     "model_cards": 3,  # the card templates (data, read by hub/model_card.py)
-    "conversion": 4,
-    "deploy": 4,
-    "embed": 4,
-    "finetuning": 4,
-    "pretraining": 4,
-    "allennlp": 5,
-    "classification": 5,
-    "elmoformanylangs": 5,
-    "flair": 5,
-    "ner": 5,
-    "serve": 5,  # elmo serve: on embed's batch computation
-    "simple_elmo": 6,  # simple_elmo's API on the AllenNLP adapter's model loading
+    FRONT_DOOR: 4,  # modeling_elmo/__init__.py: the exports, registering through the inference core
+    "commands": 4,
+    "conversion": 5,
+    "deploy": 5,
+    "embed": 5,
+    "finetuning": 5,
+    "pretraining": 5,
+    "allennlp": 6,
+    "classification": 6,
+    "elmoformanylangs": 6,
+    "flair": 6,
+    "ner": 6,
+    "serve": 6,  # elmo serve: on the inference core (its command line on the commands' workshop)
+    "simple_elmo": 7,  # simple_elmo's API on the AllenNLP adapter's model loading
 }
+
+# The library side imports nothing of `commands/`, directly or through another module: the front door, the model
+# files, every wing below the tools, the drop-ins and the server (all of `serve/` but its command line).
+LIBRARY_WINGS = {
+    FRONT_DOOR,
+    "model",
+    "foundation",
+    "engine",
+    "runtime",
+    "quantization",
+    "formats",
+    "hub",
+    "inference",
+    "allennlp",
+    "elmoformanylangs",
+    "simple_elmo",
+    "flair",
+    "serve",
+}
+COMMAND_LINES = {"modeling_elmo.serve.cli", "modeling_elmo.serve.arguments"}  # may use the commands' workshop
+METHODS_MODULE = "modeling_elmo.quantization.methods"
 
 
 def module_name(path: Path) -> str:
@@ -50,7 +78,9 @@ def module_name(path: Path) -> str:
 
 def wing(module: str) -> str:
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else "model"
+    if len(parts) == 1:
+        return FRONT_DOOR
+    return parts[1] if (PACKAGE / parts[1]).is_dir() else "model"
 
 
 def _runtime_nodes(tree: ast.AST):
@@ -87,16 +117,12 @@ def imports(path: Path) -> list[tuple[str, str]]:
 
 
 MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
-GRAPH = {
-    module: {target for target, _ in imports(path) if target in MODULES and target != "modeling_elmo"}
-    for module, path in MODULES.items()
-    if module != "modeling_elmo"
-}
+GRAPH = {module: {target for target, _ in imports(path) if target in MODULES} for module, path in MODULES.items()}
 
 
 def test_the_wings_table_names_every_subpackage():
     subpackages = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
-    assert subpackages | {"model"} == LEVELS.keys()
+    assert subpackages | {"model", FRONT_DOOR} == LEVELS.keys()
 
 
 def test_no_import_cycle():
@@ -179,3 +205,62 @@ def test_the_rules_find_what_they_look_for(tmp_path, monkeypatch):
         ("modeling_elmo.conversion.convert", ""),
         ("modeling_elmo.foundation.output_folder", "_hidden"),
     ]
+
+
+def library_side(module: str) -> bool:
+    return wing(module) in LIBRARY_WINGS and module not in COMMAND_LINES
+
+
+@pytest.mark.parametrize("module", sorted(module for module in GRAPH if library_side(module)))
+def test_the_library_side_imports_nothing_of_the_commands_workshop(module):
+    """`commands/` is the commands' workshop: the front door, the model, the engine, quantization, the inference core,
+    the Hub pieces, the drop-ins and the server reach none of it (only `serve/cli.py` and `serve/arguments.py`, the
+    server's command line, may)."""
+    reached = sorted(target for target in {*GRAPH[module], *reachable(module)} if wing(target) == "commands")
+    assert not reached, f"{module} reaches {reached}"
+
+
+@pytest.mark.parametrize("module", sorted(module for module in GRAPH if wing(module) == "serve"))
+def test_serve_imports_nothing_of_embed(module):
+    """The server runs batches through the inference core, not through `elmo-embed`'s modules."""
+    reached = sorted(target for target in reachable(module) if wing(target) == "embed")
+    assert not reached, f"{module} reaches {reached}"
+
+
+def test_the_quantization_methods_import_no_torch():
+    """Naming or checking a quantization method (what a command checks `--quantization` against before torch loads)
+    imports neither torch nor Transformers: the methods module imports nothing, and nor does its package's `__init__`
+    where the front door defers the registration (a console command's process)."""
+    source = MODULES[METHODS_MODULE].read_text(encoding="utf-8")
+    assert not [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Import | ast.ImportFrom)]
+    script = (
+        "import sys\nsys.argv[0] = 'elmo-embed'\n"
+        "from modeling_elmo.quantization.methods import METHODS, check_method\ncheck_method(METHODS[0])\n"
+        "print(sorted(name for name in ('torch', 'transformers') if name in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+def defines_the_methods(tree: ast.AST) -> bool:
+    """Whether `tree` holds a tuple, list or set of strings naming the quantization methods (two of them at least)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            strings = {item.value for item in node.elts if isinstance(item, ast.Constant)}
+            if {"int8_weight_only", "bf16"} <= strings:
+                return True
+    return False
+
+
+def test_the_quantization_methods_are_named_once():
+    """`quantization/methods.py` alone lists the methods; every other module (the kernels, the layers' check, the
+    config, the tools' choices) imports them from there."""
+    listing = sorted(
+        module for module, path in MODULES.items() if defines_the_methods(ast.parse(path.read_text(encoding="utf-8")))
+    )
+    assert listing == [METHODS_MODULE]
+
+
+def test_the_methods_finder_sees_a_copy():
+    assert defines_the_methods(ast.parse('QUANTIZATIONS = ("int8", "int8_weight_only", "bf16")'))
+    assert not defines_the_methods(ast.parse('ROW_STABLE = ("int8", "bf16")'))

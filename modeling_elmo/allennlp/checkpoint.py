@@ -6,7 +6,7 @@ import os
 from ..conversion.convert import ConversionError, resolve_source
 from ..formats.original_checkpoint import OriginalCheckpointError, load_original_checkpoint
 from ..foundation.errors import one_line
-from ..hub.pretrained import ModelLoadError, load_pretrained_model
+from ..inference.pretrained import ModelLoadError, load_pretrained_model
 from ..modeling_elmo import ElmoModel
 
 

@@ -25,9 +25,9 @@ import numpy as np
 from datasets import Dataset
 from transformers import AutoConfig, AutoModelForSequenceClassification, DataCollatorWithPadding, TrainingArguments
 
-from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder
 from ..finetuning.command import FineTuningCommand, FineTuningRun
 from ..finetuning.trainer import check_model_memory
+from ..foundation.model_location import NO_SUCH_FOLDER, missing_model_folder
 from ..hub.model_card import render_classifier_model_card
 from ..runtime.cpu_threads import configure_cpu_threads
 from . import data as task_data

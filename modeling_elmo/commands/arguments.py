@@ -1,6 +1,6 @@
 """Command-line arguments of the `elmo-*` commands: help that shows everything a command accepts, one-line errors,
 the Trainer commands' flags (`HfArgumentParser` over their dataclasses and `TrainingArguments`) checked before any
-work, and model arguments that name a missing folder, refused without a Hub round trip.
+work (a model argument's own rules are the library's: `foundation.model_location`).
 
 This module imports only the standard library at import time: Transformers (and with it torch) is imported by
 `trainer_argument_parser`, so a command's own flags can be checked before that cost.
@@ -8,40 +8,11 @@ This module imports only the standard library at import time: Transformers (and 
 
 import argparse
 import math
-import os
 import sys
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, NoReturn
 
 from ..foundation.errors import one_line
-
-# A model argument is a Hub repo id only in its `namespace/name` form: ELMo models on the Hub all have a namespace
-# (the legacy namespace-less ids are Transformers' own canonical models). Anything else that is not an existing folder
-# is a mistyped local path, refused at once instead of after the Hub's retries (see docs/bad-input.md).
-NO_SUCH_FOLDER = "no such folder; a Hub model is named 'namespace/name'"
-# A folder without config.json, most often an original checkpoint's (options JSON + HDF5 weights).
-NOT_A_MODEL_FOLDER = "not a model folder: it has no config.json (convert an original checkpoint with elmo-convert)"
-
-
-def is_hub_repo_id(value: str) -> bool:
-    """Whether `value` reads as a Hub model id `namespace/name` (and so not as a local path)."""
-    if value.count("/") != 1 or value.startswith((".", "~")) or os.sep != "/" and os.sep in value:
-        return False
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(value)
-    except HFValidationError:
-        return False
-    return True
-
-
-def missing_model_folder(value: str) -> bool:
-    """Whether the model argument `value` names a local folder that does not exist (see `NO_SUCH_FOLDER`)."""
-    if not value.strip():
-        return True  # `Path("")` is the current folder
-    return not Path(value).expanduser().exists() and not is_hub_repo_id(value)
 
 
 class DefaultsSayWhatHappens(argparse.ArgumentDefaultsHelpFormatter):
@@ -52,13 +23,6 @@ class DefaultsSayWhatHappens(argparse.ArgumentDefaultsHelpFormatter):
         if action.default is None or "default" in (action.help or "").lower():
             return action.help or ""
         return super()._get_help_string(action)
-
-
-def model_folder_problem(model_dir: str | os.PathLike) -> str | None:
-    """Why `model_dir` is not a model folder (it has no config.json), or None."""
-    if (Path(model_dir) / "config.json").is_file():
-        return None
-    return f"{Path(model_dir)} is {NOT_A_MODEL_FOLDER}."
 
 
 def subcommands_epilog(prog: str, subcommands: dict[str, str]) -> str:

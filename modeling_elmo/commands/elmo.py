@@ -4,8 +4,8 @@
 A subcommand runs in three steps, so that `--help` and argument errors answer before torch and Transformers are
 imported (seconds): its command line is parsed by a parser that imports nothing heavy (`check`); the process's CPU
 threads are chosen (`runtime.cpu_threads`, which must run before torch is imported to set OpenMP's wait policy) and
-ELMo is registered with the Auto classes; then the work's module is imported and run. A subcommand's own
-subcommands that need neither torch nor the model (`elmo pretrain build-vocab`, ...) run directly.
+ELMo is registered with the Auto classes (`inference.registration`); then the work's module is imported and run. A
+subcommand's own subcommands that need neither torch nor the model (`elmo pretrain build-vocab`, ...) run directly.
 """
 
 import importlib
@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..foundation.errors import ToolError, report, typed_as
-from . import start_work
+from ..inference.registration import register_auto_classes
 
 PROG = "elmo"
 
@@ -112,7 +112,7 @@ def run_subcommand(name: str, argv: list[str], typed: str) -> int:
                 load(subcommand.check)(argv)
             configure_cpu_threads()
             if subcommand.check is not None:
-                start_work()
+                register_auto_classes()
             return load(subcommand.run)(argv)
         except ToolError as error:  # one that the command's own `main` (or its check) does not report
             return report(typed, error)

@@ -6,9 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..foundation.model_location import NO_SUCH_FOLDER, missing_model_folder
 from .arguments import (
-    NO_SUCH_FOLDER,
-    missing_model_folder,
     parse_trainer_arguments,
     replace_help,
     trainer_argument_parser,

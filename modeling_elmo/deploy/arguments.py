@@ -3,8 +3,8 @@ and argument errors answer at once."""
 
 import argparse
 
-from ..commands.arguments import model_folder_problem
 from ..foundation.errors import ToolError
+from ..foundation.model_location import model_folder_problem
 
 PROG = "elmo-export-onnx"
 DEFAULT_TOLERANCE = 1e-5

@@ -43,8 +43,8 @@ import torch
 from torch import nn
 
 from ..character_ids import word_to_char_ids
-from ..commands.arguments import model_folder_problem
 from ..foundation.errors import ToolError, one_line, report
+from ..foundation.model_location import model_folder_problem
 from ..foundation.output_folder import parent_folders, path_replaced_atomically, reason_of
 from ..foundation.owned_files import output_claimed
 from ..quantization.config import saved_quantization

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from ..configuration_elmo import ElmoConfig
 from ..formats.efml import TOKEN_EMBEDDER_FILE, EfmlFormatError, find_architecture, read_efml_model
-from ..hub.pretrained import ModelLoadError, load_pretrained_model, load_pretrained_tokenizer
+from ..inference.pretrained import ModelLoadError, load_pretrained_model, load_pretrained_tokenizer
 from ..modeling_elmo import ElmoModel
 from ..tokenization_elmo import ElmoTokenizer
 

@@ -1,7 +1,7 @@
 """
 `ElmoBatchEmbedder`: ELMo vectors for batches of rows, one callable class for every engine that maps a function
 over batches (Ray Data's `map_batches`, Spark's `mapInPandas`, `datasets.Dataset.map(batched=True)`), computed by
-`elmo-embed`'s own code (`model_calls.embed_batch`), in the Arrow layout of `arrow_layout`.
+`elmo-embed`'s own code (the inference core's `embed_batch`), in the Arrow layout of `arrow_layout`.
 
 A batch holds an `id` column (integers, passed through) and a `text` column (split on whitespace, as `elmo-embed`
 splits a line: `str.split()`) or a `words` column (lists of strings). The rows of a batch are sorted by (number of
@@ -46,10 +46,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.thread_setting import num_threads
 from ..foundation.checks import check_choice, check_count
+from ..inference.batches import Sentence, embed_batch
+from ..inference.loading import checked_device, load_model
+from ..quantization.methods import METHODS
 from ..word_embedding_store import WordEmbeddingCache
 from .arrow_layout import LAYERS, VALUE_TYPES, vectors_table
-from .batching import Sentence, bucketed_batches
-from .model_calls import QUANTIZATIONS, checked_device, embed_batch, load_model
+from .batching import bucketed_batches
 
 COUNT_WORDING = "{name}: an int >= {minimum}, got {value!r}"  # an argument named first, as every refusal here
 
@@ -130,7 +132,7 @@ class ElmoBatchEmbedder:
             if value is not None:
                 check_count(name, value, 1, wording=COUNT_WORDING)
         check_count("word_cache", word_cache, 0, wording=COUNT_WORDING)
-        check_choice("quantization", quantization, (None, *QUANTIZATIONS))
+        check_choice("quantization", quantization, (None, *METHODS))
         if quantization is not None and (device or "cpu").split(":")[0] != "cpu":
             raise ValueError(f"quantization: {quantization!r} runs on the CPU, got device {device!r}")
         self.model, self.layers, self.pooling, self.dtype = os.fspath(model), layers, pooling, dtype

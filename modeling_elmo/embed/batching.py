@@ -1,4 +1,5 @@
-"""Streaming input of `elmo-embed`: sentences read line by line and grouped into length-bucketed batches.
+"""Streaming input of `elmo-embed`: sentences read line by line and grouped into length-bucketed batches (the
+inference core's `Sentence` and `Batch`, `inference.batches`).
 
 The input is cut into windows of `window` lines; each window is sorted by length and cut into batches numbered from 0
 within it, so memory is bounded by one window whatever the corpus size, and the batches (and their names) are the same
@@ -9,33 +10,14 @@ their own windows (`run_identity.rank_windows`) and still compute a single proce
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from ..foundation.errors import ToolError
 from ..foundation.output_folder import reason_of
+from ..inference.batches import Batch, Sentence
 
 
 class EmbedInputError(ToolError, ValueError):
     """An input file that cannot be read as one sentence per line of UTF-8 text."""
-
-
-@dataclass(frozen=True)
-class Sentence:
-    index: int  # line number, 0-based: the dataset name in the output
-    text: str  # the line without surrounding whitespace: the key in `sentence_to_index`
-    words: list[str]
-
-
-@dataclass(frozen=True)
-class Batch:
-    number: int  # 0-based, in the order of its window
-    sentences: list[Sentence]
-    window: int = 0  # the window of `window` lines it was cut from
-
-    @property
-    def name(self) -> str:
-        """Window and batch number, zero-padded so that names sort in the order of the run."""
-        return f"{self.window:08d}-{self.number:06d}"
 
 
 def read_sentences(

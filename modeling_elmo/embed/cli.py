@@ -37,21 +37,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder, subcommands_epilog
+from ..commands.arguments import subcommands_epilog
 from ..foundation.checks import integer_flag
-from ..foundation.errors import ToolError, report
+from ..foundation.errors import ToolError, ToolInputError, report
+from ..foundation.model_location import NO_SUCH_FOLDER, missing_model_folder
 from ..foundation.owned_files import output_claimed
+from ..inference.batches import Batch, embed_batch, replay_in_word_cache
+from ..inference.loading import ModelError, checked_device, load_model
+from ..quantization.methods import METHODS
 from ..runtime.cpu_threads import configure_cpu_threads
-from .batching import Batch, EmbedInputError, bucketed_batches, read_sentences
-from .model_calls import (
-    QUANTIZATIONS,
-    EmbedModelError,
-    EmbedUsageError,
-    checked_device,
-    embed_batch,
-    load_model,
-    replay_in_word_cache,
-)
+from .batching import EmbedInputError, bucketed_batches, read_sentences
 from .run_identity import InputScan, model_identity, rank_windows, run_quantization, scan_input, shared_window
 from .store import (
     EmbedOutputError,
@@ -71,6 +66,10 @@ VECTOR_DTYPES = ("float32", "float16")  # numpy dtypes of the stored values
 FORMATS = ("hdf5", "parquet")
 LAYERS = ("all", "top", "average")
 POOLINGS = ("none", "mean")
+
+
+class EmbedUsageError(ToolInputError, ValueError):
+    """Command-line arguments or environment variables that cannot work."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -104,7 +103,7 @@ def _check_finite(arrays: dict[int, np.ndarray], input_path: Path, dtype: str, v
 
     bad = [index for index, array in arrays.items() if not np.isfinite(array.astype(vector_dtype)).all()]
     if bad:
-        raise EmbedModelError(
+        raise ModelError(
             f"The model gave NaN or infinite values for line {min(bad) + 1} of {input_path} (--dtype {dtype}, "
             f"--vector-dtype {vector_dtype}); finished batches are kept."
         )
@@ -345,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--quantization",
-        choices=("none", *QUANTIZATIONS),
+        choices=("none", *METHODS),
         default="none",
         help="the biLM's weights quantized (CPU, --dtype float32; not exact, see docs/speed.md); none: exact",
     )

@@ -29,10 +29,10 @@ EMBEDDING_MODES = ("all", "top", "average")
 
 def _load(model: str, options_file: str | None, weight_file: str | None) -> tuple[ElmoModel, ElmoTokenizer]:
     """The biLM and tokenizer that flair's arguments name (see the module docstring); a folder or Hub id loads
-    through the package's one loader (`hub.pretrained`), its refusal one line naming `model`."""
+    through the package's one loader (`inference.pretrained`), its refusal one line naming `model`."""
     from ..conversion.convert import model_from_original, resolve_source
     from ..conversion.presets import PRESETS
-    from ..hub.pretrained import ModelLoadError, load_pretrained_model, load_pretrained_tokenizer
+    from ..inference.pretrained import ModelLoadError, load_pretrained_model, load_pretrained_tokenizer
 
     if (options_file is None) != (weight_file is None):
         raise ValueError(

@@ -19,9 +19,9 @@ from typing import Any
 from seqeval.metrics import classification_report
 from transformers import AutoConfig, AutoModelForTokenClassification, DataCollatorForTokenClassification
 
-from ..commands.arguments import NO_SUCH_FOLDER, missing_model_folder
 from ..finetuning.command import FineTuningCommand, FineTuningRun
 from ..finetuning.trainer import check_model_memory
+from ..foundation.model_location import NO_SUCH_FOLDER, missing_model_folder
 from ..hub.model_card import render_ner_model_card
 from ..runtime.cpu_threads import configure_cpu_threads
 from .arguments import COMMAND_LINE, PROG, DataArguments, ModelArguments

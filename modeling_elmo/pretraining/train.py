@@ -32,18 +32,13 @@ from transformers import (
 )
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from ..commands.arguments import (
-    NO_SUCH_FOLDER,
-    given,
-    missing_model_folder,
-    parse_trainer_arguments,
-    training_arguments_problem,
-)
+from ..commands.arguments import given, parse_trainer_arguments, training_arguments_problem
 from ..configuration_elmo import BILM_ARCHITECTURE_FIELDS, ElmoConfig, ElmoConfigError
 from ..formats.corpus import count_positions, resolve_corpus_files
 from ..formats.original_checkpoint import read_softmax
 from ..formats.vocab import LmVocabulary
 from ..foundation.errors import ToolError, ToolInputError, one_line, report
+from ..foundation.model_location import NO_SUCH_FOLDER, missing_model_folder
 from ..foundation.output_folder import check_run_folder
 from ..foundation.output_lock import run_output_dir_lock
 from ..hub.model_card import render_pretrained_model_card

@@ -13,8 +13,7 @@ from pathlib import Path
 from transformers import PretrainedConfig
 from transformers.utils.quantization_config import QuantizationConfigMixin
 
-from .kernels import METHODS
-from .quantized_layer import check_method
+from .methods import METHODS, check_method
 
 QUANT_METHOD = "elmo"  # the name Transformers files the config and the quantizer under
 

@@ -39,7 +39,6 @@ import torch
 
 LinearFn = Callable[[torch.Tensor], torch.Tensor]
 
-METHODS = ("int8", "int8_weight_only", "bf16")
 INT8_K_MULTIPLE = 16  # ATen's vectorised `_weight_int8pack_mm` steps through K 16 (AVX-512) or 8 values at a time
 _DEPRECATED_QUANTIZED_TENSORS = r".*quantized tensor creation functions.*deprecated"
 

@@ -22,7 +22,8 @@ from torch import nn
 from ..engine.lstm_engine import LinearSet, LstmEngine, StepSet
 from ..lstm_cell import LstmState
 from ..modeling_elmo import ElmoBiLm, ElmoConfig, ElmoLstmLayer, ElmoModel, ElmoPreTrainedModel
-from .kernels import METHODS, int8_unit_rows_product, quantized_linear
+from .kernels import int8_unit_rows_product, quantized_linear
+from .methods import check_method
 from .storage import register_empty, restore_dtypes, storage_dtypes, store, version_key
 from .time_steps import fused_time_step
 
@@ -31,7 +32,7 @@ _RECURRENCE = LstmEngine()  # holds nothing for given products: one serves every
 
 
 class ElmoQuantizedLstmLayer(ElmoLstmLayer):
-    """`ElmoLstmLayer` with its three weight matrices held quantized by `method` (one of `kernels.METHODS`)."""
+    """`ElmoLstmLayer` with its three weight matrices held quantized by `method` (one of `methods.METHODS`)."""
 
     def __init__(self, config: ElmoConfig, method: str):
         super().__init__(config)
@@ -217,9 +218,3 @@ def freeze_quantized_bilm(model: ElmoPreTrainedModel) -> None:
     for elmo in bilms_of(model):
         elmo.char_encoder.requires_grad_(False)
         elmo.bilm.requires_grad_(False)
-
-
-def check_method(method: object) -> None:
-    """Refuse a quantization method that is not one of `METHODS` (`ValueError`, one line)."""
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"quantization method must be one of {', '.join(map(repr, METHODS))}, got {method!r}.")

@@ -3,9 +3,10 @@ that `--help` and argument errors answer at once, and the `ServeSettings` it giv
 
 import argparse
 
-from ..commands.arguments import NO_SUCH_FOLDER, DefaultsSayWhatHappens, OneLineErrors, missing_model_folder
+from ..commands.arguments import DefaultsSayWhatHappens, OneLineErrors
 from ..foundation.checks import integer_flag
 from ..foundation.errors import command_as_typed
+from ..foundation.model_location import NO_SUCH_FOLDER, missing_model_folder
 from .protocol import Limits
 from .settings import (
     DEFAULT_MAX_BATCH_WORDS,

@@ -4,10 +4,11 @@ warms it, and computes batches of jobs on the one thread that owns the model (th
 
 A job is one input's words and what it is asked for: its sentence vector (`SENTENCE`: the mean of the top layer over
 its words, what `SentenceTransformer(folder).encode` gives, L2-normalised), or its words' vectors of every layer
-(`WORDS`: (num_layers, words, width), the character CNN first). A batch runs as one forward pass through
-`elmo-embed`'s own `embed_batch` (and its thread choice, `engine.tuned_call`), with every layer asked for only where a
-job of the batch needs them; the model keeps a word cache of its character CNN (`--word-cache`). A sentence's values
-in a batch differ from the same sentence alone by a float32 step or two (docs/serving.md).
+(`WORDS`: (num_layers, words, width), the character CNN first). A batch runs as one forward pass through the
+inference core's `embed_batch` (`elmo-embed`'s too, with its thread choice, `engine.tuned_call`), with every layer
+asked for only where a job of the batch needs them; the model keeps a word cache of its character CNN
+(`--word-cache`). A sentence's values in a batch differ from the same sentence alone by a float32 step or two
+(docs/serving.md).
 
 A batch that fails is run again request by request, so that a failure (an exception, or values that are not finite)
 fails only the request whose input caused it.
@@ -46,7 +47,7 @@ class ModelRunner:
     An ELMo model and its tokenizer, loaded by `load` (on the model's thread), and `compute`, which runs a batch.
 
     Args:
-        model: a model folder or Hub id (`hub.pretrained`'s loader).
+        model: a model folder or Hub id (the inference core's loader, `inference.pretrained`).
         device: a torch device name ("cpu", "cuda", "cuda:1").
         word_cache: words kept in the character CNN's cache (0: none).
     """
@@ -74,7 +75,7 @@ class ModelRunner:
         the engine's thread counts and products)."""
         import torch
 
-        from ..embed.model_calls import load_model
+        from ..inference.loading import load_model
         from ..word_embedding_store import WordEmbeddingCache
 
         self.tokenizer, self.model = load_model(
@@ -111,8 +112,7 @@ class ModelRunner:
     def _forward(self, jobs: Sequence[Job]) -> list[np.ndarray]:
         import numpy as np
 
-        from ..embed.batching import Batch, Sentence
-        from ..embed.model_calls import embed_batch
+        from ..inference.batches import Batch, Sentence, embed_batch
 
         layers = "all" if any(job.kind == WORDS for job in jobs) else "top"
         batch = Batch(0, [Sentence(index, "", job.words) for index, job in enumerate(jobs)])

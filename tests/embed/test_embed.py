@@ -274,12 +274,6 @@ def test_the_quantization_is_in_the_run_record_and_a_resume_keeps_it(
     assert any(not np.array_equal(quantized[name], exact[name]) for name in exact)
 
 
-def test_the_quantization_choices_are_the_configs_methods():
-    from modeling_elmo.quantization import METHODS
-
-    assert embed.QUANTIZATIONS == METHODS  # elmo-embed keeps its own copy so that parsing imports no torch
-
-
 def test_the_differences_name_both_values_of_an_option():
     found = {"quantization": "int8", "layers": "all", "model_sha256": "ab" * 32, "pooling": "none", "window": 8}
     wanted = {**found, "quantization": "none", "model_sha256": "cd" * 32, "window": None}

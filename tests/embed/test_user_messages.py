@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from modeling_elmo.commands.arguments import NOT_A_MODEL_FOLDER
 from modeling_elmo.embed import cli
 from modeling_elmo.foundation.errors import ToolError
+from modeling_elmo.foundation.model_location import NOT_A_MODEL_FOLDER
 
 
 def test_an_original_checkpoint_folder_as_the_model_is_named_so(tmp_path, fixture_dir, capsys):
@@ -22,7 +22,7 @@ def test_an_original_checkpoint_folder_as_the_model_is_named_so(tmp_path, fixtur
 
 def test_elmo_export_onnx_gives_an_original_checkpoint_folder_the_reason_elmo_embed_gives(tmp_path, fixture_dir):
     from modeling_elmo.deploy.arguments import check_onnx_export_command_line
-    from modeling_elmo.hub.pretrained import ModelLoadError, load_pretrained_model
+    from modeling_elmo.inference.pretrained import ModelLoadError, load_pretrained_model
 
     with pytest.raises(ModelLoadError) as loading:  # what elmo-embed, the embedder and the drop-ins report
         load_pretrained_model(fixture_dir)

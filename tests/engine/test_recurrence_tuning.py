@@ -21,7 +21,6 @@ from model_inputs import (
 from model_inputs import random_model as _model
 
 import modeling_elmo.engine.lstm_engine as modeling
-from modeling_elmo.embed.model_calls import tuning_key
 from modeling_elmo.engine import recurrence_tuning, tuned_call
 from modeling_elmo.engine.cpu_linear import onednn_linear_applies
 from modeling_elmo.engine.lstm_engine import LstmEngine
@@ -33,6 +32,7 @@ from modeling_elmo.engine.recurrence_tuning import (
     same_results_at,
     thread_counts,
 )
+from modeling_elmo.inference.batches import tuning_key
 
 MIN_INTERVAL = ThreadCountChooser.MIN_TRIAL_INTERVAL
 MAX_INTERVAL = ThreadCountChooser.MAX_TRIAL_INTERVAL

@@ -7,8 +7,8 @@ import torch
 from python_threads import at_once, caller_threads, frequent_thread_switches
 
 from modeling_elmo import ElmoModel, ElmoTokenizer
-from modeling_elmo.embed.model_calls import tuning_key
 from modeling_elmo.engine import tuned_call
+from modeling_elmo.inference.batches import tuning_key
 from modeling_elmo.word_embedding_store import WordEmbeddingStore, word_keys
 
 THREADS = 4

@@ -21,8 +21,8 @@ from flair.models import SequenceTagger  # noqa: E402
 from flair.trainers import ModelTrainer  # noqa: E402
 
 from modeling_elmo import ElmoModel, ElmoTokenizer  # noqa: E402
-from modeling_elmo.commands.arguments import NO_SUCH_FOLDER, NOT_A_MODEL_FOLDER  # noqa: E402
 from modeling_elmo.flair import ELMoEmbeddings  # noqa: E402
+from modeling_elmo.foundation.model_location import NO_SUCH_FOLDER, NOT_A_MODEL_FOLDER  # noqa: E402
 
 TOLERANCE = 1e-6
 TEXTS = ["The U.S. didn't say .", "Ünïcödé 👍🏽 words", "a"]
@@ -88,8 +88,8 @@ def test_elmo_embeddings_refuse_a_folder_that_is_not_elmo(tmp_path):
 
 
 def test_elmo_embeddings_load_folders_through_the_one_loader(fixture_dir, tmp_path):
-    """A folder is refused as `elmo-embed --model` refuses it (`hub.pretrained`), in one line naming it: an original
-    checkpoint's folder (options JSON + HDF5, no config.json) and a folder that is not there."""
+    """A folder is refused as `elmo-embed --model` refuses it (`inference.pretrained`), in one line naming it: an
+    original checkpoint's folder (options JSON + HDF5, no config.json) and a folder that is not there."""
     with pytest.raises(ValueError) as caught:
         ELMoEmbeddings(str(fixture_dir))
     assert str(caught.value) == f"ELMoEmbeddings: {fixture_dir}: {NOT_A_MODEL_FOLDER}"

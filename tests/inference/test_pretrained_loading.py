@@ -1,6 +1,7 @@
-"""The one loader of a converted folder or Hub id (`hub/pretrained.py`, issue 41 item 2): it loads what the model's
-own `from_pretrained` loads, and a location that can only fail answers in one line without the Hub's retries (no
-request at all for a name that is not a Hub id or while offline; one request for a Hub id the Hub does not answer)."""
+"""The one loader of a converted folder or Hub id (`inference/pretrained.py`, issue 41 item 2): it loads what the
+model's own `from_pretrained` loads, and a location that can only fail answers in one line without the Hub's retries
+(no request at all for a name that is not a Hub id or while offline; one request for a Hub id the Hub does not
+answer)."""
 
 import httpx2
 import numpy as np
@@ -12,10 +13,10 @@ from original_numpy import original_layers
 
 from modeling_elmo import ElmoModel, ElmoTokenizer
 from modeling_elmo.allennlp import ConfigurationError, Elmo
-from modeling_elmo.commands.arguments import NO_SUCH_FOLDER
 from modeling_elmo.elmoformanylangs import Embedder
 from modeling_elmo.formats.efml import EfmlFormatError
-from modeling_elmo.hub.pretrained import ModelLoadError, load_pretrained_model, load_pretrained_tokenizer
+from modeling_elmo.foundation.model_location import NO_SUCH_FOLDER
+from modeling_elmo.inference.pretrained import ModelLoadError, load_pretrained_model, load_pretrained_tokenizer
 
 
 @pytest.fixture

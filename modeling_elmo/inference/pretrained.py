@@ -1,12 +1,13 @@
 """
-The one loader of a converted ELMo model (a Transformers folder or a Hub id): `elmo-embed`, `ElmoBatchEmbedder` and
-the AllenNLP, ELMoForManyLangs, simple_elmo and flair drop-ins all load through it.
+The one loader of a converted ELMo model (a Transformers folder or a Hub id): `elmo-embed`, `ElmoBatchEmbedder`,
+`elmo serve` (through `loading.load_model`) and the AllenNLP, ELMoForManyLangs, simple_elmo and flair drop-ins all load
+through it.
 
 A location that can only fail answers at once, in one line (`ModelLoadError`), before Transformers is asked: a name
-that is neither an existing path nor a Hub id `namespace/name` (see `commands.arguments.NO_SUCH_FOLDER`), a Hub id
-that is not in the local cache while the Hub is offline (`HF_HUB_OFFLINE=1`), and a Hub id the Hub does not answer
-for: it is asked once, without huggingface_hub's retries (which take about 25 s on an unreachable Hub). A Hub id in
-the local cache loads as Transformers loads it.
+that is neither an existing path nor a Hub id `namespace/name` (see `foundation.model_location.NO_SUCH_FOLDER`), a
+Hub id that is not in the local cache while the Hub is offline (`HF_HUB_OFFLINE=1`), and a Hub id the Hub does not
+answer for: it is asked once, without huggingface_hub's retries (which take about 25 s on an unreachable Hub). A Hub
+id in the local cache loads as Transformers loads it.
 """
 
 import os
@@ -15,9 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..commands.arguments import NO_SUCH_FOLDER, NOT_A_MODEL_FOLDER, missing_model_folder, model_folder_problem
 from ..configuration_elmo import ElmoConfig
 from ..foundation.errors import ToolError, one_line
+from ..foundation.model_location import NO_SUCH_FOLDER, NOT_A_MODEL_FOLDER, missing_model_folder, model_folder_problem
 from ..modeling_elmo import ElmoModel
 from ..tokenization_elmo import ElmoTokenizer
 
