@@ -1,5 +1,5 @@
 """
-The products of quantized weights, per method (`METHODS`), on the fastest library kernel that applies on this CPU,
+The products of quantized weights, per method (`methods.METHODS`), on the fastest library kernel that applies on this CPU,
 chosen from its instruction set (`torch.backends.cpu.get_cpu_capability()`, the flags of /proc/cpuinfo), never from
 its vendor, and checked once on a small probe; where a kernel is missing or fails its probe, the next one serves.
 
