@@ -38,6 +38,7 @@ from transformers import (
     pipeline,
 )
 
+import modeling_elmo
 from modeling_elmo import ElmoForPreTraining, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel
 from modeling_elmo.conversion.convert import convert_checkpoint
 from modeling_elmo.pretraining.options import PretrainingOptions
@@ -376,6 +377,11 @@ def check_pretrain_corpus(sandbox: Sandbox, output: str) -> None:
         expected = [" ".join(line.split()[0] for line in block.splitlines()) for block in blocks]
         assert len(expected) == 12 and len(expected[0].split()) > 1
         assert (sandbox.work / folder / f"conll2003-{split}.txt").read_text() == "\n".join(expected) + "\n"
+
+
+def check_release_version(sandbox: Sandbox, output: str) -> None:
+    """The package's version, alone on its line (the tag and the loop of docs/releasing.md use it)."""
+    assert output.strip() == modeling_elmo.__version__
 
 
 def check_pretrain_vocab(sandbox: Sandbox, output: str) -> None:
@@ -921,6 +927,7 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "serving-ray": DocCommand(copy_converted_fixture, check_serving_ray, needs="ray"),
     "ner": DocCommand(write_tiny_conll, check_ner),
     "pretrain-corpus": DocCommand(write_tiny_conll_splits, check_pretrain_corpus),
+    "release-version": DocCommand(nothing, check_release_version),
     "pretrain-vocab": DocCommand(write_tiny_corpus, check_pretrain_vocab),
     "pretrain-options": DocCommand(nothing, check_pretrain_options, follows="pretrain-vocab"),
     "pretrain": DocCommand(nothing, check_pretrain, follows="pretrain-options"),
