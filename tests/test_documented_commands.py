@@ -38,6 +38,7 @@ from transformers import (
     pipeline,
 )
 
+import modeling_elmo
 from modeling_elmo import ElmoForPreTraining, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel
 from modeling_elmo.conversion.convert import convert_checkpoint
 from modeling_elmo.pretraining.options import PretrainingOptions
@@ -100,16 +101,21 @@ def write_fixture_in_batch_order(sandbox: Sandbox) -> None:
     (sandbox.work / "sentences.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def write_tiny_conll(sandbox: Sandbox, sentences_per_split: int = 12) -> None:
-    """`elmo-original` (the fixture biLM stands in for the 'original' model) and the first sentences of each
-    CoNLL-2003 split under `../shared/data/conll2003`."""
-    copy_converted_fixture(sandbox, "elmo-original")
+def write_tiny_conll_splits(sandbox: Sandbox, sentences_per_split: int = 12) -> None:
+    """The first sentences of each CoNLL-2003 split under `../shared/data/conll2003`."""
     conll = require_shared("data/conll2003")
     target = sandbox.shared / "data" / "conll2003"
     target.mkdir(parents=True)
     for split in ("train", "dev", "test"):
         sentences = conll.joinpath(f"{split}.txt").read_text(encoding="utf-8").strip().split("\n\n")
         target.joinpath(f"{split}.txt").write_text("\n\n".join(sentences[:sentences_per_split]) + "\n")
+
+
+def write_tiny_conll(sandbox: Sandbox) -> None:
+    """`elmo-original` (the fixture biLM stands in for the 'original' model) and the first sentences of each
+    CoNLL-2003 split under `../shared/data/conll2003`."""
+    copy_converted_fixture(sandbox, "elmo-original")
+    write_tiny_conll_splits(sandbox)
 
 
 def write_tiny_corpus(sandbox: Sandbox) -> None:
@@ -361,6 +367,21 @@ def check_ner(sandbox: Sandbox, output: str) -> None:
     text = "EU rejects German call to boycott British lamb ."
     entities = tagger(text)
     assert all(text[entity["start"] : entity["end"]] == entity["word"] for entity in entities)  # exact offsets
+
+
+def check_pretrain_corpus(sandbox: Sandbox, output: str) -> None:
+    """Each split's sentences, one a line, words only (each token line's first column), in the data set's order."""
+    for folder, split in (("corpus", "train"), ("heldout", "dev")):
+        assert sorted(path.name for path in (sandbox.work / folder).iterdir()) == [f"conll2003-{split}.txt"]
+        blocks = (sandbox.shared / "data" / "conll2003" / f"{split}.txt").read_text().strip().split("\n\n")
+        expected = [" ".join(line.split()[0] for line in block.splitlines()) for block in blocks]
+        assert len(expected) == 12 and len(expected[0].split()) > 1
+        assert (sandbox.work / folder / f"conll2003-{split}.txt").read_text() == "\n".join(expected) + "\n"
+
+
+def check_release_version(sandbox: Sandbox, output: str) -> None:
+    """The package's version, alone on its line (the tag and the loop of docs/releasing.md use it)."""
+    assert output.strip() == modeling_elmo.__version__
 
 
 def check_pretrain_vocab(sandbox: Sandbox, output: str) -> None:
@@ -905,6 +926,8 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "serving-session": DocCommand(copy_converted_fixture, check_serving_session),
     "serving-ray": DocCommand(copy_converted_fixture, check_serving_ray, needs="ray"),
     "ner": DocCommand(write_tiny_conll, check_ner),
+    "pretrain-corpus": DocCommand(write_tiny_conll_splits, check_pretrain_corpus),
+    "release-version": DocCommand(nothing, check_release_version),
     "pretrain-vocab": DocCommand(write_tiny_corpus, check_pretrain_vocab),
     "pretrain-options": DocCommand(nothing, check_pretrain_options, follows="pretrain-vocab"),
     "pretrain": DocCommand(nothing, check_pretrain, follows="pretrain-options"),
