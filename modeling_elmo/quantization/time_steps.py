@@ -1,7 +1,7 @@
 """
 A quantized layer's time step (`lstm_engine.TimeStep`) for one direction: its recurrent product, the cell and its
-projection, the element-wise work between the products in regions that torch compiles where it can
-(`engine.compiled_regions.CompiledRegion`: one loop per region; where it cannot, the regions' own ATen operations).
+projection, the element-wise work between the products in regions (`engine.compiled_regions.CompiledRegion`): their
+own ATen operations, or one compiled loop each with `ELMO_FUSED_STEP=1`.
 
 - `"int8"`: the recurrent product's scaling by the hidden rows' magnitudes and its sum with the gates, the gates'
   activations, the cell update and clip, the cell output and its per-row magnitudes (the projection's activations,
@@ -37,7 +37,7 @@ def _cell_of_gates(
     input_gate, new_input, forget_gate, output_gate = torch.sigmoid(gates).chunk(4, dim=-1)
     new_cell = torch.addcmul(torch.addcmul(-input_gate, input_gate, new_input, value=2), forget_gate, cell)
     if cell_clip is not None:
-        new_cell = new_cell.clamp(-cell_clip, cell_clip)
+        new_cell.clamp_(-cell_clip, cell_clip)
     return new_cell, torch.addcmul(-output_gate, output_gate, torch.sigmoid(new_cell * 2), value=2)
 
 
@@ -62,7 +62,7 @@ def int8_projected_hidden(product: torch.Tensor, magnitudes: torch.Tensor, proj_
     """The projection's product of unit rows (n, proj_size) scaled back by their `magnitudes` (n, 1), clipped to
     `proj_clip` (None: not)."""
     hidden = product * magnitudes
-    return hidden if proj_clip is None else hidden.clamp(-proj_clip, proj_clip)
+    return hidden if proj_clip is None else hidden.clamp_(-proj_clip, proj_clip)
 
 
 FLOAT_PRODUCTS_CELL = CompiledRegion(float_products_cell)
