@@ -1,6 +1,6 @@
-"""`--verbose`, a flag of every `elmo` subcommand: without it a command's output has no progress bars of Transformers'
-own ("Loading weights", "Writing model shards": a model loaded or saved, which every command does); the command's own
-bars (elmo-embed's, the Trainer's) and the Hub's download and upload bars stay. Only a command's run hides them
+"""`--verbose`, a flag of every `elmo` subcommand but run-legacy: without it a command's output has no progress bars of
+Transformers' own ("Loading weights", "Writing model shards": a model loaded or saved); the command's own bars
+(elmo-embed's, the Trainer's) and the Hub's download and upload bars stay. Only a command's run hides them
 (`commands.elmo.run_subcommand`), and shows them again after it if they were: a library user's process is left as it
 is.
 
