@@ -9,6 +9,7 @@ registered in `elmo_implementations`; the reference math is `reference_implement
 
 import contextlib
 import inspect
+import os
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -520,6 +521,70 @@ def _check_indices(name: str, values: torch.Tensor, size: int, ignore_index: int
         raise ValueError(f"{name} must be in {allowed}, found {int(values[invalid][0])}.")
 
 
+# The `quant_method` under which elmo-transformers registers its quantization with Transformers
+# (`modeling_elmo.quantization.QUANT_METHOD`), and the `from_pretrained` arguments that say where config.json is.
+ELMO_QUANT_METHOD = "elmo"
+_CONFIG_FILE_ARGUMENTS = (
+    "cache_dir",
+    "force_download",
+    "local_files_only",
+    "proxies",
+    "token",
+    "revision",
+    "subfolder",
+    "_from_auto",
+    "_from_pipeline",
+    "_commit_hash",
+)
+
+
+def _elmo_quantization_registered() -> bool:
+    """Whether Transformers knows elmo-transformers' quantizer (registered by `import modeling_elmo`)."""
+    from transformers.quantizers.auto import AUTO_QUANTIZER_MAPPING
+
+    return ELMO_QUANT_METHOD in AUTO_QUANTIZER_MAPPING
+
+
+def _quantization_dict(quantization_config) -> dict:
+    """A `quantization_config` (a config object or its dict) as a dict."""
+    to_dict = getattr(quantization_config, "to_dict", None)
+    return to_dict() if callable(to_dict) else dict(quantization_config)
+
+
+def _saved_quantization_config(config_class: type, args: tuple, kwargs: dict) -> dict | None:
+    """The `quantization_config` of the model that `from_pretrained(*args, **kwargs)` loads, as a dict, or None: from
+    its `config` argument, else from its config.json (read as `from_pretrained` reads it, so a folder that cannot be
+    read fails as it would there)."""
+    config = kwargs.get("config")
+    if config is None or isinstance(config, str | os.PathLike):
+        source = config if config is not None else args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        if source is None:
+            return None
+        arguments = {name: kwargs[name] for name in _CONFIG_FILE_ARGUMENTS if name in kwargs}
+        held = config_class.get_config_dict(source, **arguments)[0].get("quantization_config")
+    else:
+        held = getattr(config, "quantization_config", None)
+    return None if held is None else _quantization_dict(held)
+
+
+def _quantized_without_the_package(source, held: dict) -> str:
+    folder = "This model" if source is None else f"{source}"
+    return (
+        f"{folder} is saved quantized by elmo-transformers (quantization method {held.get('method')!r}): its biLM "
+        "weights load only with that package's quantized layers. Install it (not yet on PyPI: pip install "
+        '"elmo-transformers @ git+https://github.com/elmo-transformers/elmo-transformers") and "
+        "`import modeling_elmo` before loading. It cannot be loaded unquantized (it holds no float32 weights): for "
+        "an unquantized model, load the float32 folder it was quantized from."
+    )
+
+
+def _other_quantization(held: dict, asked) -> str:
+    return (
+        f"This folder is saved quantized ({held}); quantization_config={_quantization_dict(asked)} cannot change "
+        "that: load the float32 folder to quantize it another way."
+    )
+
+
 class ElmoPreTrainedModel(PreTrainedModel):
     config: ElmoConfig
     config_class = ElmoConfig
@@ -533,19 +598,28 @@ class ElmoPreTrainedModel(PreTrainedModel):
     @classmethod
     def from_pretrained(cls, *args, elmo_implementation: str | None = None, **kwargs):
         """As in [`PreTrainedModel`]; checkpoints with the highway gate's old name (`carry`) load too.
-        `elmo_implementation`: the implementation to choose (`set_implementation`), as `attn_implementation`. A
-        `quantization_config` other than the one a saved quantized folder holds is refused (Transformers would use
-        the folder's and only warn). An unknown or unavailable `elmo_implementation` is refused before loading."""
+        `elmo_implementation`: the implementation to choose (`set_implementation`), as `attn_implementation`. Refused
+        before loading: an unknown or unavailable `elmo_implementation`; a folder saved quantized by elmo-transformers
+        where that package's quantization is not registered (this file run as remote code without the package: its
+        weights would not fit the float32 layers); a `quantization_config` other than the one the saved quantized
+        folder holds (Transformers would use the folder's and only warn). The folder's own `quantization_config`
+        asked again loads as without it (without Transformers' warning)."""
         ALL_ELMO_IMPLEMENTATIONS.check_name(elmo_implementation)
+        asked = kwargs.get("quantization_config")
+        if asked is not None or not _elmo_quantization_registered():
+            held = _saved_quantization_config(cls.config_class, args, kwargs)
+            if held is not None and held.get("quant_method") == ELMO_QUANT_METHOD:
+                if not _elmo_quantization_registered():
+                    raise ImportError(_quantized_without_the_package(args[0] if args else None, held))
+                if asked is not None and _quantization_dict(asked) != held:
+                    raise ValueError(_other_quantization(held, asked))
+                kwargs.pop("quantization_config", None)  # the folder's own, which Transformers uses anyway
         kwargs["key_mapping"] = {**cls._RENAMED_KEYS, **(kwargs.get("key_mapping") or {})}
         loaded = super().from_pretrained(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded
         asked, held = kwargs.get("quantization_config"), getattr(model.config, "quantization_config", None)
-        if asked is not None and held is not None and dict(asked) != dict(held):
-            raise ValueError(
-                f"This folder is saved quantized ({dict(held)}); quantization_config={dict(asked)} cannot change "
-                "that: load the float32 folder to quantize it another way."
-            )
+        if asked is not None and held is not None and _quantization_dict(asked) != _quantization_dict(held):
+            raise ValueError(_other_quantization(_quantization_dict(held), asked))
         if elmo_implementation is not None:
             model.set_implementation(elmo_implementation)
         return loaded

@@ -8,6 +8,7 @@ ELMo is registered with the Auto classes (`inference.registration`); then the wo
 subcommand's own subcommands that need neither torch nor the model (`elmo pretrain build-vocab`, ...) run directly.
 """
 
+import contextlib
 import importlib
 import sys
 from collections.abc import Callable, Mapping
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..foundation.errors import ToolError, report, typed_as
 from ..inference.registration import register_auto_classes
+from .progress_bars import VERBOSE_HELP, asks_for_help, take_verbose_flag, transformers_progress_bars_hidden
 
 PROG = "elmo"
 
@@ -25,12 +27,13 @@ class Subcommand:
     arguments after the subcommand's name, returning the exit status), the function that parses its command line
     without importing torch (`check`, same form; None where `run` itself parses first and registers ELMo when it
     needs to), and its own light subcommands (`light`: name -> "module:function", called with the arguments after
-    that name)."""
+    that name), and whether it takes `--verbose` (`takes_verbose`)."""
 
     summary: str
     run: str
     check: str | None = None
     light: Mapping[str, str] = field(default_factory=dict)
+    takes_verbose: bool = True  # `--verbose` (`progress_bars`); run-legacy's arguments are all its program's
 
 
 SUBCOMMANDS = {
@@ -83,6 +86,7 @@ SUBCOMMANDS = {
     "run-legacy": Subcommand(
         "run an unchanged AllenNLP-ELMo program (seqvec, a script) with modeling_elmo serving allennlp's names",
         run="modeling_elmo.commands.run_legacy:main",
+        takes_verbose=False,
     ),
 }
 # console script: subcommand (pyproject.toml's [project.scripts])
@@ -104,18 +108,24 @@ def run_subcommand(name: str, argv: list[str], typed: str) -> int:
     from ..runtime.cpu_threads import configure_cpu_threads
 
     subcommand = SUBCOMMANDS[name]
-    with typed_as(typed):
-        if argv[:1] and argv[0] in subcommand.light:
-            return load(subcommand.light[argv[0]])(argv[1:])
-        try:
-            if subcommand.check is not None:
-                load(subcommand.check)(argv)
-            configure_cpu_threads()
-            if subcommand.check is not None:
-                register_auto_classes()
-            return load(subcommand.run)(argv)
-        except ToolError as error:  # one that the command's own `main` (or its check) does not report
-            return report(typed, error)
+    verbose, argv = take_verbose_flag(argv) if subcommand.takes_verbose else (True, argv)
+    try:
+        with typed_as(typed), contextlib.nullcontext() if verbose else transformers_progress_bars_hidden():
+            if argv[:1] and argv[0] in subcommand.light:
+                return load(subcommand.light[argv[0]])(argv[1:])
+            try:
+                if subcommand.check is not None:
+                    load(subcommand.check)(argv)
+                configure_cpu_threads()
+                if subcommand.check is not None:
+                    register_auto_classes()
+                return load(subcommand.run)(argv)
+            except ToolError as error:  # one that the command's own `main` (or its check) does not report
+                return report(typed, error)
+    except SystemExit as stop:
+        if stop.code == 0 and subcommand.takes_verbose and asks_for_help(argv):
+            print(f"\n{VERBOSE_HELP}")  # after the help its parser printed
+        raise
 
 
 def usage() -> str:
@@ -125,7 +135,8 @@ def usage() -> str:
         f"usage: {PROG} SUBCOMMAND [ARGS ...]\n\nELMo for Hugging Face Transformers: every tool as a subcommand.\n"
         f"`{PROG} SUBCOMMAND --help` lists its flags; `elmo-SUBCOMMAND` is the same command.\n\nsubcommands:\n"
         + "\n".join(lines)
-        + "\n"
+        + "\n\nEvery subcommand but run-legacy also takes --verbose: Transformers' own progress bars (loading and "
+        "saving a model), hidden otherwise.\n"
     )
 
 

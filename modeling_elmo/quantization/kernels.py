@@ -1,7 +1,8 @@
 """
-The products of quantized weights, per method (`methods.METHODS`), on the fastest library kernel that applies on this CPU,
-chosen from its instruction set (`torch.backends.cpu.get_cpu_capability()`, the flags of /proc/cpuinfo), never from
-its vendor, and checked once on a small probe; where a kernel is missing or fails its probe, the next one serves.
+The products of quantized weights, per method (`methods.METHODS`), on the fastest library kernel that applies on
+this CPU, chosen from its instruction set (`torch.backends.cpu.get_cpu_capability()`, the flags of /proc/cpuinfo),
+never from its vendor, and checked once on a small probe; where a kernel is missing or fails its probe, the next one
+serves.
 
 The `"int8"` and `"bf16"` products give a row the same result whatever other rows it is computed with (a sentence
 gets the same vector in any batch): each runs one kernel at every row count, int8 quantizes the activations per row,

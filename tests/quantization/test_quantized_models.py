@@ -2,6 +2,12 @@
 tolerances on the fixture, the save/load round trip, the gradient rule and the heads."""
 
 import json
+import os
+import subprocess
+import sys
+import sysconfig
+import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,7 +19,7 @@ from transformers import (
     AutoTokenizer,
 )
 
-from modeling_elmo import ElmoQuantizationConfig
+from modeling_elmo import ElmoModel, ElmoQuantizationConfig
 from modeling_elmo.quantization.quantized_layer import ElmoQuantizedLstmLayer
 
 METHODS = ["int8", "int8_weight_only", "bf16"]
@@ -199,15 +205,74 @@ def test_the_card_of_a_quantized_model_says_so_and_by_which_method(converted_fix
     assert "quantized" not in plain.data.tags and "## Quantized" not in plain.text
 
 
-def test_a_saved_quantized_folder_refuses_another_quantization_in_one_line(converted_fixture, tmp_path):
+@pytest.fixture(scope="module")
+def int8_folder(converted_fixture, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("quantized") / "int8"
     AutoModel.from_pretrained(converted_fixture, quantization_config=ElmoQuantizationConfig("int8")).save_pretrained(
-        tmp_path / "int8"
+        folder
     )
-    with pytest.raises(ValueError, match=r"^This folder is saved quantized .*'int8'.*cannot change that") as error:
-        AutoModel.from_pretrained(tmp_path / "int8", quantization_config=ElmoQuantizationConfig("bf16"))
+    return folder
+
+
+@pytest.mark.parametrize("load", [AutoModel.from_pretrained, ElmoModel.from_pretrained])  # a config, config.json
+def test_a_saved_quantized_folder_refuses_another_quantization_in_one_line(int8_folder, load, capfd):
+    """Refused before Transformers would warn that it uses the folder's own (issue 52, point 5c); the folder's own
+    asked again loads without that warning."""
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match=r"^This folder is saved quantized .*'int8'.*cannot change that") as error:
+            load(int8_folder, quantization_config=ElmoQuantizationConfig("bf16"))
+        with pytest.raises(ValueError, match=r"^This folder is saved quantized .*'int8'.*cannot change that"):
+            load(int8_folder, quantization_config={"quant_method": "elmo", "method": "bf16"})
+        same = load(int8_folder, quantization_config=ElmoQuantizationConfig("int8"))
     assert "\n" not in str(error.value)
-    same = AutoModel.from_pretrained(tmp_path / "int8", quantization_config=ElmoQuantizationConfig("int8"))
     assert same.config.quantization_config.method == "int8"
+    said = [str(warning.message) for warning in warned] + capfd.readouterr().err.splitlines()
+    assert not [message for message in said if "quantization_config" in message], said
+
+
+def test_a_saved_quantized_folder_without_the_quantizer_says_to_install_the_package(int8_folder, monkeypatch):
+    """Where elmo-transformers' quantizer is not registered (the folder's remote code without the package: tested for
+    real in test_a_saved_quantized_folder_loaded_without_the_package_says_to_install_it), one error, not Transformers'
+    size-mismatch table (issue 52, point 5b)."""
+    from transformers.quantizers.auto import AUTO_QUANTIZER_MAPPING
+
+    monkeypatch.delitem(AUTO_QUANTIZER_MAPPING, "elmo")
+    for load in (AutoModel.from_pretrained, ElmoModel.from_pretrained):
+        with pytest.raises(ImportError, match=r"saved quantized by elmo-transformers \(quantization method 'int8'\)"):
+            load(int8_folder)
+
+
+# a user without this package: tests/without_package.py hides it, the folder's own code loads it
+LOAD_WITHOUT_PACKAGE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from without_package import use_site_packages_without_package
+use_site_packages_without_package(sys.argv[2])
+from transformers import AutoModel
+AutoModel.from_pretrained(sys.argv[3], trust_remote_code=True)
+"""
+
+
+@pytest.mark.integration
+def test_a_saved_quantized_folder_loaded_without_the_package_says_to_install_it(int8_folder, tmp_path):
+    site_packages = sysconfig.get_paths()["purelib"]
+    tests = str(Path(__file__).resolve().parents[1])
+    environment = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", LOAD_WITHOUT_PACKAGE, tests, site_packages, str(int8_folder)],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: ") and "saved quantized by elmo-transformers" in last, result.stderr[-3000:]
+    assert "(quantization method 'int8')" in last and "elmo-transformers @ git+https://" in last
+    assert "cannot be loaded unquantized" in last
+    assert "mismatch" not in result.stderr.lower() and "Unknown quantization type" not in result.stderr
 
 
 def test_a_quantized_model_refuses_to_be_exported_in_one_line(converted_fixture, fixture_batch):
