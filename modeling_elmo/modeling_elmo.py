@@ -572,7 +572,7 @@ def _quantized_without_the_package(source, held: dict) -> str:
     return (
         f"{folder} is saved quantized by elmo-transformers (quantization method {held.get('method')!r}): its biLM "
         "weights load only with that package's quantized layers. Install it (not yet on PyPI: pip install "
-        '"elmo-transformers @ git+https://github.com/elmo-transformers/elmo-transformers") and "
+        '"elmo-transformers @ git+https://github.com/elmo-transformers/elmo-transformers") and '
         "`import modeling_elmo` before loading. It cannot be loaded unquantized (it holds no float32 weights): for "
         "an unquantized model, load the float32 folder it was quantized from."
     )
