@@ -12,8 +12,8 @@ same tensors at the same version (`load_state_dict` renews them).
 
 The layer runs on CPUs only, without gradients: the CPU engine's recurrence (`lstm_engine.LstmEngine.run`), one
 direction over all its time steps before the other (so at batch 1 one direction's weights stay in cache), the gate
-bias added once per block of steps with the input-to-gate products, and its own time step (`time_steps`: the
-element-wise work fused by torch's compiler where it runs, sigmoids only).
+bias added once per block of steps with the input-to-gate products, and its own time step (`time_steps`: sigmoids
+only, its element-wise work compiled by torch with `ELMO_FUSED_STEP=1`).
 """
 
 import torch
