@@ -25,7 +25,7 @@ one-word sentence) and compared with PyTorch's own path, all layers; the max abs
 `--tolerance` the export fails. The file is written beside OUT under a hidden temporary name and renamed into place
 only when verified; an existing OUT is refused unless `--overwrite`. Errors: one line `elmo-export-onnx: error: ...` on
 stderr, status 1 (the exporter's own messages cut to their first line, without terminal colour codes: `one_line`).
-Needs the `onnx` extra: `pip install "elmo-transformers[onnx]"`.
+Needs the `onnx` extra: `pip install -e '.[onnx]'` in a checkout, or see docs/install.md.
 """
 
 import contextlib
@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from ..character_ids import word_to_char_ids
-from ..foundation.errors import ToolError, one_line, report
+from ..foundation.errors import ToolError, extra_install_hint, one_line, report
 from ..foundation.model_location import model_folder_problem
 from ..foundation.output_folder import parent_folders, path_replaced_atomically, reason_of
 from ..foundation.owned_files import output_claimed
@@ -102,9 +102,7 @@ def example_batch(rows: list[tuple[int, bool]], max_characters: int, seed: int =
 def _require_onnx_packages() -> None:
     missing = [name for name in ONNX_PACKAGES if importlib.util.find_spec(name) is None]
     if missing:
-        raise OnnxExportError(
-            f"{', '.join(missing)} not installed: install the onnx extra (pip install 'elmo-transformers[onnx]')."
-        )
+        raise OnnxExportError(f"{', '.join(missing)} not installed ({extra_install_hint('onnx')}).")
 
 
 def load_model(model_dir: str | os.PathLike) -> nn.Module:

@@ -26,11 +26,11 @@ if TYPE_CHECKING:
     from .triton_recurrence import KernelWeights
 
 from ..elmo_implementations import ElmoCall, ElmoImplementations, ImplementationUnavailable, PerLayer
-from ..foundation.errors import one_line
+from ..foundation.errors import extra_install_hint, one_line
 from ..lstm_cell import LayerKey, LstmState, LstmWeights
 from .cuda_graphs import StepLoopGraphs
 
-INSTALL_HINT = "pip install 'elmo-transformers[gpu]'"
+INSTALL_HINT = extra_install_hint("gpu")
 
 
 @functools.cache

@@ -3,7 +3,8 @@
 `PROG: error: MESSAGE` on stderr, and exits with the error's `exit_status`: 2 where what the user gave cannot be used
 (arguments, input files, an output folder in use or not to be replaced, sizes beyond memory), 1 where the work
 failed on something else (a download, the Hub, a write, a model that does not load). `one_line` is the one way to
-put an exception's message on one line, for every wing."""
+put an exception's message on one line, for every wing; `extra_install_hint` the one way a message says how to install
+an extra."""
 
 import re
 import sys
@@ -35,6 +36,13 @@ def one_line(error: BaseException, *, first: bool = False) -> str:
     if not text:
         return type(error).__name__
     return text.splitlines()[0] if first else " ".join(text.split())
+
+
+def extra_install_hint(extra: str) -> str:
+    """How a message tells the user to install the package's `extra`. The package is not yet on PyPI, so the hint
+    names a checkout's editable install and docs/install.md (which also covers the repository URL and the wheel);
+    once it is published, this is the one place to change (docs/releasing.md)."""
+    return f"install the {extra} extra: pip install -e '.[{extra}]' in a checkout, or see docs/install.md"
 
 
 def report(prog: str, error: ToolError) -> int:

@@ -72,9 +72,9 @@ def test_a_model_without_triton_imports_runs_and_refuses_it():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == (
-        "Implementation 'triton' needs Triton: Triton is not installed (pip install 'elmo-transformers[gpu]'); "
-        "registered are 'cpu', 'cpu_threads', 'eager', 'eager_tf32', 'reference' (those that run here), or None for "
-        "the default.\n"
+        "Implementation 'triton' needs Triton: Triton is not installed (install the gpu extra: pip install -e "
+        "'.[gpu]' in a checkout, or see docs/install.md); registered are 'cpu', 'cpu_threads', 'eager', 'eager_tf32', "
+        "'reference' (those that run here), or None for the default.\n"
     )
 
 

@@ -7,10 +7,12 @@ import os
 
 import pytest
 
+from modeling_elmo.foundation.errors import extra_install_hint
+
 
 def require_interpreted_triton() -> None:
     if importlib.util.find_spec("triton") is None:
-        reason = "Triton is not installed (pip install 'elmo-transformers[gpu]')"
+        reason = f"Triton is not installed ({extra_install_hint('gpu')})"
     elif os.environ.get("TRITON_INTERPRET") != "1":
         reason = "TRITON_INTERPRET=1 is not set (the kernels run on a CPU only when Triton interprets them)"
     else:

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from pathlib import Path
 
 import h5py
@@ -42,6 +43,8 @@ from modeling_elmo.hub.remote_code import CONFIG_AUTO_MAP, code_folder_problems
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
 REPO_ID = "org/elmo-fixture"
+REPOSITORY = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+INSTALL_LINE = f'pip install "elmo-transformers @ git+{REPOSITORY}"'  # the cards' install, until it is on PyPI
 ORIGINAL_TOLERANCE = 2e-6
 ENTRY_MODULES = ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py")
 # what save_pretrained copies: the modules of the registered classes and, recursively, what they import relatively
@@ -148,7 +151,7 @@ def test_converted_folder_is_a_complete_repo(published_folder, fixture_dir):
         assert hashlib.sha256((fixture_dir / name).read_bytes()).hexdigest() in card.text
     assert "max abs difference of" in card.text and "not run" not in card.text
     assert f'AutoModel.from_pretrained("{REPO_ID}", trust_remote_code=True)' in card.text
-    assert f'AutoModel.from_pretrained("{REPO_ID}")' in card.text
+    assert f'AutoModel.from_pretrained("{REPO_ID}")' in card.text and INSTALL_LINE in card.text
     assert "LSTM cell / projection | 64 / 16" in card.text and "cut at 48 UTF-8 bytes" in card.text
 
 
@@ -444,8 +447,12 @@ def test_cli_checks_the_push_target_before_converting(fixture_dir, local_hub, tm
 
 
 def test_card_template_with_a_missing_field_is_an_error(monkeypatch, published_folder):
-    template = model_card.load_template(model_card.BASE_TEMPLATE)
-    monkeypatch.setattr(model_card, "load_template", lambda name: template + "\nSee {{ paper_url }}.\n")
+    shipped = model_card.load_template  # the included parts (install.md) as shipped; the base card with a new field
+    monkeypatch.setattr(
+        model_card,
+        "load_template",
+        lambda name: shipped(name) + ("\nSee {{ paper_url }}.\n" if name == model_card.BASE_TEMPLATE else ""),
+    )
     config = AutoModel.from_pretrained(published_folder).config
     with pytest.raises(ModelCardError, match="'elmo_base.md' uses a field that was not given: 'paper_url'"):
         model_card.render_base_model_card(config, sources={}, max_abs_difference=None)
@@ -504,7 +511,7 @@ def test_ner_card(published_folder):
     }
     assert "| dev | 0.9100 | 0.8900 | 0.9000 |" in text and "| test | 0.8700 | 0.8500 | 0.8600 |" in text
     assert "| `scalar_mix` | 0.2500 | 0.5000 | 0.2500 | 1.5000 |" in text
-    assert "Labels: O, B-LOC, I-LOC." in text and "| epochs | 3 |" in text
+    assert "Labels: O, B-LOC, I-LOC." in text and "| epochs | 3 |" in text and INSTALL_LINE in text
     with pytest.raises(ModelCardError, match="dev_scores and test_scores"):
         render_ner_model_card(tagger, base_model=REPO_ID, dev_scores=dev, test_scores={})
 
@@ -522,10 +529,27 @@ def test_classifier_card_shows_the_mix_or_the_concatenated_layers(published_fold
         text_columns=("sentence",),
         training={"epochs": 3},
     )
-    assert "| validation | 0.7500 |" in text
+    assert "| validation | 0.7500 |" in text and INSTALL_LINE in text
     assert ("| `scalar_mix` | 0.3333 | 0.3333 | 0.3333 | 1.0000 |" in text) is not concat_layers
     assert ("## Learned scalar mix" in text) is not concat_layers
     assert ("each of its 3 layers mean pooled on its own" in text) is concat_layers
+
+
+def test_every_card_says_how_to_install_the_package_today():
+    """The package is not yet on PyPI: each card whose usage imports it includes `install.md`, which installs from the
+    repository that pyproject.toml names and says that the install by name works once it is published."""
+    install = " ".join(model_card.load_template("install.md").split())
+    assert INSTALL_LINE in install
+    assert "not yet published on PyPI; `pip install elmo-transformers` works once it is published" in install
+    for name in (
+        model_card.BASE_TEMPLATE,
+        model_card.NER_TEMPLATE,
+        model_card.CLASSIFIER_TEMPLATE,
+        model_card.PRETRAINED_TEMPLATE,
+    ):
+        template = model_card.load_template(name)
+        assert "import modeling_elmo" in template and '{% include "install.md" %}' in template, name
+        assert "pip install" not in template, name  # the install line is install.md's alone
 
 
 def test_the_package_root_is_exactly_the_remote_code():
