@@ -433,7 +433,7 @@ def int8_unit_rows_product(weight: torch.Tensor, scales: torch.Tensor) -> Linear
     The `"int8"` product of unit rows, before their magnitudes scale it back: `units` (M, in), every value in
     [-1, 1] (`unit_rows`) -> float32 (M, out), on `kernel_name("int8")`, padded as `quantized_linear` pads (a row's
     result does not depend on the other rows). `weight` (out, in) int8, `scales` (out,) float32. For a time step that
-    scales and adds in its own fused pass (`quantization.time_steps`).
+    scales it back in the pass that adds it to the gates (`quantization.time_steps`).
     """
     out_features, in_features = weight.shape
     unscaled = INT8_KERNELS[int8_kernel()](weight, scales)

@@ -13,7 +13,7 @@ same tensors at the same version (`load_state_dict` renews them).
 The layer runs on CPUs only, without gradients: the CPU engine's recurrence (`lstm_engine.LstmEngine.run`), one
 direction over all its time steps before the other (so at batch 1 one direction's weights stay in cache), the gate
 bias added once per block of steps with the input-to-gate products, and its own time step (`time_steps`: sigmoids
-only, its element-wise work compiled by torch with `ELMO_FUSED_STEP=1`).
+only, few element-wise passes).
 """
 
 import torch
@@ -25,7 +25,7 @@ from ..modeling_elmo import ElmoBiLm, ElmoConfig, ElmoLstmLayer, ElmoModel, Elmo
 from .kernels import int8_unit_rows_product, quantized_linear
 from .methods import check_method
 from .storage import register_empty, restore_dtypes, storage_dtypes, store, version_key
-from .time_steps import fused_time_step
+from .time_steps import time_step
 
 QUANTIZED_WEIGHTS = ("weight_ih", "weight_hh", "weight_proj")
 _RECURRENCE = LstmEngine()  # holds nothing for given products: one serves every quantized layer
@@ -76,7 +76,7 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
 
     def step_sets(self) -> list[StepSet]:
         """Per direction, the input-to-gate product (gate bias added) and the time step, on this CPU's kernels
-        (`kernels.quantized_linear`, `time_steps.fused_time_step`), derived on first use and kept while the layer's
+        (`kernels.quantized_linear`, `time_steps.time_step`), derived on first use and kept while the layer's
         tensors are unchanged."""
         key = version_key(self)
         cached = self._products
@@ -136,8 +136,8 @@ class ElmoQuantizedLstmLayer(ElmoLstmLayer):
             input_to_gates = self._product("weight_ih", direction, bias=bias[direction].contiguous())
             recurrent = self._product("weight_hh", direction, unit_rows=unit_rows)
             projection = self._product("weight_proj", direction, unit_rows=unit_rows)
-            time_step = fused_time_step(self.quantization, recurrent, projection, self.cell_clip, self.proj_clip)
-            sets.append((slice(direction, direction + 1), input_to_gates, time_step))
+            step = time_step(self.quantization, recurrent, projection, self.cell_clip, self.proj_clip)
+            sets.append((slice(direction, direction + 1), input_to_gates, step))
         return sets
 
     def forward(

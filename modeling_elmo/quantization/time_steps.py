@@ -1,24 +1,26 @@
 """
 A quantized layer's time step (`lstm_engine.TimeStep`) for one direction: its recurrent product, the cell and its
-projection, the element-wise work between the products in regions (`engine.compiled_regions.CompiledRegion`): their
-own ATen operations, or one compiled loop each with `ELMO_FUSED_STEP=1`.
+projection, with the element-wise work between the two products in as few ATen passes as its arithmetic allows.
 
-- `"int8"`: the recurrent product's scaling by the hidden rows' magnitudes and its sum with the gates, the gates'
-  activations, the cell update and clip, the cell output and its per-row magnitudes (the projection's activations,
-  quantized per row) in one region (`int8_products_cell`); the projection's scaling and clip in another
-  (`int8_projected_hidden`).
-- `"int8_weight_only"` and `"bf16"` (float32 products): the gates' sum and everything up to the cell output in one
-  region (`float_products_cell`).
+- `"int8"`: the products take unit rows (`kernels.int8_unit_rows_product`); the recurrent product's scaling by the
+  hidden rows' magnitudes and its sum with the gates are one `addcmul`, then the gates' activations, the cell update
+  and clip, the cell output and its per-row magnitudes (the projection's activations, quantized per row)
+  (`int8_products_cell`); the projection's scaling and clip (`int8_projected_hidden`).
+- `"int8_weight_only"` and `"bf16"` (float32 products): the gates' sum and everything up to the cell output
+  (`float_products_cell`).
 
 The gate products' new-input rows `j` come doubled (`quantized_layer.ElmoQuantizedLstmLayer`), so every activation is
 a sigmoid: `tanh(x) = 2 sigmoid(2x) - 1`, so `f c + i tanh(j) = f c + 2 i sigmoid(2j) - i` and `o tanh(c) = 2 o
-sigmoid(2c) - o`. Eager, ATen splits `tanh` of even a few thousand values among threads, each of which waits for the
-others on a busy CPU, while `sigmoid` of a time step's values runs on one.
+sigmoid(2c) - o`. ATen splits `tanh` of even a few thousand values among threads, each of which waits for the others
+on a busy CPU, while `sigmoid` of a time step's values runs on one.
+
+Compiling these regions into one loop each (`torch.compile`, inductor's C++) was measured and not adopted: no faster
+on 2 threads, slower at a few rows, and seconds of compilation per process (docs/speed.md, "The time step's
+element-wise work"; `benchmarks/bench_time_step.py`).
 """
 
 import torch
 
-from ..engine.compiled_regions import CompiledRegion
 from ..engine.lstm_engine import LinearFn, TimeStep
 from ..lstm_cell import LstmState
 from .kernels import unit_rows
@@ -65,12 +67,7 @@ def int8_projected_hidden(product: torch.Tensor, magnitudes: torch.Tensor, proj_
     return hidden if proj_clip is None else hidden.clamp_(-proj_clip, proj_clip)
 
 
-FLOAT_PRODUCTS_CELL = CompiledRegion(float_products_cell)
-INT8_PRODUCTS_CELL = CompiledRegion(int8_products_cell)
-INT8_PROJECTED_HIDDEN = CompiledRegion(int8_projected_hidden)
-
-
-def fused_time_step(
+def time_step(
     method: str, recurrent: LinearFn, projection: LinearFn, cell_clip: float | None, proj_clip: float | None
 ) -> TimeStep:
     """
@@ -82,14 +79,14 @@ def fused_time_step(
 
     def int8_step(gates: torch.Tensor, hidden: torch.Tensor, cell: torch.Tensor) -> LstmState:
         units, magnitudes = unit_rows(hidden[0])
-        new_cell, cell_units, cell_magnitudes = INT8_PRODUCTS_CELL(
+        new_cell, cell_units, cell_magnitudes = int8_products_cell(
             gates[0], recurrent(units), magnitudes, cell[0], cell_clip
         )
-        new_hidden = INT8_PROJECTED_HIDDEN(projection(cell_units), cell_magnitudes, proj_clip)
+        new_hidden = int8_projected_hidden(projection(cell_units), cell_magnitudes, proj_clip)
         return new_hidden.unsqueeze(0), new_cell.unsqueeze(0)
 
     def float_step(gates: torch.Tensor, hidden: torch.Tensor, cell: torch.Tensor) -> LstmState:
-        new_cell, cell_output = FLOAT_PRODUCTS_CELL(gates[0], recurrent(hidden[0]), cell[0], cell_clip)
+        new_cell, cell_output = float_products_cell(gates[0], recurrent(hidden[0]), cell[0], cell_clip)
         new_hidden = projection(cell_output)
         if proj_clip is not None:
             new_hidden.clamp_(-proj_clip, proj_clip)
