@@ -1,8 +1,16 @@
 """The kernels of the quantization methods (`modeling_elmo.quantization.kernels`): the choice by instruction set and
 probe, the fallbacks where an op is missing or its quantized tensors are gone (faked), which kernel ran, and each
-product against the float64 product of the dequantized weight."""
+product against the float64 product of the dequantized weight.
 
+A test of one kernel skips where that kernel does not serve, but only where the CPU lacks what the kernel needs: where
+/proc/cpuinfo (read here, not by the code under test) lists its instruction set, the skip is a failure
+(`require_kernel`); the per-row property of fbgemm's int8 product is also checked on the fallback (`torch._int_mm`),
+which runs everywhere."""
+
+import os
+import platform
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +28,50 @@ def fresh_choices():
     yield
     for choice in CACHED:
         choice.cache_clear()
+
+
+def cpuinfo_flags() -> frozenset[str]:
+    """This CPU's instruction-set flags as /proc/cpuinfo lists them (empty where there is no such file)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text(errors="replace").splitlines() if cpuinfo.exists() else []
+    return frozenset(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), ()))
+
+
+def _vector_isa(flags: frozenset[str]) -> bool:
+    """An x86-64 CPU with AVX2 or AVX-512 whose ATen kernels are not lowered to the default ones."""
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    lowered = os.environ.get("ATEN_CPU_CAPABILITY", "").lower() == "default"
+    return x86 and bool({"avx2", "avx512f"} & flags) and not lowered
+
+
+def promised_by_the_cpu(method: str, kernel: str) -> str | None:
+    """What in this CPU's flags and this torch's build means `kernel` must serve `method` here (None: nothing)."""
+    flags = cpuinfo_flags()
+    if (method, kernel) == ("int8", "fbgemm"):
+        if _vector_isa(flags) and "fbgemm" in torch.backends.quantized.supported_engines:
+            return "AVX2 or AVX-512 and a torch built with fbgemm"
+    elif (method, kernel) == ("int8_weight_only", "int8pack"):
+        if _vector_isa(flags) and hasattr(torch.ops.aten, "_weight_int8pack_mm"):
+            return "AVX2 or AVX-512 and ATen's `_weight_int8pack_mm`"
+    elif (method, kernel) == ("bf16", "onednn"):
+        native = sorted({"avx512_bf16", "amx_bf16"} & flags)
+        if native and _vector_isa(flags) and torch.backends.mkldnn.is_available():
+            return f"{' and '.join(native)} and a torch built with oneDNN"
+    else:
+        raise ValueError(f"no rule for {method} on {kernel}")
+    return None
+
+
+def require_kernel(method: str, kernel: str) -> None:
+    """Skip unless `kernel` serves `method` here (`kernels.kernel_name`), where this CPU lacks what it needs; fail
+    where the CPU has it (a probe or a detection that went wrong would otherwise pass as a skip)."""
+    serving = kernels.kernel_name(method)
+    if kernel in serving.split("+"):
+        return
+    promise = promised_by_the_cpu(method, kernel)
+    if promise is not None:
+        pytest.fail(f"this CPU has {promise} (/proc/cpuinfo), but {method} runs on {serving}, not {kernel}")
+    pytest.skip(f"{kernel} does not serve {method} on this CPU ({serving} does)")
 
 
 def _weights(out_features=48, in_features=40, seed=0):
@@ -61,15 +113,13 @@ def test_the_symmetric_quantization_is_within_half_a_scale():
     assert ((quantized.float() * scales.unsqueeze(1) - weight).abs() <= scales.unsqueeze(1) / 2 + 1e-7).all()
 
 
-def test_on_an_avx512_vnni_cpu_int8_runs_on_fbgemm_at_full_range(monkeypatch):
-    if not (kernels.is_x86() and kernels.vectorised_capability()):
-        pytest.skip("fbgemm's kernels need AVX2 or AVX-512")
-    assert kernels.int8_kernel() == "fbgemm"
+def test_on_an_avx2_cpu_int8_runs_on_fbgemm_at_full_range_with_vnni(monkeypatch):
+    require_kernel("int8", "fbgemm")
     weight, inputs = _weights()
     product = _product("int8", weight)  # its probes' products, before the spy
     seen = _spy_static_inputs(monkeypatch)
     product(inputs)
-    levels = 127 if kernels.has_vnni() else 63  # 7-bit activations without VNNI
+    levels = 127 if {"avx512_vnni", "avx_vnni"} & cpuinfo_flags() else 63  # 7-bit activations without VNNI
     assert [(step, zero_point) for _, step, zero_point in seen] == [(1 / levels, levels + 1)]
 
 
@@ -146,8 +196,8 @@ def _spy(monkeypatch, namespace, name: str) -> list:
 
 
 def test_weight_only_runs_one_row_on_int8pack_and_more_rows_on_onednn_packed_on_first_use(monkeypatch):
-    if kernels.bf16_kernel() != "onednn" or kernels.weight_only_kernel() != "int8pack":
-        pytest.skip("oneDNN's bfloat16 linear or ATen's int8pack kernel does not serve on this CPU")
+    require_kernel("int8_weight_only", "int8pack")
+    require_kernel("bf16", "onednn")
     assert kernels.kernel_name("int8_weight_only") == "int8pack+onednn"
     int8pack = _spy(monkeypatch, torch.ops.aten, "_weight_int8pack_mm")
     onednn = _spy(monkeypatch, torch.ops.mkldnn, "_linear_pointwise")
@@ -170,8 +220,8 @@ def test_weight_only_runs_one_row_on_int8pack_and_more_rows_on_onednn_packed_on_
 def test_weight_only_on_both_kernels_is_the_same_arithmetic():
     """bfloat16 holds the int8 values exactly: a row gives the same product on either kernel, to the rounding of
     the bfloat16 outputs."""
-    if kernels.bf16_kernel() != "onednn" or kernels.weight_only_kernel() != "int8pack":
-        pytest.skip("oneDNN's bfloat16 linear or ATen's int8pack kernel does not serve on this CPU")
+    require_kernel("int8_weight_only", "int8pack")
+    require_kernel("bf16", "onednn")
     weight, inputs = _weights(seed=5)
     quantized, scales = kernels.quantize_symmetric(weight, torch.bfloat16)
     rows = inputs.reshape(-1, 40)
@@ -181,9 +231,8 @@ def test_weight_only_on_both_kernels_is_the_same_arithmetic():
 
 
 def test_without_onednn_weight_only_runs_every_row_count_on_int8pack(monkeypatch):
+    require_kernel("int8_weight_only", "int8pack")
     monkeypatch.setattr(kernels, "bf16_kernel", lambda: "matmul")
-    if kernels.weight_only_kernel() != "int8pack":
-        pytest.skip("ATen's int8pack kernel does not serve on this CPU")
     assert kernels.kernel_name("int8_weight_only") == "int8pack"
     weight, inputs = _weights()
     product = _product("int8_weight_only", weight)
@@ -234,18 +283,22 @@ def test_weight_only_differs_by_one_row_only_and_within_a_bfloat16_step(shape):
         assert ((alone - together).abs() <= 2**-7 * magnitudes).all()
 
 
-def test_int8_on_fbgemm_quantizes_each_row_to_its_own_range(monkeypatch):
-    """fbgemm's product takes one quantization step per call: each row reaches it scaled to [-1, 1], so rows a
-    million times apart in magnitude keep their 8 bits each."""
-    if kernels.int8_kernel() != "fbgemm":
-        pytest.skip("fbgemm does not serve on this CPU")
+@pytest.mark.parametrize("kernel", ["fbgemm", "int_mm"])
+def test_int8_quantizes_each_row_to_its_own_range(monkeypatch, kernel):
+    """fbgemm's product takes one quantization step per call: each row reaches it scaled to [-1, 1]; `_int_mm`'s
+    (the fallback, everywhere) takes int8 rows, each scaled to reach 127. So rows a million times apart in magnitude
+    keep their 8 bits each."""
+    if kernel == "fbgemm":
+        require_kernel("int8", "fbgemm")
+    monkeypatch.setattr(kernels, "int8_kernel", lambda: kernel)
     weight, inputs = _weights()
     product = _product("int8", weight)
-    seen = _spy_static_inputs(monkeypatch)
+    seen = _spy_static_inputs(monkeypatch) if kernel == "fbgemm" else _spy_int_mm(monkeypatch)
     small, large = inputs[0] * 1e-3, inputs[1] * 1e3  # with one range for the call, the small rows would be zeros
     found = product(torch.cat((small, large)))
     ((rows, _, _),) = seen
-    assert rows.shape == (6, 40) and rows.abs().amax(dim=1).eq(1).all()
+    full_scale = 1 if kernel == "fbgemm" else 127
+    assert rows.shape == (6, 40) and rows.abs().amax(dim=1).eq(full_scale).all()
     for part, found_part in ((small, found[:3]), (large, found[3:])):
         expected = part.double() @ weight.double().t()
         assert (found_part.double() - expected).abs().max() <= _error_bound("int8", weight, part)
@@ -255,8 +308,8 @@ def test_int8_on_fbgemm_quantizes_each_row_to_its_own_range(monkeypatch):
 def test_int8_gives_an_all_zero_row_zeros_beside_other_rows(monkeypatch, kernel):
     """A row of zeros (the first time step's hidden state) has no magnitude to scale by: its product is zero, not
     NaN, and the rows beside it are unchanged."""
-    if kernel == "fbgemm" and kernels.int8_kernel() != "fbgemm":
-        pytest.skip("fbgemm does not serve on this CPU")
+    if kernel == "fbgemm":
+        require_kernel("int8", "fbgemm")
     monkeypatch.setattr(kernels, "int8_kernel", lambda: kernel)
     weight, inputs = _weights()
     product = _product("int8", weight)
@@ -279,6 +332,18 @@ def _spy_static_inputs(monkeypatch) -> list:
     return seen
 
 
+def _spy_int_mm(monkeypatch) -> list:
+    """(int8 rows, None, None) of every call of `torch._int_mm` from now on."""
+    seen, int_mm = [], torch._int_mm
+
+    def spy(rows, weight):
+        seen.append((rows.clone(), None, None))
+        return int_mm(rows, weight)
+
+    monkeypatch.setattr(torch, "_int_mm", spy)
+    return seen
+
+
 def test_a_kernel_that_sums_one_row_differently_is_padded_to_two(monkeypatch):
     """`stable_rows` finds the row counts at which a kernel differs (here a fake one that rounds single rows
     differently) and the product pads them."""
@@ -297,8 +362,7 @@ def test_a_kernel_that_sums_one_row_differently_is_padded_to_two(monkeypatch):
 
 
 def test_packing_for_fbgemm_raises_no_deprecation_warning():
-    if kernels.int8_kernel() != "fbgemm":
-        pytest.skip("fbgemm does not serve on this CPU")
+    require_kernel("int8", "fbgemm")
     weight, inputs = _weights()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -308,5 +372,6 @@ def test_packing_for_fbgemm_raises_no_deprecation_warning():
 def test_the_cpu_flags_are_read_from_the_instruction_set_list():
     flags = kernels.cpu_flags()
     assert isinstance(flags, frozenset)
-    if kernels.is_x86() and flags:
-        assert "sse2" in flags  # every x86-64 CPU has it
+    if platform.machine().lower() in ("x86_64", "amd64") and Path("/proc/cpuinfo").exists():
+        assert flags == cpuinfo_flags() and "sse2" in flags  # every x86-64 CPU has it
+    assert kernels.has_vnni() == bool({"avx512_vnni", "avx_vnni"} & cpuinfo_flags())
