@@ -18,8 +18,10 @@ from typing import Any
 ENCODING_FORMATS = ("float", "base64")
 LAYER_NAMES = ("all", "top", "average")  # the per-word route's `layers` by name; or a list of layer indices
 NO_DIMENSIONS = (
-    "not supported: ELMo has no Matryoshka training, so a shortened vector is not a sentence vector; leave it out"
+    "ELMo has no Matryoshka training, so a shortened vector is not a sentence vector: give the model's width or "
+    "leave it out"
 )
+FLOAT32_MAX = 3.4028234663852886e38  # the largest finite float32: the model's and the responses' numbers
 
 
 @dataclass(eq=False)
@@ -105,11 +107,16 @@ def parse_body(body: bytes, limits: Limits) -> dict:
     return document
 
 
-def parse_openai_request(document: dict, limits: Limits, split: Splitter) -> EmbeddingsRequest:
-    """`POST /v1/embeddings`'s body (OpenAI's shape), checked; `dimensions` is refused (`NO_DIMENSIONS`)."""
+def parse_openai_request(
+    document: dict, limits: Limits, split: Splitter, width: int | None = None
+) -> EmbeddingsRequest:
+    """`POST /v1/embeddings`'s body (OpenAI's shape), checked; `dimensions` is accepted where it is the model's
+    `width` (the vectors are that wide anyway) and refused otherwise (`NO_DIMENSIONS`)."""
     _refuse_unknown(document, OPENAI_FIELDS)
-    if document.get("dimensions") is not None:
-        raise bad_field("dimensions", NO_DIMENSIONS)
+    dimensions = document.get("dimensions")
+    exact = isinstance(dimensions, int) and not isinstance(dimensions, bool) and dimensions == width
+    if dimensions is not None and not exact:
+        raise bad_field("dimensions", f"only {width} (the model's width): {NO_DIMENSIONS}; got {dimensions!r:.40}")
     if "user" in document and not isinstance(document["user"], str):
         raise bad_field("user", f"a string, got {_kind(document['user'])}")
     return _parse_common(document, limits, split)
@@ -198,15 +205,27 @@ def _parse_scalar_mix(value: Any, num_layers: int) -> ScalarMix:
         raise bad_field("scalar_mix", 'an object {"weights": [numbers], "gamma": number}')
     weights = value.get("weights")
     if not isinstance(weights, list) or len(weights) != num_layers or not all(map(_is_number, weights)):
-        raise bad_field("scalar_mix.weights", f"{num_layers} numbers (one per layer), got {weights!r:.60}")
+        raise bad_field(
+            "scalar_mix.weights", f"{num_layers} finite numbers (one per layer) {FLOAT32_RANGE}, got {weights!r:.60}"
+        )
     gamma = value.get("gamma", 1.0)
     if not _is_number(gamma):
-        raise bad_field("scalar_mix.gamma", f"a number, got {gamma!r:.40}")
+        raise bad_field("scalar_mix.gamma", f"a finite number {FLOAT32_RANGE}, got {gamma!r:.40}")
     return ScalarMix(tuple(float(weight) for weight in weights), float(gamma))
 
 
+FLOAT32_RANGE = "within float32's range (at most 3.4e38 in size)"
+
+
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number the model's float32 holds: not a boolean, not NaN or infinite (JSON's `NaN`, `Infinity`, or a
+    number too large for a double), not beyond float32's largest (an overflow to infinity there)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value) and abs(value) <= FLOAT32_MAX
+    except OverflowError:  # an integer too large for a float
+        return False
 
 
 def _refuse_unknown(document: dict, known: frozenset[str]) -> None:

@@ -121,6 +121,28 @@ def test_the_openai_client_sees_a_bad_request(server):
     with pytest.raises(openai.BadRequestError) as raised:
         client.embeddings.create(model="elmo-fixture", input="some text", dimensions=8)
     assert raised.value.body["param"] == "dimensions"
+    with pytest.raises(openai.NotFoundError) as raised:
+        client.models.retrieve("text-embedding-3-small")
+    assert raised.value.body["code"] == "model_not_found"
+
+
+def test_the_openai_client_models_and_dimensions(server, sentence_vectors):
+    from openai import OpenAI
+
+    client = OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+    (model,) = client.models.list().data
+    assert (model.id, model.object, model.owned_by) == ("elmo-fixture", "model", "elmo-serve")
+    assert isinstance(model.created, int) and client.models.retrieve("elmo-fixture") == model
+    answer = client.embeddings.create(model=model.id, input=SENTENCES[0], dimensions=32)  # the model's width
+    np.testing.assert_allclose(answer.data[0].embedding, sentence_vectors(SENTENCES[0]), atol=TOLERANCE, rtol=0)
+
+
+def test_numbers_beyond_float32_get_400_naming_the_field(server):
+    for encoding_format in ("float", "base64"):
+        for mix, param in (({"weights": [0, 0, 0], "gamma": 1e39}, "gamma"), ({"weights": [1e39, 0, 0]}, "weights")):
+            document = {"input": "text", "scalar_mix": mix, "encoding_format": encoding_format}
+            status, body = server.post("/v1/word-embeddings", document)
+            assert status == 400 and body["error"]["param"] == f"scalar_mix.{param}", body
 
 
 def test_concurrent_clients_get_their_own_vectors(server, sentence_vectors):
@@ -245,7 +267,7 @@ def test_a_declared_body_over_the_limit_is_refused_unread(server):
 
 
 def test_unknown_routes_and_methods(server):
-    assert server.get("/v1/models")[0] == 404
+    assert server.get("/v1/nowhere")[0] == 404
     status, body = server.get("/v1/embeddings")
     assert status == 405 and json.loads(body)["error"]["message"].startswith("GET /v1/embeddings")
 

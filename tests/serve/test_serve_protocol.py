@@ -45,6 +45,14 @@ def test_a_string_and_a_list_of_strings():
     assert request.words == [["a", "b"], ["c"]] and request.encoding_format == "base64"
 
 
+def test_dimensions_only_the_models_width():
+    assert parse_openai_request({"input": "a", "dimensions": 8}, LIMITS, split_words, width=8).texts == ["a"]
+    for dimensions in (7, 8.0, "8", True):
+        document = {"input": "a", "dimensions": dimensions}
+        error = refusal(lambda document: parse_openai_request(document, LIMITS, split_words, width=8), document)
+        assert error.param == "dimensions" and "only 8 (the model's width)" in error.message
+
+
 @pytest.mark.parametrize(
     ("document", "status", "param"),
     [
@@ -111,6 +119,9 @@ def test_word_requests_layers_and_mix():
         ({"input": "a", "scalar_mix": {"weights": [1, "1", 1]}}, "scalar_mix.weights"),
         ({"input": "a", "scalar_mix": {"weights": [1, float("nan"), 1]}}, "scalar_mix.weights"),
         ({"input": "a", "scalar_mix": {"weights": [1, 1, 1], "gamma": None}}, "scalar_mix.gamma"),
+        ({"input": "a", "scalar_mix": {"weights": [1, 1, 1], "gamma": 1e39}}, "scalar_mix.gamma"),
+        ({"input": "a", "scalar_mix": {"weights": [1, 1, 1], "gamma": float("inf")}}, "scalar_mix.gamma"),
+        ({"input": "a", "scalar_mix": {"weights": [1, -1e39, 1]}}, "scalar_mix.weights"),
         ({"input": "a", "dimensions": 3}, "dimensions"),
         ({"input": ""}, "input"),
     ],
