@@ -7,6 +7,7 @@ from ..commands.arguments import DefaultsSayWhatHappens, OneLineErrors
 from ..foundation.checks import integer_flag
 from ..foundation.errors import command_as_typed
 from ..foundation.model_location import NO_SUCH_FOLDER, missing_model_folder
+from ..quantization.methods import METHODS
 from .protocol import Limits
 from .settings import (
     DEFAULT_MAX_BATCH_WORDS,
@@ -79,6 +80,13 @@ def build_parser() -> ServeParser:
         default=DEFAULT_WORD_CACHE,
         help="words kept in the character CNN's cache (0: none)",
     )
+    parser.add_argument(
+        "--quantization",
+        choices=("none", *METHODS),
+        default="none",
+        help="the biLM's weights quantized on loading (CPU, a float32 folder; not exact, see docs/speed.md); "
+        "none: the folder as saved",
+    )
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="info: one line per request")
     return parser
 
@@ -91,9 +99,14 @@ def parse_command_line(argv: list[str]) -> tuple[ServeSettings, argparse.Namespa
         parser.error(f"MODEL {args.model!r}: {NO_SUCH_FOLDER}")
     if args.max_inputs > args.max_queue:
         parser.error(f"--max-inputs {args.max_inputs} is more than --max-queue {args.max_queue}: no such request fits")
+    if args.quantization != "none" and args.device.split(":")[0] != "cpu":
+        parser.error(f"--quantization {args.quantization} runs on the CPU: use --device cpu (got {args.device})")
     same_names = ("model", "served_model_name", "device", "word_cache", "max_batch_words", "max_wait_ms", "max_queue")
     limits = Limits(args.max_body_bytes, args.max_inputs, args.max_words)
-    settings = ServeSettings(**{name: getattr(args, name) for name in same_names}, limits=limits)
+    quantization = None if args.quantization == "none" else args.quantization
+    settings = ServeSettings(
+        **{name: getattr(args, name) for name in same_names}, limits=limits, quantization=quantization
+    )
     return settings, args
 
 

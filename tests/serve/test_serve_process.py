@@ -397,3 +397,39 @@ def test_a_port_in_use_is_one_line_before_the_model_loads(converted_fixture):
     assert result.stderr.splitlines() == [
         f"elmo-serve: error: cannot listen on 127.0.0.1:{port}: Address already in use"
     ]
+
+
+QUANTIZED_TOLERANCE = 1e-4  # a quantized model's products are batch-independent: a batch against the input alone
+
+
+def test_a_quantized_server_answers_as_the_same_quantized_model_alone(converted_fixture, tmp_path):
+    """`--quantization int8`: several concurrent requests (batched together) each answer what the same int8 model
+    gives its input alone, for the sentence vectors and every word's layers; the int8 answers are not the float32
+    model's (the flag reaches the model)."""
+    from modeling_elmo.serve.runner import SENTENCE, WORDS, Job, ModelRunner
+
+    alone = ModelRunner(str(converted_fixture), word_cache=0, quantization="int8")
+    alone.load()
+    exact = ModelRunner(str(converted_fixture), word_cache=0)
+    exact.load()
+
+    def by_itself(runner, text, kind):
+        return runner.compute([Job([word for word, _, _ in runner.split_words(text)], kind, 0)])[0]
+
+    server = ServeProcess(converted_fixture, "--quantization", "int8", "--max-wait-ms", "200", log=tmp_path / "log")
+    try:
+        batches_before = server.metric("elmo_batch_inputs_count")
+        texts = [f"{SENTENCES[k % len(SENTENCES)]} number {k} ." for k in range(12)]
+        with ThreadPoolExecutor(len(texts)) as pool:
+            sentences = list(pool.map(lambda text: embeddings(server, {"input": text}), texts))
+            words = list(pool.map(lambda text: server.post("/v1/word-embeddings", {"input": text}), texts))
+        assert server.metric("elmo_batch_inputs_count") - batches_before < 2 * len(texts)  # some ran together
+    finally:
+        server.stop()
+    for text, body, (status, word_body) in zip(texts, sentences, words, strict=True):
+        assert status == 200, word_body
+        served = np.asarray(body["data"][0]["embedding"], np.float32)
+        np.testing.assert_allclose(served, by_itself(alone, text, SENTENCE), atol=QUANTIZED_TOLERANCE, rtol=0)
+        layers = np.asarray(word_body["data"][0]["embedding"], np.float32)
+        np.testing.assert_allclose(layers, by_itself(alone, text, WORDS), atol=QUANTIZED_TOLERANCE, rtol=0)
+    assert np.abs(served - by_itself(exact, text, SENTENCE)).max() > QUANTIZED_TOLERANCE
