@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from . import responses
-from .batcher import QueueFull
+from .batcher import BatchFailure, QueueFull
 from .metrics import CONTENT_TYPE
 from .protocol import ApiError, parse_body, parse_openai_request, parse_word_request, too_large
 from .runner import SENTENCE, WORDS, ModelFailure
@@ -142,6 +142,8 @@ async def _embed(service: EmbeddingService, parsed, kind: str) -> list:
         raise ApiError(429, str(error), type="rate_limit_error", code="queue_full") from None
     except ModelFailure as error:
         raise ApiError(500, str(error), type="server_error", code="model_failure") from None
+    except BatchFailure as error:
+        raise ApiError(500, str(error), type="server_error", code="batch_failure") from None
 
 
 def _report_load(task: asyncio.Task, on_load_failure) -> None:

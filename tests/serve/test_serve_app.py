@@ -179,3 +179,15 @@ def test_an_unexpected_failure_is_one_line_json_500(app_client, monkeypatch):
     error = answer.json()["error"]
     assert answer.status_code == 500 and error["code"] == "server_failure" and "ZeroDivisionError" in error["message"]
     assert "\n" not in error["message"] and "Traceback" not in answer.text
+
+
+def test_a_batcher_failure_is_500_for_its_request_and_the_server_goes_on(app_client):
+    client = ready(app_client)
+    batcher = client.app.service.batcher
+    run = batcher.run
+    batcher.run = lambda jobs: run(jobs)[:-1]  # the wrong number of results: the batcher's own failure
+    answer = client.post("/v1/embeddings", json={"input": ["ab", "c"]})
+    error = answer.json()["error"]
+    assert answer.status_code == 500 and error["code"] == "batch_failure" and "ValueError" in error["message"]
+    batcher.run = run
+    assert client.post("/v1/embeddings", json={"input": ["ab", "c"]}).status_code == 200
