@@ -6,8 +6,9 @@ Routes: `POST /v1/embeddings` (OpenAI's), `POST /v1/word-embeddings` (ELMo's wor
 and `GET /v1/models/{id}` (OpenAI's: the one model served, by its served name), `GET /health`
 (200 `{"status": "ready"}` once the model is loaded and warmed, 503 `{"status": "loading"}` before), `GET /metrics`
 (Prometheus text). Errors have OpenAI's error body (`protocol.ApiError`): 400 bad input, 404/405 no such route, 413
-over a size limit, 429 queue full, 500 a model failure (that request only) or any other server failure (one line, the
-traceback in the log), 503 the model still loading.
+over a size limit (the body, the inputs, an input's words, the response's estimate: before any model work), 422 a
+scalar mix whose values overflow float32, 429 queue full, 500 a model failure (that request only), a batcher failure
+or any other server failure (one line, the traceback in the log), 503 the model still loading.
 
 One log line per request (logger `modeling_elmo.serve`): client, method, path, status, inputs, words and
 milliseconds, never the text.
@@ -28,7 +29,14 @@ from starlette.routing import Route
 from . import responses
 from .batcher import BatchFailure, QueueFull
 from .metrics import CONTENT_TYPE
-from .protocol import ApiError, parse_body, parse_openai_request, parse_word_request, too_large
+from .protocol import (
+    ApiError,
+    check_response_size,
+    parse_body,
+    parse_openai_request,
+    parse_word_request,
+    too_large,
+)
 from .runner import SENTENCE, WORDS, ModelFailure
 from .service import EmbeddingService
 
@@ -136,6 +144,8 @@ def _note(request: Request, texts: list[str], words: int) -> None:
 
 
 async def _embed(service: EmbeddingService, parsed, kind: str) -> list:
+    runner = service.runner
+    check_response_size(parsed, service.settings.limits, runner.width, runner.num_layers, per_word=kind == WORDS)
     try:
         return await service.embed(parsed, kind)
     except QueueFull as error:

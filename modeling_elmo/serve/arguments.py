@@ -8,7 +8,7 @@ from ..foundation.checks import integer_flag
 from ..foundation.errors import command_as_typed
 from ..foundation.model_location import NO_SUCH_FOLDER, missing_model_folder
 from ..quantization.methods import METHODS
-from .protocol import Limits
+from .protocol import BODY_BYTES_PER_WORD, Limits
 from .settings import (
     DEFAULT_MAX_BATCH_WORDS,
     DEFAULT_MAX_QUEUE,
@@ -65,14 +65,19 @@ def build_parser() -> ServeParser:
     parser.add_argument(
         "--max-body-bytes",
         type=integer_flag(1),
-        default=defaults.body_bytes,
-        help="bytes of a request body; more get 413",
+        help=f"bytes of a request body; more get 413 (default: --max-inputs x --max-words x {BODY_BYTES_PER_WORD})",
     )
     parser.add_argument(
         "--max-inputs", type=integer_flag(1), default=defaults.inputs, help="inputs of a request; more get 413"
     )
     parser.add_argument(
         "--max-words", type=integer_flag(1), default=defaults.words_per_input, help="words of one input; more get 413"
+    )
+    parser.add_argument(
+        "--max-response-bytes",
+        type=integer_flag(1),
+        default=defaults.response_bytes,
+        help="bytes a response may weigh (estimated before any model work); more get 413",
     )
     parser.add_argument(
         "--word-cache",
@@ -102,7 +107,7 @@ def parse_command_line(argv: list[str]) -> tuple[ServeSettings, argparse.Namespa
     if args.quantization != "none" and args.device.split(":")[0] != "cpu":
         parser.error(f"--quantization {args.quantization} runs on the CPU: use --device cpu (got {args.device})")
     same_names = ("model", "served_model_name", "device", "word_cache", "max_batch_words", "max_wait_ms", "max_queue")
-    limits = Limits(args.max_body_bytes, args.max_inputs, args.max_words)
+    limits = Limits(args.max_body_bytes, args.max_inputs, args.max_words, args.max_response_bytes)
     quantization = None if args.quantization == "none" else args.quantization
     settings = ServeSettings(
         **{name: getattr(args, name) for name in same_names}, limits=limits, quantization=quantization

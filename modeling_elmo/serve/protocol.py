@@ -53,13 +53,27 @@ def too_large(param: str, what: str) -> ApiError:
     return ApiError(413, f"{param}: {what}", param, code="too_large")
 
 
+BODY_BYTES_PER_WORD = 16  # the default body limit per word a request may hold (a word, a space, JSON's escapes)
+# bytes per value of a response body, measured on the fixture's answers (docs/serving.md): a float32 value as a JSON
+# number (its shortest double repr, ", " included) about 20.2, as base64 16/3 (4 bytes in 4/3 characters)
+RESPONSE_BYTES_PER_VALUE = {"float": 21.0, "base64": 16 / 3}
+
+
 @dataclass(frozen=True)
 class Limits:
-    """The size limits of one request (`elmo serve --max-body-bytes`, `--max-inputs`, `--max-words`)."""
+    """The size limits of one request (`elmo serve --max-body-bytes`, `--max-inputs`, `--max-words`,
+    `--max-response-bytes`). The body limit follows the others unless given: `inputs` x `words_per_input` x
+    `BODY_BYTES_PER_WORD` (16 MiB by default). `response_bytes` bounds the response a request asks for (its
+    estimate, `response_bytes`): the server's memory at its peak is about 4.5 times the body it sends."""
 
-    body_bytes: int = 2_000_000
-    inputs: int = 256
+    body_bytes: int | None = None
+    inputs: int = 2048  # as OpenAI's
     words_per_input: int = 512
+    response_bytes: int = 64 * 2**20
+
+    def __post_init__(self) -> None:
+        if self.body_bytes is None:
+            object.__setattr__(self, "body_bytes", self.inputs * self.words_per_input * BODY_BYTES_PER_WORD)
 
 
 @dataclass(frozen=True)
@@ -132,6 +146,38 @@ def parse_word_request(document: dict, limits: Limits, split: Splitter, num_laye
     if "scalar_mix" in document:
         return replace(request, scalar_mix=_parse_scalar_mix(document["scalar_mix"], num_layers))
     return replace(request, layers=_parse_layers(document.get("layers", "all"), num_layers))
+
+
+def response_bytes(request: EmbeddingsRequest, width: int, num_layers: int, per_word: bool) -> int:
+    """About how many bytes the response to `request` weighs (its values, `RESPONSE_BYTES_PER_VALUE` each): a
+    `width` vector per input for OpenAI's route; for the per-word route (`per_word`), a `width` vector per word and
+    layer asked for (`num_layers` for "all", one for "top", "average" and a scalar mix)."""
+    if not per_word:
+        values = len(request.texts) * width
+    elif request.layers == "all":
+        values = request.word_count * num_layers * width
+    elif isinstance(request.layers, tuple):
+        values = request.word_count * len(request.layers) * width
+    else:  # "top", "average", a scalar mix: one vector per word
+        values = request.word_count * width
+    return int(values * RESPONSE_BYTES_PER_VALUE[request.encoding_format])
+
+
+def check_response_size(request: EmbeddingsRequest, limits: Limits, width: int, num_layers: int, per_word: bool):
+    """413 (before any model work) where the response to `request` would weigh more than `limits.response_bytes`,
+    in one line that says what to ask for instead."""
+    size = response_bytes(request, width, num_layers, per_word)
+    if size <= limits.response_bytes:
+        return
+    smaller = (
+        'fewer inputs or words, fewer `layers` ("top", "average") or a `scalar_mix`' if per_word else "fewer inputs"
+    )
+    base64 = ', or "encoding_format": "base64" (a quarter of the size)' if request.encoding_format == "float" else ""
+    raise too_large(
+        "input",
+        f"the response would weigh about {size} bytes, over the limit of {limits.response_bytes} "
+        f"(--max-response-bytes): ask for {smaller}{base64}",
+    )
 
 
 def _parse_common(document: dict, limits: Limits, split: Splitter) -> EmbeddingsRequest:

@@ -10,6 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from modeling_elmo.serve.app import build_app
+from modeling_elmo.serve.protocol import Limits
 from modeling_elmo.serve.runner import SENTENCE, ModelFailure
 from modeling_elmo.serve.service import EmbeddingService
 from modeling_elmo.serve.settings import ServeSettings
@@ -191,3 +192,25 @@ def test_a_batcher_failure_is_500_for_its_request_and_the_server_goes_on(app_cli
     assert answer.status_code == 500 and error["code"] == "batch_failure" and "ValueError" in error["message"]
     batcher.run = run
     assert client.post("/v1/embeddings", json={"input": ["ab", "c"]}).status_code == 200
+
+
+def test_2048_inputs_by_default_and_an_over_budget_response_is_refused_before_the_model(monkeypatch):
+    runner = FakeRunner()
+    runner.release.set()
+    calls = []
+    compute = runner.compute
+    monkeypatch.setattr(runner, "compute", lambda jobs: calls.append(len(jobs)) or compute(jobs))
+    budget = 2048 * 2 * LAYERS * WIDTH * 21  # 2,048 inputs of two words, every layer, as JSON numbers
+    settings = ServeSettings("some/model", max_wait_ms=0, limits=Limits(response_bytes=budget))
+    with TestClient(build_app(EmbeddingService(settings, runner=runner), load_in_background=False)) as client:
+        answer = client.post("/v1/embeddings", json={"input": ["ab c"] * 2048})
+        assert answer.status_code == 200 and len(answer.json()["data"]) == 2048
+        assert client.post("/v1/word-embeddings", json={"input": ["ab c"] * 2048}).status_code == 200
+        answered = sum(calls)
+        over = client.post("/v1/word-embeddings", json={"input": ["ab c d"] * 2048})
+        error = over.json()["error"]
+        assert over.status_code == 413 and error["param"] == "input" and "--max-response-bytes" in error["message"]
+        assert sum(calls) == answered  # refused before any model work
+        assert client.post("/v1/embeddings", json={"input": ["ab c"] * 2049}).status_code == 413
+        document = {"input": ["ab c d"] * 2048, "encoding_format": "base64"}  # a quarter of the size fits
+        assert client.post("/v1/word-embeddings", json=document).status_code == 200

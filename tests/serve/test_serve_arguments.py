@@ -24,3 +24,14 @@ def test_quantization_refusals_are_one_line(argv, message, capsys):
     assert raised.value.code == 2
     error = capsys.readouterr().err.strip()
     assert message in error and len(error.splitlines()) == 1
+
+
+def test_the_size_limits_and_their_defaults():
+    limits = parse_command_line(["some/model"])[0].limits
+    assert (limits.inputs, limits.words_per_input, limits.body_bytes) == (2048, 512, 16 * 2**20)
+    assert limits.response_bytes == 64 * 2**20
+    limits = parse_command_line(["some/model", "--max-inputs", "100", "--max-words", "50"])[0].limits
+    assert limits.body_bytes == 100 * 50 * 16  # the body limit follows
+    argv = ["some/model", "--max-body-bytes", "1000", "--max-response-bytes", "5000"]
+    limits = parse_command_line(argv)[0].limits
+    assert (limits.body_bytes, limits.response_bytes) == (1000, 5000)

@@ -433,3 +433,27 @@ def test_a_quantized_server_answers_as_the_same_quantized_model_alone(converted_
         layers = np.asarray(word_body["data"][0]["embedding"], np.float32)
         np.testing.assert_allclose(layers, by_itself(alone, text, WORDS), atol=QUANTIZED_TOLERANCE, rtol=0)
     assert np.abs(served - by_itself(exact, text, SENTENCE)).max() > QUANTIZED_TOLERANCE
+
+
+def test_the_default_limits_take_2048_inputs_and_refuse_an_over_budget_response(converted_fixture, tmp_path):
+    """Default flags: OpenAI's 2,048 inputs answer; every layer of 2,048 inputs of 40 words as JSON numbers (about
+    165 MB on the fixture) is refused before any model work with one line naming the limit and what to do; the same
+    words' top layer as base64 (about 14 MB) answers."""
+    server = ServeProcess(converted_fixture, log=tmp_path / "log")
+    try:
+        texts = [f"{SENTENCES[k % len(SENTENCES)]} {k}" for k in range(2048)]
+        body = embeddings(server, {"input": texts})
+        assert len(body["data"]) == 2048 and body["data"][-1]["index"] == 2047
+        inputs_before = server.metric("elmo_inputs_total")
+        forty = [" ".join(f"w{k}" for k in range(40))] * 2048
+        status, body = server.post("/v1/word-embeddings", {"input": forty})
+        error = body["error"]
+        assert status == 413 and error["param"] == "input" and "\n" not in error["message"]
+        assert "(--max-response-bytes): ask for fewer inputs" in error["message"] and "base64" in error["message"]
+        assert server.metric("elmo_inputs_total") == inputs_before  # no model work
+        status, body = server.post(
+            "/v1/word-embeddings", {"input": forty, "layers": "top", "encoding_format": "base64"}
+        )
+        assert status == 200 and body["data"][0]["shape"] == [40, 32]
+    finally:
+        server.stop()
