@@ -180,6 +180,13 @@ async def _http_error(request: Request, error: HTTPException) -> Response:
     return JSONResponse(body, error.status_code, headers=getattr(error, "headers", None))
 
 
+def _route_label(path: str) -> str:
+    """The metrics' `route` of a request path: a route, `/v1/models/{id}` for any model id, or "other"."""
+    if path in ROUTES:
+        return path
+    return "/v1/models/{id}" if path.startswith("/v1/models/") else "other"
+
+
 class RequestLog:
     """ASGI middleware: one log line and the request metrics for every HTTP request (an error before the app
     answers is a 500 in both)."""
@@ -201,7 +208,7 @@ class RequestLog:
             await self.app(scope, receive, send_status)
         finally:
             path, status = scope["path"], answered["status"]
-            self.service.metrics.count_request(path if path in ROUTES else "other", status)
+            self.service.metrics.count_request(_route_label(path), status)
             sizes = scope.get("elmo", {})
             client = "{}:{}".format(*scope["client"]) if scope.get("client") else "-"
             LOG.info(

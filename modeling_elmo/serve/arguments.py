@@ -42,7 +42,7 @@ def build_parser() -> ServeParser:
     parser = ServeParser(
         prog=command_as_typed(PROG),
         description="Serve an ELMo model over HTTP: OpenAI's POST /v1/embeddings (unit sentence vectors), "
-        "POST /v1/word-embeddings (each word's layers), GET /health, GET /metrics (docs/serving.md).",
+        "POST /v1/word-embeddings (each word's layers), GET /v1/models, GET /health, GET /metrics (docs/serving.md).",
         formatter_class=DefaultsSayWhatHappens,
     )
     parser.add_argument("model", metavar="MODEL", help="an ELMo folder or Hub id 'namespace/name'")

@@ -123,6 +123,10 @@ def test_the_models_routes(app_client):
     error = unknown.json()["error"]
     assert unknown.status_code == 404 and error["code"] == "model_not_found" and error["param"] == "model"
     assert error["message"].startswith("model: ") and "\n" not in error["message"]
+    metrics = client.get("/metrics").text
+    assert 'elmo_requests_total{route="/v1/models",status="200"} 1.0' in metrics
+    assert 'elmo_requests_total{route="/v1/models/{id}",status="200"} 1.0' in metrics
+    assert 'elmo_requests_total{route="/v1/models/{id}",status="404"} 1.0' in metrics
 
 
 def test_dimensions_the_models_width_is_accepted(app_client):
