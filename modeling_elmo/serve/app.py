@@ -2,10 +2,13 @@
 The HTTP app (Starlette, an ASGI app that uvicorn serves for `elmo serve` and a Ray Serve replica runs as its
 ingress): the routes, the body-size check, the log line and the metrics of every request.
 
-Routes: `POST /v1/embeddings` (OpenAI's), `POST /v1/word-embeddings` (ELMo's words and layers), `GET /health`
+Routes: `POST /v1/embeddings` (OpenAI's), `POST /v1/word-embeddings` (ELMo's words and layers), `GET /v1/models`
+and `GET /v1/models/{id}` (OpenAI's: the one model served, by its served name), `GET /health`
 (200 `{"status": "ready"}` once the model is loaded and warmed, 503 `{"status": "loading"}` before), `GET /metrics`
 (Prometheus text). Errors have OpenAI's error body (`protocol.ApiError`): 400 bad input, 404/405 no such route, 413
-over a size limit, 429 queue full, 500 a model failure (that request only), 503 the model still loading.
+over a size limit (the body, the inputs, an input's words, the response's estimate: before any model work), 422 a
+scalar mix whose values overflow float32, 429 queue full, 500 a model failure (that request only), a batcher failure
+or any other server failure (one line, the traceback in the log), 503 the model still loading.
 
 One log line per request (logger `modeling_elmo.serve`): client, method, path, status, inputs, words and
 milliseconds, never the text.
@@ -24,14 +27,22 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from . import responses
-from .batcher import QueueFull
+from .batcher import BatchFailure, QueueFull
 from .metrics import CONTENT_TYPE
-from .protocol import ApiError, parse_body, parse_openai_request, parse_word_request, too_large
+from .protocol import (
+    ApiError,
+    check_response_size,
+    parse_body,
+    parse_openai_request,
+    parse_word_request,
+    too_large,
+)
 from .runner import SENTENCE, WORDS, ModelFailure
 from .service import EmbeddingService
 
 LOG = logging.getLogger("modeling_elmo.serve")
-ROUTES = ("/v1/embeddings", "/v1/word-embeddings", "/health", "/metrics")
+ROUTES = ("/v1/embeddings", "/v1/word-embeddings", "/v1/models", "/health", "/metrics")
+OWNED_BY = "elmo-serve"  # OpenAI's `owned_by` of the model served
 
 
 def build_app(
@@ -44,7 +55,10 @@ def build_app(
 
     async def embeddings(request: Request) -> Response:
         parsed = parse_openai_request(
-            await _document(request, service), service.settings.limits, service.runner.split_words
+            await _document(request, service),
+            service.settings.limits,
+            service.runner.split_words,
+            service.runner.width,
         )
         _note(request, parsed.texts, parsed.word_count)
         vectors = await _embed(service, parsed, SENTENCE)
@@ -58,6 +72,21 @@ def build_app(
         _note(request, parsed.texts, parsed.word_count)
         layers = await _embed(service, parsed, WORDS)
         return JSONResponse(responses.word_embeddings(parsed, layers, service.settings.model_name))
+
+    created = int(time.time())  # OpenAI's `created` of the model: when this server started
+
+    def model_object() -> dict:
+        return {"id": service.settings.model_name, "object": "model", "created": created, "owned_by": OWNED_BY}
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [model_object()]})
+
+    async def model(request: Request) -> Response:
+        asked = request.path_params["model_id"]
+        if asked != service.settings.model_name:
+            message = f"model: no model {asked!r:.80} here; this server serves {service.settings.model_name!r}"
+            raise ApiError(404, message, "model", code="model_not_found")
+        return JSONResponse(model_object())
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ready" if service.ready else "loading"}, 200 if service.ready else 503)
@@ -81,10 +110,12 @@ def build_app(
     routes = [
         Route("/v1/embeddings", embeddings, methods=["POST"]),
         Route("/v1/word-embeddings", word_embeddings, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
-    handlers = {ApiError: _api_error, HTTPException: _http_error}
+    handlers = {ApiError: _api_error, HTTPException: _http_error, Exception: _server_error}
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
     return RequestLog(app, service)
 
@@ -113,12 +144,16 @@ def _note(request: Request, texts: list[str], words: int) -> None:
 
 
 async def _embed(service: EmbeddingService, parsed, kind: str) -> list:
+    runner = service.runner
+    check_response_size(parsed, service.settings.limits, runner.width, runner.num_layers, per_word=kind == WORDS)
     try:
         return await service.embed(parsed, kind)
     except QueueFull as error:
         raise ApiError(429, str(error), type="rate_limit_error", code="queue_full") from None
     except ModelFailure as error:
         raise ApiError(500, str(error), type="server_error", code="model_failure") from None
+    except BatchFailure as error:
+        raise ApiError(500, str(error), type="server_error", code="batch_failure") from None
 
 
 def _report_load(task: asyncio.Task, on_load_failure) -> None:
@@ -132,11 +167,24 @@ async def _api_error(request: Request, error: Exception) -> Response:
     return JSONResponse(error.body(), error.status)
 
 
+async def _server_error(request: Request, error: Exception) -> Response:
+    """Any other failure: OpenAI's error body, one line (Starlette logs the traceback after it answers)."""
+    message = f"the server failed on this request ({type(error).__name__}); its log has the details"
+    return JSONResponse(ApiError(500, message, type="server_error", code="server_failure").body(), 500)
+
+
 async def _http_error(request: Request, error: HTTPException) -> Response:
     kind = "not_found" if error.status_code == 404 else "invalid_request_error"
-    message = f"{request.method} {request.url.path}: {error.detail}; the routes are {', '.join(ROUTES)}"
+    message = f"{request.method} {request.url.path}: {error.detail}; the routes are {', '.join(ROUTES)}, /v1/models/ID"
     body = ApiError(error.status_code, message, type=kind).body()
     return JSONResponse(body, error.status_code, headers=getattr(error, "headers", None))
+
+
+def _route_label(path: str) -> str:
+    """The metrics' `route` of a request path: a route, `/v1/models/{id}` for any model id, or "other"."""
+    if path in ROUTES:
+        return path
+    return "/v1/models/{id}" if path.startswith("/v1/models/") else "other"
 
 
 class RequestLog:
@@ -160,7 +208,7 @@ class RequestLog:
             await self.app(scope, receive, send_status)
         finally:
             path, status = scope["path"], answered["status"]
-            self.service.metrics.count_request(path if path in ROUTES else "other", status)
+            self.service.metrics.count_request(_route_label(path), status)
             sizes = scope.get("elmo", {})
             client = "{}:{}".format(*scope["client"]) if scope.get("client") else "-"
             LOG.info(

@@ -7,7 +7,8 @@ from ..commands.arguments import DefaultsSayWhatHappens, OneLineErrors
 from ..foundation.checks import integer_flag
 from ..foundation.errors import command_as_typed
 from ..foundation.model_location import NO_SUCH_FOLDER, missing_model_folder
-from .protocol import Limits
+from ..quantization.methods import METHODS
+from .protocol import BODY_BYTES_PER_WORD, Limits
 from .settings import (
     DEFAULT_MAX_BATCH_WORDS,
     DEFAULT_MAX_QUEUE,
@@ -41,7 +42,7 @@ def build_parser() -> ServeParser:
     parser = ServeParser(
         prog=command_as_typed(PROG),
         description="Serve an ELMo model over HTTP: OpenAI's POST /v1/embeddings (unit sentence vectors), "
-        "POST /v1/word-embeddings (each word's layers), GET /health, GET /metrics (docs/serving.md).",
+        "POST /v1/word-embeddings (each word's layers), GET /v1/models, GET /health, GET /metrics (docs/serving.md).",
         formatter_class=DefaultsSayWhatHappens,
     )
     parser.add_argument("model", metavar="MODEL", help="an ELMo folder or Hub id 'namespace/name'")
@@ -64,8 +65,7 @@ def build_parser() -> ServeParser:
     parser.add_argument(
         "--max-body-bytes",
         type=integer_flag(1),
-        default=defaults.body_bytes,
-        help="bytes of a request body; more get 413",
+        help=f"bytes of a request body; more get 413 (default: --max-inputs x --max-words x {BODY_BYTES_PER_WORD})",
     )
     parser.add_argument(
         "--max-inputs", type=integer_flag(1), default=defaults.inputs, help="inputs of a request; more get 413"
@@ -74,10 +74,23 @@ def build_parser() -> ServeParser:
         "--max-words", type=integer_flag(1), default=defaults.words_per_input, help="words of one input; more get 413"
     )
     parser.add_argument(
+        "--max-response-bytes",
+        type=integer_flag(1),
+        default=defaults.response_bytes,
+        help="bytes a response may weigh (estimated before any model work); more get 413",
+    )
+    parser.add_argument(
         "--word-cache",
         type=integer_flag(0),
         default=DEFAULT_WORD_CACHE,
         help="words kept in the character CNN's cache (0: none)",
+    )
+    parser.add_argument(
+        "--quantization",
+        choices=("none", *METHODS),
+        default="none",
+        help="the biLM's weights quantized on loading (CPU, a float32 folder; not exact, see docs/speed.md); "
+        "none: the folder as saved",
     )
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="info: one line per request")
     return parser
@@ -91,9 +104,14 @@ def parse_command_line(argv: list[str]) -> tuple[ServeSettings, argparse.Namespa
         parser.error(f"MODEL {args.model!r}: {NO_SUCH_FOLDER}")
     if args.max_inputs > args.max_queue:
         parser.error(f"--max-inputs {args.max_inputs} is more than --max-queue {args.max_queue}: no such request fits")
+    if args.quantization != "none" and args.device.split(":")[0] != "cpu":
+        parser.error(f"--quantization {args.quantization} runs on the CPU: use --device cpu (got {args.device})")
     same_names = ("model", "served_model_name", "device", "word_cache", "max_batch_words", "max_wait_ms", "max_queue")
-    limits = Limits(args.max_body_bytes, args.max_inputs, args.max_words)
-    settings = ServeSettings(**{name: getattr(args, name) for name in same_names}, limits=limits)
+    limits = Limits(args.max_body_bytes, args.max_inputs, args.max_words, args.max_response_bytes)
+    quantization = None if args.quantization == "none" else args.quantization
+    settings = ServeSettings(
+        **{name: getattr(args, name) for name in same_names}, limits=limits, quantization=quantization
+    )
     return settings, args
 
 

@@ -13,9 +13,14 @@ then it takes every queued input, sorts them by (words, arrival) and cuts them i
 `max_batch_words` words (an input longer than that runs alone), which run one after the other while new inputs queue
 for the next round. The model side (`run`) is any function of a list of jobs that returns one result or exception per
 job, called on the executor's thread.
+
+The loop is supervised: an error of its own (a round or a batch that fails outside the model's call, a `run` that
+returns the wrong number of results, an `on_batch` that raises) fails, with `BatchFailure`, the inputs of that batch
+(or that round) not yet answered, is logged with its traceback, and the loop goes on with the next inputs.
 """
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -33,6 +38,18 @@ class QueueFull(Exception):
     def __init__(self, queued: int, limit: int):
         super().__init__(f"the server is busy: {queued} inputs queued or running, at most {limit} (--max-queue)")
         self.queued, self.limit = queued, limit
+
+
+class BatchFailure(RuntimeError):
+    """The batcher itself failed on a batch holding a request's inputs (HTTP 500; the log has the traceback)."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(
+            f"the server failed on this request's batch ({type(error).__name__}); its log has the details"
+        )
+
+
+LOG = logging.getLogger("modeling_elmo.serve")
 
 
 @dataclass
@@ -125,7 +142,7 @@ class Batcher:
         return results
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self._loop_task is None:
+        if self._loop_task is None or self._loop_task.done():  # a loop that ended anyhow starts again
             self._wake = asyncio.Event()
             self._loop_task = loop.create_task(self._feed())
 
@@ -142,11 +159,20 @@ class Batcher:
             self._wake.clear()
             if not self._queue:
                 continue
-            await self._gather_more()
-            taken, self._queue = self._queue, []
-            self._rounds.append(len(taken))
-            for batch in cut_batches(taken, self.max_batch_words):
-                await self._run_batch(batch)
+            taken: list[_Entry] = []
+            try:
+                await self._gather_more()
+                taken, self._queue = self._queue, []
+                self._rounds.append(len(taken))
+                for batch in cut_batches(taken, self.max_batch_words):
+                    try:
+                        await self._run_batch(batch)
+                    except Exception as error:
+                        _fail(batch, error)
+            except Exception as error:  # the round itself failed: every input it took (or the queue) fails
+                if not taken:
+                    taken, self._queue = self._queue, []
+                _fail(taken, error)
 
     async def _gather_more(self) -> None:
         """Wait for a full batch of words, or the recent rounds' largest number of inputs, or until the oldest input
@@ -188,6 +214,14 @@ class Batcher:
                 entry.future.set_result(result)
         waits = tuple(started - entry.enqueued for entry in live)
         self.on_batch(BatchReport(len(live), sum(entry.words for entry in live), model_seconds, waits))
+
+
+def _fail(entries: list[_Entry], error: Exception) -> None:
+    """The loop's own `error`: logged, and every input of `entries` not yet answered fails with `BatchFailure`."""
+    LOG.error("the batcher failed on %d inputs", len(entries), exc_info=error)
+    for entry in entries:
+        if not entry.future.done():
+            entry.future.set_exception(BatchFailure(error))
 
 
 def cut_batches(entries: list[Any], max_batch_words: int) -> list[list[Any]]:

@@ -18,8 +18,10 @@ from typing import Any
 ENCODING_FORMATS = ("float", "base64")
 LAYER_NAMES = ("all", "top", "average")  # the per-word route's `layers` by name; or a list of layer indices
 NO_DIMENSIONS = (
-    "not supported: ELMo has no Matryoshka training, so a shortened vector is not a sentence vector; leave it out"
+    "ELMo has no Matryoshka training, so a shortened vector is not a sentence vector: give the model's width or "
+    "leave it out"
 )
+FLOAT32_MAX = 3.4028234663852886e38  # the largest finite float32: the model's and the responses' numbers
 
 
 @dataclass(eq=False)
@@ -51,13 +53,27 @@ def too_large(param: str, what: str) -> ApiError:
     return ApiError(413, f"{param}: {what}", param, code="too_large")
 
 
+BODY_BYTES_PER_WORD = 16  # the default body limit per word a request may hold (a word, a space, JSON's escapes)
+# bytes per value of a response body, measured on the fixture's answers (docs/serving.md): a float32 value as a JSON
+# number (its shortest double repr, ", " included) about 20.2, as base64 16/3 (4 bytes in 4/3 characters)
+RESPONSE_BYTES_PER_VALUE = {"float": 21.0, "base64": 16 / 3}
+
+
 @dataclass(frozen=True)
 class Limits:
-    """The size limits of one request (`elmo serve --max-body-bytes`, `--max-inputs`, `--max-words`)."""
+    """The size limits of one request (`elmo serve --max-body-bytes`, `--max-inputs`, `--max-words`,
+    `--max-response-bytes`). The body limit follows the others unless given: `inputs` x `words_per_input` x
+    `BODY_BYTES_PER_WORD` (16 MiB by default). `response_bytes` bounds the response a request asks for (its
+    estimate, `response_bytes`): the server's memory at its peak is about 4.5 times the body it sends."""
 
-    body_bytes: int = 2_000_000
-    inputs: int = 256
+    body_bytes: int | None = None
+    inputs: int = 2048  # as OpenAI's
     words_per_input: int = 512
+    response_bytes: int = 64 * 2**20
+
+    def __post_init__(self) -> None:
+        if self.body_bytes is None:
+            object.__setattr__(self, "body_bytes", self.inputs * self.words_per_input * BODY_BYTES_PER_WORD)
 
 
 @dataclass(frozen=True)
@@ -105,11 +121,16 @@ def parse_body(body: bytes, limits: Limits) -> dict:
     return document
 
 
-def parse_openai_request(document: dict, limits: Limits, split: Splitter) -> EmbeddingsRequest:
-    """`POST /v1/embeddings`'s body (OpenAI's shape), checked; `dimensions` is refused (`NO_DIMENSIONS`)."""
+def parse_openai_request(
+    document: dict, limits: Limits, split: Splitter, width: int | None = None
+) -> EmbeddingsRequest:
+    """`POST /v1/embeddings`'s body (OpenAI's shape), checked; `dimensions` is accepted where it is the model's
+    `width` (the vectors are that wide anyway) and refused otherwise (`NO_DIMENSIONS`)."""
     _refuse_unknown(document, OPENAI_FIELDS)
-    if document.get("dimensions") is not None:
-        raise bad_field("dimensions", NO_DIMENSIONS)
+    dimensions = document.get("dimensions")
+    exact = isinstance(dimensions, int) and not isinstance(dimensions, bool) and dimensions == width
+    if dimensions is not None and not exact:
+        raise bad_field("dimensions", f"only {width} (the model's width): {NO_DIMENSIONS}; got {dimensions!r:.40}")
     if "user" in document and not isinstance(document["user"], str):
         raise bad_field("user", f"a string, got {_kind(document['user'])}")
     return _parse_common(document, limits, split)
@@ -125,6 +146,38 @@ def parse_word_request(document: dict, limits: Limits, split: Splitter, num_laye
     if "scalar_mix" in document:
         return replace(request, scalar_mix=_parse_scalar_mix(document["scalar_mix"], num_layers))
     return replace(request, layers=_parse_layers(document.get("layers", "all"), num_layers))
+
+
+def response_bytes(request: EmbeddingsRequest, width: int, num_layers: int, per_word: bool) -> int:
+    """About how many bytes the response to `request` weighs (its values, `RESPONSE_BYTES_PER_VALUE` each): a
+    `width` vector per input for OpenAI's route; for the per-word route (`per_word`), a `width` vector per word and
+    layer asked for (`num_layers` for "all", one for "top", "average" and a scalar mix)."""
+    if not per_word:
+        values = len(request.texts) * width
+    elif request.layers == "all":
+        values = request.word_count * num_layers * width
+    elif isinstance(request.layers, tuple):
+        values = request.word_count * len(request.layers) * width
+    else:  # "top", "average", a scalar mix: one vector per word
+        values = request.word_count * width
+    return int(values * RESPONSE_BYTES_PER_VALUE[request.encoding_format])
+
+
+def check_response_size(request: EmbeddingsRequest, limits: Limits, width: int, num_layers: int, per_word: bool):
+    """413 (before any model work) where the response to `request` would weigh more than `limits.response_bytes`,
+    in one line that says what to ask for instead."""
+    size = response_bytes(request, width, num_layers, per_word)
+    if size <= limits.response_bytes:
+        return
+    smaller = (
+        'fewer inputs or words, fewer `layers` ("top", "average") or a `scalar_mix`' if per_word else "fewer inputs"
+    )
+    base64 = ', or "encoding_format": "base64" (a quarter of the size)' if request.encoding_format == "float" else ""
+    raise too_large(
+        "input",
+        f"the response would weigh about {size} bytes, over the limit of {limits.response_bytes} "
+        f"(--max-response-bytes): ask for {smaller}{base64}",
+    )
 
 
 def _parse_common(document: dict, limits: Limits, split: Splitter) -> EmbeddingsRequest:
@@ -198,15 +251,27 @@ def _parse_scalar_mix(value: Any, num_layers: int) -> ScalarMix:
         raise bad_field("scalar_mix", 'an object {"weights": [numbers], "gamma": number}')
     weights = value.get("weights")
     if not isinstance(weights, list) or len(weights) != num_layers or not all(map(_is_number, weights)):
-        raise bad_field("scalar_mix.weights", f"{num_layers} numbers (one per layer), got {weights!r:.60}")
+        raise bad_field(
+            "scalar_mix.weights", f"{num_layers} finite numbers (one per layer) {FLOAT32_RANGE}, got {weights!r:.60}"
+        )
     gamma = value.get("gamma", 1.0)
     if not _is_number(gamma):
-        raise bad_field("scalar_mix.gamma", f"a number, got {gamma!r:.40}")
+        raise bad_field("scalar_mix.gamma", f"a finite number {FLOAT32_RANGE}, got {gamma!r:.40}")
     return ScalarMix(tuple(float(weight) for weight in weights), float(gamma))
 
 
+FLOAT32_RANGE = "within float32's range (at most 3.4e38 in size)"
+
+
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number the model's float32 holds: not a boolean, not NaN or infinite (JSON's `NaN`, `Infinity`, or a
+    number too large for a double), not beyond float32's largest (an overflow to infinity there)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value) and abs(value) <= FLOAT32_MAX
+    except OverflowError:  # an integer too large for a float
+        return False
 
 
 def _refuse_unknown(document: dict, known: frozenset[str]) -> None:

@@ -9,6 +9,8 @@ a batch size counted in words; a replica takes requests once its model is loaded
     from modeling_elmo.serve.ray_deployment import elmo_deployment
     serve.run(elmo_deployment(ServeSettings("elmo-fixture"), num_replicas=2), route_prefix="/")
 
+A quantized model (`elmo serve --quantization int8`): `ServeSettings("elmo-fixture", quantization="int8")`.
+
 Replicas and hardware: each replica reserves `num_cpus` CPUs (and `num_gpus` GPUs, with `device="cuda"` in the
 settings) of the Ray cluster and runs torch on `torch_threads` threads; a node holds as many replicas as its CPUs
 (or GPUs) allow.

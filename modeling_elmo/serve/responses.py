@@ -7,7 +7,7 @@ import base64
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .protocol import EmbeddingsRequest
+from .protocol import ApiError, EmbeddingsRequest
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,10 +29,33 @@ def _usage(request: EmbeddingsRequest) -> dict:
 def openai_embeddings(request: EmbeddingsRequest, vectors: Sequence[np.ndarray], model_name: str) -> dict:
     """OpenAI's embeddings response: `data[i]` holds the unit sentence vector of `input[i]`; tokens are words."""
     data = [
-        {"object": "embedding", "index": index, "embedding": encoded(vector, request.encoding_format)}
+        {
+            "object": "embedding",
+            "index": index,
+            "embedding": encoded(finite(request, vector, index), request.encoding_format),
+        }
         for index, vector in enumerate(vectors)
     ]
     return {"object": "list", "data": data, "model": model_name, "usage": _usage(request)}
+
+
+def finite(request: EmbeddingsRequest, values: np.ndarray, index: int) -> np.ndarray:
+    """`values` (input `index`'s), where every one is finite; else the request is refused rather than answered with
+    infinities or NaN: 422 where its scalar mix overflowed float32, 500 otherwise (the model's values are checked
+    before, so this is a bug's)."""
+    import numpy as np
+
+    if np.isfinite(values).all():
+        return values
+    if request.scalar_mix is not None:
+        raise ApiError(
+            422,
+            "scalar_mix.gamma: the mixed values overflow float32 (beyond 3.4e38 in size); give a smaller gamma",
+            "scalar_mix.gamma",
+            code="overflow",
+        )
+    message = f"the values of input {index} are not finite (NaN or infinite); the server does not send them"
+    raise ApiError(500, message, type="server_error", code="not_finite")
 
 
 def selected_layers(request: EmbeddingsRequest, layers: np.ndarray) -> np.ndarray:
@@ -45,7 +68,8 @@ def selected_layers(request: EmbeddingsRequest, layers: np.ndarray) -> np.ndarra
         weights = np.asarray(request.scalar_mix.weights, dtype=np.float64)
         weights = np.exp(weights - weights.max())
         weights = (weights / weights.sum()).astype(np.float32)
-        return (request.scalar_mix.gamma * np.tensordot(weights, layers, axes=1)).astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused after (`finite`)
+            return (request.scalar_mix.gamma * np.tensordot(weights, layers, axes=1)).astype(np.float32)
     if request.layers == "all":
         return layers
     if request.layers == "top":
@@ -60,7 +84,7 @@ def word_embeddings(request: EmbeddingsRequest, layers: Sequence[np.ndarray], mo
     values (`selected_layers`)."""
     data = []
     for index, all_layers in enumerate(layers):
-        values = selected_layers(request, all_layers)
+        values = finite(request, selected_layers(request, all_layers), index)
         data.append(
             {
                 "object": "word_embeddings",

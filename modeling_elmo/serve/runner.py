@@ -50,10 +50,12 @@ class ModelRunner:
         model: a model folder or Hub id (the inference core's loader, `inference.pretrained`).
         device: a torch device name ("cpu", "cuda", "cuda:1").
         word_cache: words kept in the character CNN's cache (0: none).
+        quantization: the biLM's weights quantized on loading (`quantization.methods.METHODS`; None: as saved).
     """
 
-    def __init__(self, model: str, device: str = "cpu", word_cache: int = 20_000):
+    def __init__(self, model: str, device: str = "cpu", word_cache: int = 20_000, quantization: str | None = None):
         self.model_id, self.device, self.word_cache = model, device, word_cache
+        self.quantization = quantization
         self.tokenizer: Any = None
         self.model: Any = None
 
@@ -79,7 +81,7 @@ class ModelRunner:
         from ..word_embedding_store import WordEmbeddingCache
 
         self.tokenizer, self.model = load_model(
-            self.model_id, torch.float32, torch.device(self.device), progress=False
+            self.model_id, torch.float32, torch.device(self.device), progress=False, quantization=self.quantization
         )
         if self.word_cache:
             self.model.char_encoder.word_cache = WordEmbeddingCache(self.word_cache)

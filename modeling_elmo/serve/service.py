@@ -27,7 +27,9 @@ class EmbeddingService:
 
     def __init__(self, settings: ServeSettings, runner: ModelRunner | None = None):
         self.settings = settings
-        self.runner = runner or ModelRunner(settings.model, settings.device, settings.word_cache)
+        self.runner = runner or ModelRunner(
+            settings.model, settings.device, settings.word_cache, settings.quantization
+        )
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elmo-model")
         self.batcher = Batcher(
             self.runner.compute,

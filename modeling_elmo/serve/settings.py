@@ -19,7 +19,8 @@ class ServeSettings:
     model: the folder or Hub id served; served_model_name: the `model` of the responses (default: the folder's name
     or the Hub id); device: a torch device; word_cache: words in the character CNN's cache; max_batch_words: words per
     batch; max_wait_ms: how long a free model waits for more inputs; max_queue: inputs queued or running before 429;
-    limits: the per-request size limits (413).
+    limits: the per-request size limits (413); quantization: the biLM's weights quantized on loading (a method of
+    `quantization.methods.METHODS`, CPU only; None: as the folder is saved).
     """
 
     model: str
@@ -30,6 +31,7 @@ class ServeSettings:
     max_wait_ms: float = DEFAULT_MAX_WAIT_MS
     max_queue: int = DEFAULT_MAX_QUEUE
     limits: Limits = field(default_factory=Limits)
+    quantization: str | None = None
 
     @property
     def model_name(self) -> str:

@@ -16,6 +16,10 @@ from pathlib import Path
 START_SECONDS = 180  # loading torch and the model on a busy machine
 INJECTED_SERVER = Path(__file__).with_name("injected_server.py")
 ELMO_SERVE = Path(sysconfig.get_path("scripts")) / "elmo-serve"  # the console script, as users start it
+CHECKOUT = Path(__file__).resolve().parents[2]
+# the server runs this checkout's package, as the tests import it (not whichever checkout the console script was
+# installed from)
+PYTHONPATH = os.pathsep.join([str(CHECKOUT), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 def free_port() -> int:
@@ -34,7 +38,7 @@ class ServeProcess:
         self.log_path = log
         script = [sys.executable, str(INJECTED_SERVER)] if injected else [str(ELMO_SERVE)]
         command = [*script, str(model), "--port", str(self.port), *args]
-        environment = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+        environment = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": PYTHONPATH}
         self._log = open(log, "w")
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=environment)
         self.wait_ready()

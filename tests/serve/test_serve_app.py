@@ -10,6 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from modeling_elmo.serve.app import build_app
+from modeling_elmo.serve.protocol import Limits
 from modeling_elmo.serve.runner import SENTENCE, ModelFailure
 from modeling_elmo.serve.service import EmbeddingService
 from modeling_elmo.serve.settings import ServeSettings
@@ -22,10 +23,11 @@ class FakeRunner:
     """Splits as the tokenizer does; a word's vector in layer k is (k + len(word)) in every dimension; "FAIL" fails;
     `load` waits for `release`."""
 
-    num_layers = LAYERS
+    num_layers, width = LAYERS, WIDTH
 
     def __init__(self):
         self.release = threading.Event()
+        self.non_finite = False  # every result holds an infinity (a model that would give one unchecked)
 
     def split_words(self, text: str):
         return split_words(text)
@@ -40,7 +42,10 @@ class FakeRunner:
                 results.append(ModelFailure("the model failed on this request (RuntimeError)"))
                 continue
             layers = np.array([[[k + len(word)] * WIDTH for word in job.words] for k in range(LAYERS)], np.float32)
-            results.append(layers[-1].mean(0) / np.linalg.norm(layers[-1].mean(0)) if job.kind == SENTENCE else layers)
+            sentence = layers[-1].mean(0) / np.linalg.norm(layers[-1].mean(0))
+            if self.non_finite:
+                layers[..., 0] = sentence[0] = np.inf
+            results.append(sentence if job.kind == SENTENCE else layers)
         return results
 
 
@@ -104,3 +109,112 @@ def test_errors_and_the_metrics_and_log(app_client, caplog):
     lines = [record.getMessage() for record in caplog.records if "POST /v1/embeddings" in record.getMessage()]
     assert len(lines) == 3 and '" 500 inputs=1 words=3' in lines[0]
     assert not any("secret" in line for line in lines)
+
+
+def test_the_models_routes(app_client):
+    client, _ = app_client  # they answer while the model loads too
+    listed = client.get("/v1/models").json()
+    assert listed["object"] == "list" and len(listed["data"]) == 1
+    (model,) = listed["data"]
+    assert set(model) == {"id", "object", "created", "owned_by"}
+    assert model["id"] == "some/model" and model["object"] == "model" and isinstance(model["created"], int)
+    assert client.get("/v1/models/some/model").json() == model
+    unknown = client.get("/v1/models/other")
+    error = unknown.json()["error"]
+    assert unknown.status_code == 404 and error["code"] == "model_not_found" and error["param"] == "model"
+    assert error["message"].startswith("model: ") and "\n" not in error["message"]
+    metrics = client.get("/metrics").text
+    assert 'elmo_requests_total{route="/v1/models",status="200"} 1.0' in metrics
+    assert 'elmo_requests_total{route="/v1/models/{id}",status="200"} 1.0' in metrics
+    assert 'elmo_requests_total{route="/v1/models/{id}",status="404"} 1.0' in metrics
+
+
+def test_dimensions_the_models_width_is_accepted(app_client):
+    client = ready(app_client)
+    assert client.post("/v1/embeddings", json={"input": "a b", "dimensions": WIDTH}).status_code == 200
+    for refused in (WIDTH - 1, WIDTH + 1, float(WIDTH), True, str(WIDTH)):
+        answer = client.post("/v1/embeddings", json={"input": "a b", "dimensions": refused})
+        assert answer.status_code == 400 and answer.json()["error"]["param"] == "dimensions"
+
+
+@pytest.mark.parametrize("encoding_format", ["float", "base64"])
+@pytest.mark.parametrize(
+    ("scalar_mix", "status", "param"),
+    [
+        ({"weights": [0, 0, 0], "gamma": 1e39}, 400, "scalar_mix.gamma"),  # beyond float32: infinite there
+        ({"weights": [0, 0, 0], "gamma": -1e39}, 400, "scalar_mix.gamma"),
+        ({"weights": [1e39, 0, 0]}, 400, "scalar_mix.weights"),
+        ({"weights": [0, 10**400, 0]}, 400, "scalar_mix.weights"),  # too large for a double
+        ({"weights": [0, 0, 0], "gamma": 3e38}, 422, "scalar_mix.gamma"),  # in range, but the mixed values overflow
+    ],
+)
+def test_numbers_beyond_float32_are_refused_never_answered_as_infinity(
+    app_client, scalar_mix, status, param, encoding_format
+):
+    client = ready(app_client)
+    document = {"input": "ab c", "scalar_mix": scalar_mix, "encoding_format": encoding_format}
+    answer = client.post("/v1/word-embeddings", json=document)
+    error = answer.json()["error"]
+    assert (answer.status_code, error["param"]) == (status, param)
+    assert error["message"].startswith(f"{param}: ") and "\n" not in error["message"]
+
+
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity", b"1e400"])
+def test_json_non_finite_literals_are_refused(app_client, literal):
+    client = ready(app_client)
+    body = b'{"input": "c", "scalar_mix": {"weights": [0, 0, 0], "gamma": ' + literal + b"}}"
+    answer = client.post("/v1/word-embeddings", content=body)
+    assert answer.status_code == 400 and answer.json()["error"]["param"] == "scalar_mix.gamma"
+
+
+def test_a_non_finite_result_is_500_not_200(app_client):
+    client, runner = app_client
+    runner.non_finite = True
+    client = ready(app_client)
+    for route in ("/v1/embeddings", "/v1/word-embeddings"):
+        answer = client.post(route, json={"input": "ab c", "encoding_format": "base64"})
+        assert answer.status_code == 500 and answer.json()["error"]["code"] == "not_finite"
+
+
+def test_an_unexpected_failure_is_one_line_json_500(app_client, monkeypatch):
+    client = ready(app_client)
+    monkeypatch.setattr("modeling_elmo.serve.responses.openai_embeddings", lambda *args: 1 / 0)
+    with TestClient(client.app, raise_server_exceptions=False) as quiet:
+        answer = quiet.post("/v1/embeddings", json={"input": "ab"})
+    error = answer.json()["error"]
+    assert answer.status_code == 500 and error["code"] == "server_failure" and "ZeroDivisionError" in error["message"]
+    assert "\n" not in error["message"] and "Traceback" not in answer.text
+
+
+def test_a_batcher_failure_is_500_for_its_request_and_the_server_goes_on(app_client):
+    client = ready(app_client)
+    batcher = client.app.service.batcher
+    run = batcher.run
+    batcher.run = lambda jobs: run(jobs)[:-1]  # the wrong number of results: the batcher's own failure
+    answer = client.post("/v1/embeddings", json={"input": ["ab", "c"]})
+    error = answer.json()["error"]
+    assert answer.status_code == 500 and error["code"] == "batch_failure" and "ValueError" in error["message"]
+    batcher.run = run
+    assert client.post("/v1/embeddings", json={"input": ["ab", "c"]}).status_code == 200
+
+
+def test_2048_inputs_by_default_and_an_over_budget_response_is_refused_before_the_model(monkeypatch):
+    runner = FakeRunner()
+    runner.release.set()
+    calls = []
+    compute = runner.compute
+    monkeypatch.setattr(runner, "compute", lambda jobs: calls.append(len(jobs)) or compute(jobs))
+    budget = 2048 * 2 * LAYERS * WIDTH * 21  # 2,048 inputs of two words, every layer, as JSON numbers
+    settings = ServeSettings("some/model", max_wait_ms=0, limits=Limits(response_bytes=budget))
+    with TestClient(build_app(EmbeddingService(settings, runner=runner), load_in_background=False)) as client:
+        answer = client.post("/v1/embeddings", json={"input": ["ab c"] * 2048})
+        assert answer.status_code == 200 and len(answer.json()["data"]) == 2048
+        assert client.post("/v1/word-embeddings", json={"input": ["ab c"] * 2048}).status_code == 200
+        answered = sum(calls)
+        over = client.post("/v1/word-embeddings", json={"input": ["ab c d"] * 2048})
+        error = over.json()["error"]
+        assert over.status_code == 413 and error["param"] == "input" and "--max-response-bytes" in error["message"]
+        assert sum(calls) == answered  # refused before any model work
+        assert client.post("/v1/embeddings", json={"input": ["ab c"] * 2049}).status_code == 413
+        document = {"input": ["ab c d"] * 2048, "encoding_format": "base64"}  # a quarter of the size fits
+        assert client.post("/v1/word-embeddings", json=document).status_code == 200

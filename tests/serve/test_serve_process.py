@@ -121,6 +121,28 @@ def test_the_openai_client_sees_a_bad_request(server):
     with pytest.raises(openai.BadRequestError) as raised:
         client.embeddings.create(model="elmo-fixture", input="some text", dimensions=8)
     assert raised.value.body["param"] == "dimensions"
+    with pytest.raises(openai.NotFoundError) as raised:
+        client.models.retrieve("text-embedding-3-small")
+    assert raised.value.body["code"] == "model_not_found"
+
+
+def test_the_openai_client_models_and_dimensions(server, sentence_vectors):
+    from openai import OpenAI
+
+    client = OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+    (model,) = client.models.list().data
+    assert (model.id, model.object, model.owned_by) == ("elmo-fixture", "model", "elmo-serve")
+    assert isinstance(model.created, int) and client.models.retrieve("elmo-fixture") == model
+    answer = client.embeddings.create(model=model.id, input=SENTENCES[0], dimensions=32)  # the model's width
+    np.testing.assert_allclose(answer.data[0].embedding, sentence_vectors(SENTENCES[0]), atol=TOLERANCE, rtol=0)
+
+
+def test_numbers_beyond_float32_get_400_naming_the_field(server):
+    for encoding_format in ("float", "base64"):
+        for mix, param in (({"weights": [0, 0, 0], "gamma": 1e39}, "gamma"), ({"weights": [1e39, 0, 0]}, "weights")):
+            document = {"input": "text", "scalar_mix": mix, "encoding_format": encoding_format}
+            status, body = server.post("/v1/word-embeddings", document)
+            assert status == 400 and body["error"]["param"] == f"scalar_mix.{param}", body
 
 
 def test_concurrent_clients_get_their_own_vectors(server, sentence_vectors):
@@ -245,7 +267,7 @@ def test_a_declared_body_over_the_limit_is_refused_unread(server):
 
 
 def test_unknown_routes_and_methods(server):
-    assert server.get("/v1/models")[0] == 404
+    assert server.get("/v1/nowhere")[0] == 404
     status, body = server.get("/v1/embeddings")
     assert status == 405 and json.loads(body)["error"]["message"].startswith("GET /v1/embeddings")
 
@@ -375,3 +397,63 @@ def test_a_port_in_use_is_one_line_before_the_model_loads(converted_fixture):
     assert result.stderr.splitlines() == [
         f"elmo-serve: error: cannot listen on 127.0.0.1:{port}: Address already in use"
     ]
+
+
+QUANTIZED_TOLERANCE = 1e-4  # a quantized model's products are batch-independent: a batch against the input alone
+
+
+def test_a_quantized_server_answers_as_the_same_quantized_model_alone(converted_fixture, tmp_path):
+    """`--quantization int8`: several concurrent requests (batched together) each answer what the same int8 model
+    gives its input alone, for the sentence vectors and every word's layers; the int8 answers are not the float32
+    model's (the flag reaches the model)."""
+    from modeling_elmo.serve.runner import SENTENCE, WORDS, Job, ModelRunner
+
+    alone = ModelRunner(str(converted_fixture), word_cache=0, quantization="int8")
+    alone.load()
+    exact = ModelRunner(str(converted_fixture), word_cache=0)
+    exact.load()
+
+    def by_itself(runner, text, kind):
+        return runner.compute([Job([word for word, _, _ in runner.split_words(text)], kind, 0)])[0]
+
+    server = ServeProcess(converted_fixture, "--quantization", "int8", "--max-wait-ms", "200", log=tmp_path / "log")
+    try:
+        batches_before = server.metric("elmo_batch_inputs_count")
+        texts = [f"{SENTENCES[k % len(SENTENCES)]} number {k} ." for k in range(12)]
+        with ThreadPoolExecutor(len(texts)) as pool:
+            sentences = list(pool.map(lambda text: embeddings(server, {"input": text}), texts))
+            words = list(pool.map(lambda text: server.post("/v1/word-embeddings", {"input": text}), texts))
+        assert server.metric("elmo_batch_inputs_count") - batches_before < 2 * len(texts)  # some ran together
+    finally:
+        server.stop()
+    for text, body, (status, word_body) in zip(texts, sentences, words, strict=True):
+        assert status == 200, word_body
+        served = np.asarray(body["data"][0]["embedding"], np.float32)
+        np.testing.assert_allclose(served, by_itself(alone, text, SENTENCE), atol=QUANTIZED_TOLERANCE, rtol=0)
+        layers = np.asarray(word_body["data"][0]["embedding"], np.float32)
+        np.testing.assert_allclose(layers, by_itself(alone, text, WORDS), atol=QUANTIZED_TOLERANCE, rtol=0)
+    assert np.abs(served - by_itself(exact, text, SENTENCE)).max() > QUANTIZED_TOLERANCE
+
+
+def test_the_default_limits_take_2048_inputs_and_refuse_an_over_budget_response(converted_fixture, tmp_path):
+    """Default flags: OpenAI's 2,048 inputs answer; every layer of 2,048 inputs of 40 words as JSON numbers (about
+    165 MB on the fixture) is refused before any model work with one line naming the limit and what to do; the same
+    words' top layer as base64 (about 14 MB) answers."""
+    server = ServeProcess(converted_fixture, log=tmp_path / "log")
+    try:
+        texts = [f"{SENTENCES[k % len(SENTENCES)]} {k}" for k in range(2048)]
+        body = embeddings(server, {"input": texts})
+        assert len(body["data"]) == 2048 and body["data"][-1]["index"] == 2047
+        inputs_before = server.metric("elmo_inputs_total")
+        forty = [" ".join(f"w{k}" for k in range(40))] * 2048
+        status, body = server.post("/v1/word-embeddings", {"input": forty})
+        error = body["error"]
+        assert status == 413 and error["param"] == "input" and "\n" not in error["message"]
+        assert "(--max-response-bytes): ask for fewer inputs" in error["message"] and "base64" in error["message"]
+        assert server.metric("elmo_inputs_total") == inputs_before  # no model work
+        status, body = server.post(
+            "/v1/word-embeddings", {"input": forty, "layers": "top", "encoding_format": "base64"}
+        )
+        assert status == 200 and body["data"][0]["shape"] == [40, 32]
+    finally:
+        server.stop()

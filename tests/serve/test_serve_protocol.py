@@ -8,9 +8,11 @@ from modeling_elmo.serve.protocol import (
     ApiError,
     Limits,
     ScalarMix,
+    check_response_size,
     parse_body,
     parse_openai_request,
     parse_word_request,
+    response_bytes,
 )
 from modeling_elmo.word_splitter import split_words
 
@@ -43,6 +45,14 @@ def test_a_string_and_a_list_of_strings():
     assert request.encoding_format == "float" and request.model == "m"
     request = openai({"input": ["a b", "c"], "encoding_format": "base64", "dimensions": None})
     assert request.words == [["a", "b"], ["c"]] and request.encoding_format == "base64"
+
+
+def test_dimensions_only_the_models_width():
+    assert parse_openai_request({"input": "a", "dimensions": 8}, LIMITS, split_words, width=8).texts == ["a"]
+    for dimensions in (7, 8.0, "8", True):
+        document = {"input": "a", "dimensions": dimensions}
+        error = refusal(lambda document: parse_openai_request(document, LIMITS, split_words, width=8), document)
+        assert error.param == "dimensions" and "only 8 (the model's width)" in error.message
 
 
 @pytest.mark.parametrize(
@@ -111,6 +121,9 @@ def test_word_requests_layers_and_mix():
         ({"input": "a", "scalar_mix": {"weights": [1, "1", 1]}}, "scalar_mix.weights"),
         ({"input": "a", "scalar_mix": {"weights": [1, float("nan"), 1]}}, "scalar_mix.weights"),
         ({"input": "a", "scalar_mix": {"weights": [1, 1, 1], "gamma": None}}, "scalar_mix.gamma"),
+        ({"input": "a", "scalar_mix": {"weights": [1, 1, 1], "gamma": 1e39}}, "scalar_mix.gamma"),
+        ({"input": "a", "scalar_mix": {"weights": [1, 1, 1], "gamma": float("inf")}}, "scalar_mix.gamma"),
+        ({"input": "a", "scalar_mix": {"weights": [1, -1e39, 1]}}, "scalar_mix.weights"),
         ({"input": "a", "dimensions": 3}, "dimensions"),
         ({"input": ""}, "input"),
     ],
@@ -123,3 +136,38 @@ def test_word_refusals(document, param):
 def test_errors_serialise_as_json():
     error = refusal(openai, {"input": 3})
     assert json.loads(json.dumps(error.body()))["error"]["type"] == "invalid_request_error"
+
+
+def test_the_default_limits_and_the_body_limit_follows():
+    limits = Limits()
+    assert (limits.inputs, limits.words_per_input, limits.response_bytes) == (2048, 512, 64 * 2**20)
+    assert limits.body_bytes == 2048 * 512 * 16 == 16 * 2**20
+    assert Limits(inputs=10, words_per_input=20).body_bytes == 10 * 20 * 16
+    assert Limits(body_bytes=99, inputs=10).body_bytes == 99
+
+
+def test_the_response_estimate():
+    sentences = openai({"input": ["a b", "c d e"]})
+    assert response_bytes(sentences, 8, 3, per_word=False) == 2 * 8 * 21
+    assert response_bytes(words({"input": ["a b", "c d e"]}), 8, 3, per_word=True) == 5 * 3 * 8 * 21
+    assert response_bytes(words({"input": "a b", "layers": [0, 2]}), 8, 3, per_word=True) == 2 * 2 * 8 * 21
+    for one in ({"layers": "top"}, {"layers": "average"}, {"scalar_mix": {"weights": [0, 0, 0]}}):
+        assert response_bytes(words({"input": "a b", **one}), 8, 3, per_word=True) == 2 * 8 * 21
+    encoded = words({"input": "a b", "encoding_format": "base64"})
+    assert response_bytes(encoded, 8, 3, per_word=True) == 2 * 3 * 8 * 4 * 4 // 3
+
+
+def test_a_response_over_the_budget_is_413_saying_what_to_do():
+    request = words({"input": "a b c"})  # 3 words x 3 layers x 8 x 21 bytes = 1512
+    check_response_size(request, Limits(response_bytes=1512), 8, 3, per_word=True)
+    error = refusal(lambda request: check_response_size(request, Limits(response_bytes=1511), 8, 3, True), request)
+    assert (error.status, error.param, error.code) == (413, "input", "too_large")
+    for named in ("1512 bytes", "limit of 1511", "--max-response-bytes", "fewer inputs", "layers", "scalar_mix"):
+        assert named in error.message
+    assert "base64" in error.message
+    encoded = words({"input": "a b c", "encoding_format": "base64"})
+    error = refusal(lambda request: check_response_size(request, Limits(response_bytes=10), 8, 3, True), encoded)
+    assert "base64" not in error.message  # already asked for
+    sentences = openai({"input": "a b c"})
+    error = refusal(lambda request: check_response_size(request, Limits(response_bytes=10), 8, 3, False), sentences)
+    assert "layers" not in error.message and "fewer inputs" in error.message
