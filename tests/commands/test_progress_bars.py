@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import transformers
 from huggingface_hub.utils import are_progress_bars_disabled
 from transformers.utils import logging as hf_logging
 
@@ -16,6 +17,7 @@ ELMO = "import sys; from modeling_elmo.commands.elmo import main; sys.exit(main(
 ENVIRONMENT = {name: value for name, value in os.environ.items() if name != "HF_HUB_DISABLE_PROGRESS_BARS"}
 ENVIRONMENT |= {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 TRANSFORMERS_BARS = ("Loading weights", "Writing model shards")
+DRAWS_BARS = int(transformers.__version__.split(".")[0]) >= 5  # Transformers 4.x draws neither bar
 
 
 def elmo(*arguments) -> subprocess.CompletedProcess:
@@ -35,7 +37,7 @@ def test_convert_shows_transformers_bars_only_with_verbose(fixture_dir, tmp_path
         *("--options", fixture_dir / "options.json", "--weights", fixture_dir / "lm_weights.hdf5"),
         *("--output", tmp_path / "out", "--verify", *(["--verbose"] if verbose else [])),
     )
-    assert all((bar in result.stderr) == verbose for bar in TRANSFORMERS_BARS), result.stderr
+    assert all((bar in result.stderr) == (verbose and DRAWS_BARS) for bar in TRANSFORMERS_BARS), result.stderr
     assert "Wrote " in result.stdout
 
 
@@ -47,7 +49,7 @@ def test_embed_keeps_its_own_bar(converted_fixture, tmp_path, verbose):
     corpus.write_text("the bank closed .\nriver boats\n", encoding="utf-8")
     flags = ["--verbose"] if verbose else []
     result = elmo("embed", corpus, tmp_path / "out.hdf5", "--model", converted_fixture, "--batch-size", "1", *flags)
-    assert ("Loading weights" in result.stderr) == verbose, result.stderr
+    assert ("Loading weights" in result.stderr) == (verbose and DRAWS_BARS), result.stderr
     assert "elmo-embed" in result.stderr  # its own bar
 
 
