@@ -3,8 +3,9 @@
 `PROG: error: MESSAGE` on stderr, and exits with the error's `exit_status`: 2 where what the user gave cannot be used
 (arguments, input files, an output folder in use or not to be replaced, sizes beyond memory), 1 where the work
 failed on something else (a download, the Hub, a write, a model that does not load). `one_line` is the one way to
-put an exception's message on one line, for every wing."""
+put an exception's message on one line, and `reason_of` the cause of a failed read or write, for every wing."""
 
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -35,6 +36,16 @@ def one_line(error: BaseException, *, first: bool = False) -> str:
     if not text:
         return type(error).__name__
     return text.splitlines()[0] if first else " ".join(text.split())
+
+
+def reason_of(error: BaseException, with_file: bool = True) -> str:
+    """The cause of a failed read or write, on one line: the OS's reason where there is one (with the file the OS
+    names, unless `with_file` is False; a library's long message for an OS error, such as h5py's, gives way to the
+    OS's words for its errno)."""
+    if isinstance(error, OSError) and (error.errno or error.strerror):
+        reason = os.strerror(error.errno) if error.errno else one_line(error.strerror)
+        return f"{reason} ({error.filename})" if error.filename and with_file else reason
+    return one_line(error)
 
 
 def report(prog: str, error: ToolError) -> int:

@@ -21,15 +21,14 @@ import fcntl
 import json
 import os
 import re
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from .file_hash import file_entry, sha256_of
+from .folder_record import FOLDER_RECORD, OWNER_ERRORS, FolderRecord, describe_owner, owner_record
 from .output_folder import (
-    FOLDER_RECORD,
     OutputKind,
     listed,
     parent_folders,
@@ -39,17 +38,16 @@ from .output_folder import (
     write_text_atomically,
 )
 
-HOLDER_ERRORS = (OSError, ValueError, KeyError, TypeError)
-
 
 def holder_of(path: Path) -> str:
-    """Who holds the claim of the lock file `path`, as its record says ("pid 123 on host"); what a claim left by a
-    process that wrote no record (an older version, or one between locking and writing) is called."""
+    """Who holds the claim of the lock file `path`, as its owner record (`folder_record.owner_record`) says ("pid 123
+    on host"); what a claim left by a process that wrote no record (an older version, or one between locking and
+    writing) is called."""
     try:
         holder = json.loads(path.read_text(encoding="utf-8"))
-        return f"pid {int(holder['pid'])} on {holder['host']}"
-    except HOLDER_ERRORS:
-        return "a process that left no record of itself"
+    except OWNER_ERRORS:
+        holder = None
+    return describe_owner(holder)
 
 
 def _locked_descriptor(
@@ -58,10 +56,9 @@ def _locked_descriptor(
     """A descriptor of `path` under an exclusive `flock`, the lock file being the one at `path` now (a file removed
     by its last holder while this process waited for it is opened again); `error(busy)` at once where another process
     holds it (`busy` called with `holder_of(path)` where it is a function)."""
-    flags = os.O_RDONLY if path.is_dir() else os.O_RDWR | os.O_CREAT
     while True:
         try:
-            descriptor = os.open(path, flags, 0o666)
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError as failure:
             raise error(f"Cannot write {target or path.parent}: {reason_of(failure, with_file=False)}") from failure
         try:
@@ -86,16 +83,16 @@ def claimed(
     claim: bool = False,
     target: Path | None = None,
 ) -> Iterator[None]:
-    """Hold an exclusive `flock` on `path` (a folder, or a lock file created if missing) for the block; raise
-    `error(busy)` at once if another process holds it (`busy`: a message, or a function of the holder's description,
-    `holder_of`). The kernel releases it however the process ends. With `claim`, `path` is an output's claim file:
-    it records this process's pid and host while held and is deleted when the block ends. `target` is what a
-    failure to create the lock file names (default: its folder)."""
+    """Hold an exclusive `flock` on the lock file `path` (created if missing) for the block; raise `error(busy)` at
+    once if another process holds it (`busy`: a message, or a function of the holder's description, `holder_of`). The
+    kernel releases it however the process ends. With `claim`, `path` is an output's claim file: it holds this
+    process's owner record (`folder_record.owner_record`) while held and is deleted when the block ends. `target` is
+    what a failure to create the lock file names (default: its folder)."""
     descriptor = _locked_descriptor(path, busy, error, target)
     try:
         if claim:
             os.ftruncate(descriptor, 0)
-            os.write(descriptor, json.dumps({"host": socket.gethostname(), "pid": os.getpid()}).encode("utf-8"))
+            os.write(descriptor, json.dumps(owner_record()).encode("utf-8"))
         yield
     finally:
         if claim:
@@ -158,11 +155,10 @@ def output_folder_claimed(
 
 
 def record_folder(folder: Path, tool: str, error: type[Exception]) -> None:
-    """Write the record of the finished folder `folder` (`output_folder.FOLDER_RECORD`, before it is moved into
-    place): `tool`, and every file in it with its `file_entry`, so that `--overwrite` later deletes only those."""
+    """Write the record of the finished folder `folder` (`folder_record`, before it is moved into place): `tool`,
+    and every file in it with its `file_entry`, so that `--overwrite` later deletes only those."""
     files = {path.name: file_entry(path) for path in sorted(folder.iterdir()) if path.name != FOLDER_RECORD}
-    text = json.dumps({"tool": tool, "files": files}, indent=1, sort_keys=True) + "\n"
-    write_text_atomically(folder / FOLDER_RECORD, text, error)
+    write_text_atomically(folder / FOLDER_RECORD, FolderRecord(tool, files).text(), error)
 
 
 class OwnedFolder:

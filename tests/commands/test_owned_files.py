@@ -38,9 +38,8 @@ def test_sha256_of_is_the_files_sha256_and_sees_every_chunk(tmp_path):
     assert b"".join(chunks) == data and len(chunks) == 2
 
 
-@pytest.mark.parametrize("target", ["folder", "lock file"])
-def test_a_claimed_path_refuses_a_second_claim_until_released(tmp_path, target):
-    path = tmp_path if target == "folder" else tmp_path / "lock"
+def test_a_claimed_path_refuses_a_second_claim_until_released(tmp_path):
+    path = tmp_path / "lock"
     with claimed(path, "busy: one line", Refused):
         with pytest.raises(Refused, match="^busy: one line$"), claimed(path, "busy: one line", Refused):
             pass
