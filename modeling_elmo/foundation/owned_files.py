@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .file_hash import file_entry, sha256_of
-from .folder_record import FOLDER_RECORD, OWNER_ERRORS, FolderRecord, describe_owner, owner_record
+from .folder_record import FOLDER_RECORD, OWNER_ERRORS, FolderRecord, describe_owner, owner_record, unlisted_entries
 from .output_folder import (
     OutputKind,
     listed,
@@ -257,16 +257,13 @@ class OwnedFolder:
         return match is not None and (match[1] == self.record_name or self.writes.fullmatch(match[1]) is not None)
 
     def foreign(self) -> list[str]:
-        """The names in the folder that are not the tool's: neither the record, the lock, a listed file nor a
-        leftover temporary file."""
+        """The entries of the folder that are not the tool's (`folder_record.unlisted_entries`, the one check): neither
+        the record, the lock, the journal, a listed file nor a leftover temporary file."""
         if not self.folder.is_dir():
             return []
-        own = {self.record_name, self.lock_name, self.journal, *self.files()}
-        return sorted(
-            path.name
-            for path in self.folder.iterdir()
-            if path.is_symlink() or (path.name not in own and not self._is_leftover(path.name))
-        )
+        own = {**dict.fromkeys(filter(None, (self.lock_name, self.journal)), {}), **self.files()}
+        unlisted = unlisted_entries(self.folder, FolderRecord(self.tool, own, name=self.record_name))
+        return [name for name in unlisted if not self._is_leftover(name) or (self.folder / name).is_symlink()]
 
     def check_foreign(self) -> None:
         """Refuse, in one line naming it, a folder holding a file that is not the tool's."""

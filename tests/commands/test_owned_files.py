@@ -142,3 +142,15 @@ def test_a_new_run_deletes_only_the_files_its_journal_lists(tmp_path):
         folder.start({"run": 2})
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["lock", "part-1.bin", "run.json"]
     assert folder.files() == {} and folder.run() == {"run": 2}
+
+
+def test_an_owned_folder_checks_its_entries_with_the_one_check_of_unlisted_entries(tmp_path):
+    """`OwnedFolder.foreign` is `folder_record.unlisted_entries`, as for every folder the package writes (issue 52):
+    a folder is never listed, a symbolic link never the tool's, even under a listed name."""
+    folder = _folder_with_one_file(tmp_path / "out", b"x")
+    (tmp_path / "out" / "sub").mkdir()
+    (tmp_path / "out" / "part-1.bin").symlink_to(tmp_path / "out" / "part-0.bin")
+    assert folder.foreign() == ["part-1.bin", "sub/"]
+    (tmp_path / "out" / "part-0.bin").unlink()
+    (tmp_path / "out" / "part-0.bin").symlink_to(tmp_path / "elsewhere")
+    assert folder.foreign() == ["part-0.bin", "part-1.bin", "sub/"]
