@@ -1,7 +1,8 @@
 """`elmo-embed --format parquet`: a folder of Parquet part files that reads as one dataset.
 
-The folder holds `.elmo-embed-run.json` (the run record: input, model and options by content, see `run_identity`, and
-under `files` each finished part with its size and SHA-256), `.elmo-embed.lock` (locked by the process writing there)
+The folder holds `.elmo-files.json` (its record, `foundation.folder_record`: under `run` the input, model and options
+by content, see `run_identity`, and under `files` each finished part with its size and SHA-256; earlier versions'
+`.elmo-embed-run.json` is read too), `.elmo-embed.lock` (locked by the process writing there)
 and one `part-WWWWWWWW.parquet` per window of input lines, in `arrow_layout`'s columns, one row group per batch (rows
 sorted by length within a window, so read back in line order with `ORDER BY id`). A part is written under a hidden
 temporary name, synced, listed in the record and renamed once its window is complete, so a kill at any moment leaves
@@ -26,11 +27,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..foundation.folder_record import FOLDER_RECORD, LEGACY_PARQUET_RECORD
 from ..foundation.owned_files import OwnedFolder, OwnedRun, output_claimed
 from .run_identity import describe_differences
 from .store import EmbedOutputError
 
-RUN_RECORD_FILE = ".elmo-embed-run.json"
 LOCK_FILE = ".elmo-embed.lock"
 _PART = re.compile(r"part-(\d{8})\.parquet")
 WRITE_OPTIONS = {  # floats do not compress: plain pages, statistics only where they help a reader skip row groups
@@ -51,7 +52,9 @@ def window_of(name: str) -> int:
 
 def owned_folder(folder: Path) -> OwnedFolder:
     """`folder` as elmo-embed's Parquet output (checked: nothing in it that its record does not list)."""
-    owned = OwnedFolder(folder, "elmo-embed", (RUN_RECORD_FILE, LOCK_FILE, _PART), EmbedOutputError)
+    owned = OwnedFolder(
+        folder, "elmo-embed", (LOCK_FILE, _PART), EmbedOutputError, earlier_record=LEGACY_PARQUET_RECORD
+    )
     owned.check_foreign()
     return owned
 
@@ -127,7 +130,7 @@ def merge_folders(output: Path, folders: list[Path]) -> int:
             owned = owned_folder(folder)
             record = owned.run()
             if record is None:
-                raise EmbedOutputError(f"{folder} is not an elmo-embed Parquet folder (no {RUN_RECORD_FILE}).")
+                raise EmbedOutputError(f"{folder} is not an elmo-embed Parquet folder (no {FOLDER_RECORD}).")
             records.append(record)
             listed.append(owned)
         for folder, record in zip(folders[1:], records[1:], strict=True):

@@ -346,7 +346,7 @@ def claim_run_folder(folder: str | os.PathLike, prog: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     previous = read_record(folder, RunFolderError)
     write_text_atomically(folder / FOLDER_RECORD, FolderRecord(prog, {}, owner_record()).text(), RunFolderError)
-    if previous is not None and previous.name != FOLDER_RECORD:
+    if previous is not None and previous.name != FOLDER_RECORD and previous.tool == prog:
         (folder / previous.name).unlink()
 
 

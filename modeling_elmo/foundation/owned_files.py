@@ -27,7 +27,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .file_hash import file_entry, sha256_of
-from .folder_record import FOLDER_RECORD, OWNER_ERRORS, FolderRecord, describe_owner, owner_record, unlisted_entries
+from .folder_record import (
+    FOLDER_RECORD,
+    OWNER_ERRORS,
+    FolderRecord,
+    describe_owner,
+    owner_record,
+    read_journal,
+    read_record,
+    unlisted_entries,
+)
 from .output_folder import (
     OutputKind,
     listed,
@@ -163,72 +172,53 @@ def record_folder(folder: Path, tool: str, error: type[Exception]) -> None:
 
 class OwnedFolder:
     """
-    The output folder of `tool` (named in messages). `names` are `(record_name, lock_name, writes)`: the record file
-    names the run writing there (`run`, a JSON object) and lists, under `"files"`, each file the run finished with its
-    `file_entry` (or, where `journal` names a file, that journal lists them); the lock file is locked while a process
-    writes there; `writes` matches the names of the files the tool writes (see the module docstring for the ownership
-    rule). `error` is the exception of every refusal.
+    The output folder of `tool` (named in messages), owned by content: its record (`folder_record`) names the run
+    writing there (`run`, a JSON object) and lists each file the run finished with its `file_entry` (or, where
+    `journal` names a file, that journal lists them). `names` are `(lock_name, writes)`: the lock file is locked while
+    a process writes there; `writes` matches the names of the files the tool writes (see the module docstring for the
+    ownership rule). `error` is the exception of every refusal. `earlier_record` names the record file an earlier
+    version wrote there (`folder_record.legacy_record` reads it), replaced by this version's when a run resumes.
     """
 
     def __init__(
         self,
         folder: Path,
         tool: str,
-        names: tuple[str, str, re.Pattern[str]],
+        names: tuple[str, re.Pattern[str]],
         error: type[Exception],
         journal: str | None = None,
+        earlier_record: str | None = None,
     ) -> None:
         self.folder, self.tool, self.error, self.journal = folder, tool, error, journal
-        self.record_name, self.lock_name, self.writes = names
+        self.lock_name, self.writes = names
+        self.record_names = (FOLDER_RECORD, *filter(None, [earlier_record]))
         self._listed: dict[str, dict] | None = None  # the files listed, kept in memory while the folder is locked
 
-    def read(self) -> dict | None:
-        """The whole record (None: there is none); an error naming it where it cannot be read or lists a name the
-        tool does not write (so that nothing outside the folder is ever taken for a listed file)."""
-        path = self.folder / self.record_name
-        if not path.exists():
+    def read(self) -> FolderRecord | None:
+        """The folder's record (`folder_record.read_record`; None: there is none, or it is not the tool's); an error
+        naming it where it cannot be read or lists a name the tool does not write (so that nothing outside the folder
+        is ever taken for a listed file)."""
+        record = read_record(self.folder, self.error)
+        if record is None or record.tool != self.tool or record.name not in self.record_names:
             return None
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(record, dict) or not isinstance(record.get("files", {}), dict):
-                raise ValueError("not a JSON object")
-            if not all(self.writes.fullmatch(name) for name in record.get("files", {})):
-                raise ValueError(f"it lists files {self.tool} does not write")
-        except (OSError, ValueError) as failure:
-            raise self.error(f"{path} is unreadable ({reason_of(failure, with_file=False)}).") from failure
+        if not all(self.writes.fullmatch(name) for name in record.files):
+            listing = self.folder / (record.journal or record.name)
+            raise self.error(f"{listing} is unreadable (it lists files {self.tool} does not write).")
         return record
 
     def run(self) -> dict | None:
-        """The run recorded (the record without its file list)."""
+        """The run recorded."""
         record = self.read()
-        return None if record is None else {key: value for key, value in record.items() if key != "files"}
+        return None if record is None else record.run
 
     def files(self) -> dict[str, dict]:
         """The files the record (or the journal) lists, by name."""
         if self._listed is not None:
             return self._listed
-        return self._read_journal() if self.journal else (self.read() or {}).get("files", {})
-
-    def _read_journal(self) -> dict[str, dict]:
-        """The files the journal lists; its last line is ignored unless complete (a torn append)."""
-        path = self.folder / self.journal
-        try:
-            lines = path.read_bytes().split(b"\n")[:-1]  # what follows the last newline is torn, or nothing
-        except FileNotFoundError:
-            return {}
-        except OSError as failure:
-            raise self.error(f"{path} is unreadable ({reason_of(failure, with_file=False)}).") from failure
-        files = {}
-        for number, line in enumerate(lines, 1):
-            try:
-                entry = json.loads(line)
-                name = entry.pop("name")
-                if not isinstance(name, str) or not self.writes.fullmatch(name):
-                    raise ValueError(f"it lists a file {self.tool} does not write")
-            except (ValueError, KeyError, TypeError, AttributeError) as failure:
-                raise self.error(f"{path} is damaged at line {number} ({reason_of(failure)}).") from failure
-            files[name] = entry
-        return files
+        if self.journal:
+            return read_journal(self.folder / self.journal, self.error, self.writes)
+        record = self.read()
+        return {} if record is None else record.files
 
     def _trim_journal(self) -> None:
         """Under the lock: cut off a torn last line of the journal, so that the next one starts a line of its own."""
@@ -240,29 +230,30 @@ class OwnedFolder:
     def _list(self, name: str, entry: dict) -> None:
         """Under the lock: list the finished file `name` with its `file_entry` (appended to the journal and synced, or
         written into the record)."""
+        self._listed[name] = entry
         if self.journal:
             with open(self.folder / self.journal, "ab") as journal:
                 journal.write(json.dumps({"name": name, **entry}, sort_keys=True).encode("utf-8") + b"\n")
                 journal.flush()
                 os.fsync(journal.fileno())
         else:
-            record = self.read()
-            record["files"][name] = entry
-            self._write_record(record)
-        self._listed[name] = entry
+            self._write_record(self.run())
 
     def _is_leftover(self, name: str) -> bool:
         """Whether `name` is the temporary file of an interrupted write of the record or of a file the tool writes."""
         match = re.fullmatch(r"\.(.+)\.[a-z0-9_]{8}\.tmp", name)
-        return match is not None and (match[1] == self.record_name or self.writes.fullmatch(match[1]) is not None)
+        return match is not None and (match[1] in self.record_names or self.writes.fullmatch(match[1]) is not None)
 
     def foreign(self) -> list[str]:
         """The entries of the folder that are not the tool's (`folder_record.unlisted_entries`, the one check): neither
         the record, the lock, the journal, a listed file nor a leftover temporary file."""
         if not self.folder.is_dir():
             return []
-        own = {**dict.fromkeys(filter(None, (self.lock_name, self.journal)), {}), **self.files()}
-        unlisted = unlisted_entries(self.folder, FolderRecord(self.tool, own, name=self.record_name))
+        own = {
+            **dict.fromkeys(filter(None, (self.lock_name, self.journal, *self.record_names[1:])), {}),
+            **self.files(),
+        }
+        unlisted = unlisted_entries(self.folder, FolderRecord(self.tool, own))
         return [name for name in unlisted if not self._is_leftover(name) or (self.folder / name).is_symlink()]
 
     def check_foreign(self) -> None:
@@ -273,7 +264,7 @@ class OwnedFolder:
         if foreign:
             raise self.error(
                 f"{self.folder} holds files {self.tool} did not write ({listed(foreign, 3)}): its "
-                f"{self.journal or self.record_name} does not list them, so they are never overwritten, deleted or "
+                f"{self.journal or FOLDER_RECORD} does not list them, so they are never overwritten, deleted or "
                 "read; move them away or give another folder."
             )
 
@@ -320,30 +311,38 @@ class OwnedFolder:
             return stack.pop_all()
 
     def start(self, run: dict, overwrite: bool = False) -> None:
-        """Under the lock: keep the record of the same run `run` (resume), or record `run` anew, deleting the files
-        the previous record lists (the caller refuses another run's folder without `overwrite`). The record is written
-        last, so that a kill on the way never leaves the files of one run listed for another."""
-        if not overwrite and self.run() == run:
+        """Under the lock: keep the record of the same run `run` (resume; an earlier version's record is written
+        again as this one's), or record `run` anew, deleting the files the previous record lists (the caller refuses
+        another run's folder without `overwrite`). The record is written last, so that a kill on the way never leaves
+        the files of one run listed for another."""
+        record = None if overwrite else self.read()
+        if record is not None and record.run == run:
+            if record.name != FOLDER_RECORD:
+                self._write_record(run)
             return
         for name in self.files():
             (self.folder / name).unlink(missing_ok=True)
         if self.journal:
             (self.folder / self.journal).unlink(missing_ok=True)
         self._listed = {}
-        self._write_record(run if self.journal else {**run, "files": {}})
+        self._write_record(run)
 
     def remove(self) -> None:
         """Under the lock, once the run's result is elsewhere: delete the files listed, the journal, the record and the
         lock, then the folder (an `OSError` where it still holds anything else, which stays)."""
-        for name in [*self.files(), self.journal, self.record_name, self.lock_name]:
+        for name in [*self.files(), self.journal, FOLDER_RECORD, self.lock_name]:
             if name is not None:
                 (self.folder / name).unlink(missing_ok=True)
         self._listed = {}
         self.folder.rmdir()
 
-    def _write_record(self, record: dict) -> None:
-        with replaced_atomically(self.folder / self.record_name, self.error) as stream:
-            stream.write(json.dumps(record, indent=1, sort_keys=True).encode("utf-8"))
+    def _write_record(self, run: dict) -> None:
+        """Under the lock: write the record of `run` and the files listed, in place of an earlier version's record."""
+        record = FolderRecord(self.tool, dict(self._listed), run=run, journal=self.journal)
+        with replaced_atomically(self.folder / FOLDER_RECORD, self.error) as stream:
+            stream.write(record.text().encode("utf-8"))
+        for name in self.record_names[1:]:
+            (self.folder / name).unlink(missing_ok=True)
 
     @contextlib.contextmanager
     def writing(self, name: str) -> Iterator[BinaryIO]:
