@@ -2,15 +2,15 @@
 
 The folder holds `.elmo-files.json` (its record, `foundation.folder_record`: under `run` the input, model and options
 by content, see `run_identity`, and under `files` each finished part with its size and SHA-256; earlier versions'
-`.elmo-embed-run.json` is read too), `.elmo-embed.lock` (locked by the process writing there)
-and one `part-WWWWWWWW.parquet` per window of input lines, in `arrow_layout`'s columns, one row group per batch (rows
-sorted by length within a window, so read back in line order with `ORDER BY id`). A part is written under a hidden
-temporary name, synced, listed in the record and renamed once its window is complete, so a kill at any moment leaves
-only complete parts; a rerun computes the windows that have no intact listed part. A part depends only on its window
-(not on the process, nor on the windows before it), so the folders of the processes of a multi-process run, each
-holding its own windows, join into one by copying the parts together (`merge_folders` does it checked). The record and
-lock are hidden files: `pyarrow.dataset`, pandas and `datasets` skip names starting with `.`, and DuckDB reads
-`*.parquet`.
+`.elmo-embed-run.json` is read too) and one `part-WWWWWWWW.parquet` per window of input lines, in `arrow_layout`'s
+columns, one row group per batch (rows sorted by length within a window, so read back in line order with `ORDER BY
+id`). A part is written under a hidden temporary name, synced, listed in the record and renamed once its window is
+complete, so a kill at any moment leaves only complete parts; a rerun computes the windows that have no intact listed
+part. A part depends only on its window (not on the process, nor on the windows before it), so the folders of the
+processes of a multi-process run, each holding its own windows, join into one by copying the parts together
+(`merge_folders` does it checked). The record is a hidden file, and the run's claim
+(`foundation.owned_files.output_claimed`) lies beside the folder: `pyarrow.dataset`, pandas and `datasets` skip names
+starting with `.`, and DuckDB reads `*.parquet`.
 
 Ownership (`foundation.owned_files`): only the files the record lists are elmo-embed's. A folder holding any other file
 (a `part-*.parquet` of the user's included) is refused, in one line naming it, for a run, a resume, `--overwrite`,
@@ -32,7 +32,7 @@ from ..foundation.owned_files import OwnedFolder, OwnedRun, output_claimed
 from .run_identity import describe_differences
 from .store import EmbedOutputError
 
-LOCK_FILE = ".elmo-embed.lock"
+EARLIER_FILES = (LEGACY_PARQUET_RECORD, ".elmo-embed.lock")  # the record and lock file of earlier versions
 _PART = re.compile(r"part-(\d{8})\.parquet")
 WRITE_OPTIONS = {  # floats do not compress: plain pages, statistics only where they help a reader skip row groups
     "compression": "none",
@@ -52,9 +52,7 @@ def window_of(name: str) -> int:
 
 def owned_folder(folder: Path) -> OwnedFolder:
     """`folder` as elmo-embed's Parquet output (checked: nothing in it that its record does not list)."""
-    owned = OwnedFolder(
-        folder, "elmo-embed", (LOCK_FILE, _PART), EmbedOutputError, earlier_record=LEGACY_PARQUET_RECORD
-    )
+    owned = OwnedFolder(folder, "elmo-embed", _PART, EmbedOutputError, earlier=EARLIER_FILES)
     owned.check_foreign()
     return owned
 

@@ -1,15 +1,15 @@
 """Crash-safe output of `elmo-embed`, in the layout of `allennlp elmo`.
 
-While a run is in progress, `OUTPUT.parts/` holds `.elmo-files.json` (its record, `foundation.folder_record`: the
-arguments of the run; earlier versions' `manifest.json` is read too), `lock` (locked by the process writing there),
-one small HDF5 file per finished batch and `parts.jsonl`, the journal that lists each finished part with its size and
-SHA-256. The folder is owned by content (`foundation.owned_files`, journal mode): a file the
-journal does not list is foreign, never overwritten, deleted or read, and the folder holding it is refused in one line
-naming it, `--overwrite` included. Every part is written under a temporary name, synced, given the permissions of the
-umask, listed and renamed into place, so a kill or a failed write (full disk, read-only folder) at any moment leaves
-only complete files; a failed write is reported with the file it was for and the cause. A rerun with the same
-arguments skips the batches whose listed part is intact (size and checksum); the others are computed again. At the
-end the listed parts are copied into `OUTPUT` and the folder is removed (only what it lists, then the empty folder).
+While a run is in progress (holding the claim of `OUTPUT`, `foundation.owned_files.output_claimed`), `OUTPUT.parts/`
+holds `.elmo-files.json` (its record, `foundation.folder_record`: the arguments of the run; earlier versions'
+`manifest.json` is read too), one small HDF5 file per finished batch and `parts.jsonl`, the journal that lists each
+finished part with its size and SHA-256. The folder is owned by content (`foundation.owned_files`, journal mode): a
+file the journal does not list is foreign, never overwritten, deleted or read, and the folder holding it is refused in
+one line naming it, `--overwrite` included. Every part is written under a temporary name, synced, given the permissions
+of the umask, listed and renamed into place, so a kill or a failed write (full disk, read-only folder) at any moment
+leaves only complete files; a failed write is reported with the file it was for and the cause. A rerun with the same
+arguments skips the batches whose listed part is intact (size and checksum); the others are computed again. At the end
+the listed parts are copied into `OUTPUT` and the folder is removed (only what it lists, then the empty folder).
 
 The output file holds one float32 dataset per input line, named by the 0-based line index and written in line order
 (so a run, a resumed run and a merged multi-process run give the same bytes), and `sentence_to_index`:
@@ -37,7 +37,8 @@ from .run_identity import describe_differences
 
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_RECORD = "elmo_embed_run"
-LOCK, JOURNAL = "lock", "parts.jsonl"
+JOURNAL = "parts.jsonl"
+EARLIER_FILES = (LEGACY_MANIFEST, "lock")  # the record and lock file of earlier versions
 _SHARD_NAME = re.compile(r"\.shard-\d{5}-of-\d{5}")  # in the name of the file of process RANK of WORLD
 _PART = re.compile(r"part-[0-9-]+\.h5")
 
@@ -138,9 +139,8 @@ class PartStore(OwnedRun):
         self.output, self.manifest, self.overwrite = output, manifest, overwrite
         self.folder = output.with_name(output.name + ".parts")
         writes = re.compile(rf"{_PART.pattern}|{re.escape(output.name)}")  # the output is written in the folder first
-        names = (LOCK, writes)
         self.owned = OwnedFolder(
-            self.folder, "elmo-embed", names, EmbedOutputError, journal=JOURNAL, earlier_record=LEGACY_MANIFEST
+            self.folder, "elmo-embed", writes, EmbedOutputError, journal=JOURNAL, output=output, earlier=EARLIER_FILES
         )
         self._check_foreign()
         check_output_file(output, overwrite or self.folder.exists(), "Output", EmbedOutputError)

@@ -174,24 +174,27 @@ class OwnedFolder:
     """
     The output folder of `tool` (named in messages), owned by content: its record (`folder_record`) names the run
     writing there (`run`, a JSON object) and lists each file the run finished with its `file_entry` (or, where
-    `journal` names a file, that journal lists them). `names` are `(lock_name, writes)`: the lock file is locked while
-    a process writes there; `writes` matches the names of the files the tool writes (see the module docstring for the
-    ownership rule). `error` is the exception of every refusal. `earlier_record` names the record file an earlier
-    version wrote there (`folder_record.legacy_record` reads it), replaced by this version's when a run resumes.
+    `journal` names a file, that journal lists them). `writes` matches the names of the files the tool writes (see the
+    module docstring for the ownership rule); `error` is the exception of every refusal. A process writes there under
+    the claim of `output` (`output_claimed`, the one lock of an output; default: the folder), which the command holds
+    already. `earlier` names the files an earlier version kept there besides its files, `(record, lock)`: its record
+    (`folder_record.legacy_record` reads it), replaced by this version's when a run resumes, and its lock file.
     """
 
     def __init__(
         self,
         folder: Path,
         tool: str,
-        names: tuple[str, re.Pattern[str]],
+        writes: re.Pattern[str],
         error: type[Exception],
         journal: str | None = None,
-        earlier_record: str | None = None,
+        output: Path | None = None,
+        earlier: tuple[str, str] | None = None,
     ) -> None:
-        self.folder, self.tool, self.error, self.journal = folder, tool, error, journal
-        self.lock_name, self.writes = names
-        self.record_names = (FOLDER_RECORD, *filter(None, [earlier_record]))
+        self.folder, self.tool, self.writes, self.error, self.journal = folder, tool, writes, error, journal
+        self.output = output or folder
+        self.record_names = (FOLDER_RECORD, earlier[0]) if earlier else (FOLDER_RECORD,)
+        self.earlier_lock = earlier[1] if earlier else None
         self._listed: dict[str, dict] | None = None  # the files listed, kept in memory while the folder is locked
 
     def read(self) -> FolderRecord | None:
@@ -250,7 +253,7 @@ class OwnedFolder:
         if not self.folder.is_dir():
             return []
         own = {
-            **dict.fromkeys(filter(None, (self.lock_name, self.journal, *self.record_names[1:])), {}),
+            **dict.fromkeys(filter(None, (self.earlier_lock, self.journal, *self.record_names[1:])), {}),
             **self.files(),
         }
         unlisted = unlisted_entries(self.folder, FolderRecord(self.tool, own))
@@ -278,15 +281,14 @@ class OwnedFolder:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """The folder created and locked for the block (an error at once if another process writes there), the
-        leftover temporary files of an interrupted run removed."""
+        """The folder created and its output claimed for the block (an error at once if another process writes there),
+        the leftover temporary files of an interrupted run removed."""
         try:
             self.folder.mkdir(exist_ok=True)
         except OSError as failure:
             raise self.error(f"Cannot write {self.folder}: {reason_of(failure, with_file=False)}") from failure
 
-        busy = f"{self.folder} is in use by another {self.tool} process."
-        with claimed(self.folder / self.lock_name, busy, self.error):
+        with output_claimed(self.output, self.tool, self.error):
             try:
                 for path in self.folder.iterdir():
                     if self._is_leftover(path.name):
@@ -328,9 +330,9 @@ class OwnedFolder:
         self._write_record(run)
 
     def remove(self) -> None:
-        """Under the lock, once the run's result is elsewhere: delete the files listed, the journal, the record and the
-        lock, then the folder (an `OSError` where it still holds anything else, which stays)."""
-        for name in [*self.files(), self.journal, FOLDER_RECORD, self.lock_name]:
+        """Under the lock, once the run's result is elsewhere: delete the files listed, the journal, the record and an
+        earlier version's lock, then the folder (an `OSError` where it still holds anything else, which stays)."""
+        for name in [*self.files(), self.journal, FOLDER_RECORD, self.earlier_lock]:
             if name is not None:
                 (self.folder / name).unlink(missing_ok=True)
         self._listed = {}

@@ -23,7 +23,7 @@ class Killed(Exception):
 
 def _folder_with_one_file(path, data: bytes) -> OwnedFolder:
     """A folder of the run `{"run": 1}` in which `part-0.bin` (holding `data`) is finished."""
-    folder = OwnedFolder(path, "the-tool", (".lock", re.compile(r"part-\d\.bin")), Refused)
+    folder = OwnedFolder(path, "the-tool", re.compile(r"part-\d\.bin"), Refused)
     with folder.locked():
         folder.start({"run": 1})
         with folder.writing("part-0.bin") as stream:
@@ -75,7 +75,7 @@ def test_only_listed_files_and_own_leftovers_are_removed(tmp_path):
     folder.check_foreign()
     with folder.locked():
         folder.start({"run": 2}, overwrite=True)
-    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [FOLDER_RECORD, ".lock"]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [FOLDER_RECORD]
     assert folder.files() == {}
 
 
@@ -92,7 +92,7 @@ def test_a_record_listing_a_name_the_tool_does_not_write_is_refused(tmp_path):
 
 def _journal_folder(path, writes: list[tuple[str, bytes]]) -> OwnedFolder:
     """A journal-mode folder of the run `{"run": 1}` in which each `(name, data)` of `writes` is finished in turn."""
-    folder = OwnedFolder(path, "the-tool", ("lock", re.compile(r"part-\d\.bin")), Refused, journal="j.jsonl")
+    folder = OwnedFolder(path, "the-tool", re.compile(r"part-\d\.bin"), Refused, journal="j.jsonl")
     with folder.locked():
         folder.start({"run": 1})
         for name, data in writes:
@@ -141,7 +141,7 @@ def test_a_new_run_deletes_only_the_files_its_journal_lists(tmp_path):
     (tmp_path / "out" / "part-1.bin").write_bytes(b"not listed")
     with folder.locked():
         folder.start({"run": 2})
-    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [FOLDER_RECORD, "lock", "part-1.bin"]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [FOLDER_RECORD, "part-1.bin"]
     assert folder.files() == {} and folder.run() == {"run": 2}
 
 
@@ -161,7 +161,7 @@ def test_only_the_tools_own_earlier_record_is_read_as_its_record(tmp_path):
     """An earlier version's record of another kind of folder (an HDF5 work folder's `manifest.json` in a Parquet
     folder) is a foreign file like any other: never read as the run, never deleted."""
     writes = re.compile(r"part-\d\.bin")
-    folder = OwnedFolder(tmp_path, "elmo-embed", (".lock", writes), Refused, earlier_record=".elmo-embed-run.json")
+    folder = OwnedFolder(tmp_path, "elmo-embed", writes, Refused, earlier=(".elmo-embed-run.json", ".lock"))
     (tmp_path / "manifest.json").write_text('{"run": 1}')
     assert folder.run() is None and folder.foreign() == ["manifest.json"]
     with folder.locked():

@@ -80,7 +80,6 @@ def test_parquet_holds_the_hdf5_values_bit_for_bit(tmp_path, corpus, converted_f
         values = _per_word(table, row, ["layer_0", "layer_1", "layer_2"])
         assert values.shape == expected[row].shape and values.tobytes() == expected[row].tobytes(), row
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [
-        ".elmo-embed.lock",
         ".elmo-files.json",
         *[f"part-{window:08d}.parquet" for window in range(5)],
     ]
@@ -360,13 +359,16 @@ def test_the_folder_record_is_read_by_the_one_reader_and_an_earlier_versions_fol
     assert _parquet(input_path, output, converted_fixture, *WINDOW) == 0
     record = read_record(output, AssertionError)
     assert record.tool == "elmo-embed" and record.complete and sorted(record.files) == sorted(_parts(output))
-    assert record.run["window"] == 8 and unlisted_entries(output, record) == [".elmo-embed.lock"]
+    assert record.run["window"] == 8 and unlisted_entries(output, record) == []
     earlier = {**record.run, "files": record.files}
     (output / ".elmo-embed-run.json").write_text(json.dumps(earlier, indent=1, sort_keys=True))
     (output / FOLDER_RECORD).unlink()
+    (output / ".elmo-embed.lock").touch()  # the lock file of earlier versions
     assert read_record(output, AssertionError).files == record.files
     parts = _parts(output)
     monkeypatch.setattr(embed, "embed_batch", None)  # nothing is computed again
     assert _parquet(input_path, output, converted_fixture, *WINDOW) == 0
     assert _parts(output) == parts and read_record(output, AssertionError) == record
     assert sorted(path.name for path in output.glob(".*")) == [".elmo-embed.lock", FOLDER_RECORD]
+    assert main(["merge", str(tmp_path / "merged"), str(output)]) == 0  # a merge reads it
+    assert _parts(tmp_path / "merged") == parts
