@@ -87,7 +87,8 @@ def main() -> None:
     parser.add_argument("--output_dir", required=True)
     args, extra = parser.parse_known_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    start_model = prepare_model(args.setup, Path(args.output_dir) / "start-model")
+    output = Path(args.output_dir)  # the starting model lies beside it: elmo-train-ner refuses files it did not write
+    start_model = prepare_model(args.setup, output.with_name(f"{output.name}-start-model"))
     results = run_ner.main(
         [
             f"--model_name_or_path={start_model}",

@@ -15,6 +15,7 @@ from modeling_elmo.classification import train as train_classifier
 from modeling_elmo.conversion import arguments as conversion_arguments
 from modeling_elmo.embed import cli as embed
 from modeling_elmo.foundation.model_location import is_hub_repo_id, missing_model_folder
+from modeling_elmo.foundation.owned_files import claim_file
 from modeling_elmo.ner import arguments as ner_arguments
 from modeling_elmo.ner import train as train_ner
 from modeling_elmo.pretraining import arguments as pretrain_arguments
@@ -183,9 +184,9 @@ def test_elmo_train_ner_refuses_an_output_dir_in_use_by_a_live_run(converted_fix
     output = tmp_path / "out"
     output.mkdir()
     argv = [f"--model_name_or_path={converted_fixture}", f"--train_file={train}", f"--output_dir={output}"]
-    descriptor = os.open(output, os.O_RDONLY)
+    descriptor = os.open(claim_file(output), os.O_RDWR | os.O_CREAT)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # stands for the live run
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # stands for the live run: the output's one claim
         with pytest.raises(SystemExit, match=f"elmo-train-ner: error: --output_dir {output} is in use by another"):
             train_ner.main([*argv, "--max_steps", "1", "--report_to", "none"])
     finally:
@@ -201,9 +202,9 @@ def test_elmo_train_classifier_refuses_an_output_dir_in_use_by_a_live_run(conver
     output = tmp_path / "out"
     output.mkdir()
     argv = [f"--model_name_or_path={converted_fixture}", "--do_train", f"--train_file={train}"]
-    descriptor = os.open(output, os.O_RDONLY)
+    descriptor = os.open(claim_file(output), os.O_RDWR | os.O_CREAT)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # stands for the live run
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # stands for the live run: the output's one claim
         with pytest.raises(SystemExit) as stop:
             train_classifier.main([*argv, f"--output_dir={output}", "--max_steps", "1", "--report_to", "none"])
     finally:

@@ -185,7 +185,6 @@ class ClassifierCommand(FineTuningCommand):
     hub_task = "text-classification"
     eval_prefix = "eval"
     data_collator = DataCollatorWithPadding
-    claims_output_dir = True
 
     def prepare(self, run: FineTuningRun) -> tuple[Task, Any]:
         files = _files(run.data_args, run.training_args)

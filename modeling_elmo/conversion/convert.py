@@ -7,8 +7,8 @@ code files for `trust_remote_code=True` and a `README.md` model card: a complete
 into place. `--push-to-hub` then uploads exactly that folder (see `modeling_elmo.hub.push`).
 
 Writing is all or nothing (`modeling_elmo.foundation.output_folder`'s policy). The folder is built in a hidden work
-folder beside the output, `.OUTPUT.partial-XXXX`, that holds an owner file (host and pid); a later run removes such
-folders once their process is gone. Every file gets the permissions the umask gives a new file. `--overwrite`
+folder beside the output, `.OUTPUT.partial-XXXX`, whose record names its owner (host and pid); a later run removes
+such folders once their process is gone. Every file gets the permissions the umask gives a new file. `--overwrite`
 replaces only a folder that elmo-convert could have written (an ELMo `config.json` and nothing but the files listed
 in `OUTPUT_FILES` and the package's code files) or an empty one, and never the current directory or one of its
 parents; the old folder is removed only once the new one is in place.
@@ -225,7 +225,7 @@ def write_model_folder(
     `vocab.txt`."""
     output_dir, config = result.output_dir, result.config
     try:
-        with work_folder(output_dir) as folder:
+        with work_folder(output_dir, CONVERTED_FOLDER.tool) as folder:
             model.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
             if vocabulary is not None:

@@ -324,7 +324,7 @@ def export_model(
         vocabulary = _check_vocabulary(model_dir, config.lm_vocab_size) if softmax is not None else None
         written = {OPTIONS_FILE: [], WEIGHTS_FILE: sorted(datasets)}
         try:
-            with work_folder(output_dir) as folder:
+            with work_folder(output_dir, EXPORTED_FOLDER.tool) as folder:
                 options = options_from_config(config, with_softmax=config.lm_vocab_size is not None)
                 (folder / OPTIONS_FILE).write_text(options_json_text(options), encoding="utf-8")
                 write_weights_hdf5(folder / WEIGHTS_FILE, datasets)

@@ -1,15 +1,16 @@
 """`elmo-embed --format parquet`: a folder of Parquet part files that reads as one dataset.
 
-The folder holds `.elmo-embed-run.json` (the run record: input, model and options by content, see `run_identity`, and
-under `files` each finished part with its size and SHA-256), `.elmo-embed.lock` (locked by the process writing there)
-and one `part-WWWWWWWW.parquet` per window of input lines, in `arrow_layout`'s columns, one row group per batch (rows
-sorted by length within a window, so read back in line order with `ORDER BY id`). A part is written under a hidden
-temporary name, synced, listed in the record and renamed once its window is complete, so a kill at any moment leaves
-only complete parts; a rerun computes the windows that have no intact listed part. A part depends only on its window
-(not on the process, nor on the windows before it), so the folders of the processes of a multi-process run, each
-holding its own windows, join into one by copying the parts together (`merge_folders` does it checked). The record and
-lock are hidden files: `pyarrow.dataset`, pandas and `datasets` skip names starting with `.`, and DuckDB reads
-`*.parquet`.
+The folder holds `.elmo-files.json` (its record, `foundation.folder_record`: under `run` the input, model and options
+by content, see `run_identity`, and under `files` each finished part with its size and SHA-256; earlier versions'
+`.elmo-embed-run.json` is read too) and one `part-WWWWWWWW.parquet` per window of input lines, in `arrow_layout`'s
+columns, one row group per batch (rows sorted by length within a window, so read back in line order with `ORDER BY
+id`). A part is written under a hidden temporary name, synced, listed in the record and renamed once its window is
+complete, so a kill at any moment leaves only complete parts; a rerun computes the windows that have no intact listed
+part. A part depends only on its window (not on the process, nor on the windows before it), so the folders of the
+processes of a multi-process run, each holding its own windows, join into one by copying the parts together
+(`merge_folders` does it checked). The record is a hidden file, and the run's claim
+(`foundation.owned_files.output_claimed`) lies beside the folder: `pyarrow.dataset`, pandas and `datasets` skip names
+starting with `.`, and DuckDB reads `*.parquet`.
 
 Ownership (`foundation.owned_files`): only the files the record lists are elmo-embed's. A folder holding any other file
 (a `part-*.parquet` of the user's included) is refused, in one line naming it, for a run, a resume, `--overwrite`,
@@ -26,12 +27,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..foundation.folder_record import FOLDER_RECORD, LEGACY_PARQUET_RECORD
 from ..foundation.owned_files import OwnedFolder, OwnedRun, output_claimed
 from .run_identity import describe_differences
 from .store import EmbedOutputError
 
-RUN_RECORD_FILE = ".elmo-embed-run.json"
-LOCK_FILE = ".elmo-embed.lock"
+EARLIER_FILES = (LEGACY_PARQUET_RECORD, ".elmo-embed.lock")  # the record and lock file of earlier versions
 _PART = re.compile(r"part-(\d{8})\.parquet")
 WRITE_OPTIONS = {  # floats do not compress: plain pages, statistics only where they help a reader skip row groups
     "compression": "none",
@@ -51,7 +52,7 @@ def window_of(name: str) -> int:
 
 def owned_folder(folder: Path) -> OwnedFolder:
     """`folder` as elmo-embed's Parquet output (checked: nothing in it that its record does not list)."""
-    owned = OwnedFolder(folder, "elmo-embed", (RUN_RECORD_FILE, LOCK_FILE, _PART), EmbedOutputError)
+    owned = OwnedFolder(folder, "elmo-embed", _PART, EmbedOutputError, earlier=EARLIER_FILES)
     owned.check_foreign()
     return owned
 
@@ -127,7 +128,7 @@ def merge_folders(output: Path, folders: list[Path]) -> int:
             owned = owned_folder(folder)
             record = owned.run()
             if record is None:
-                raise EmbedOutputError(f"{folder} is not an elmo-embed Parquet folder (no {RUN_RECORD_FILE}).")
+                raise EmbedOutputError(f"{folder} is not an elmo-embed Parquet folder (no {FOLDER_RECORD}).")
             records.append(record)
             listed.append(owned)
         for folder, record in zip(folders[1:], records[1:], strict=True):

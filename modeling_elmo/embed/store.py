@@ -1,14 +1,15 @@
 """Crash-safe output of `elmo-embed`, in the layout of `allennlp elmo`.
 
-While a run is in progress, `OUTPUT.parts/` holds `manifest.json` (the arguments of the run), `lock` (locked by the
-process writing there), one small HDF5 file per finished batch and `parts.jsonl`, the journal that lists each finished
-part with its size and SHA-256. The folder is owned by content (`foundation.owned_files`, journal mode): a file the
-journal does not list is foreign, never overwritten, deleted or read, and the folder holding it is refused in one line
-naming it, `--overwrite` included. Every part is written under a temporary name, synced, given the permissions of the
-umask, listed and renamed into place, so a kill or a failed write (full disk, read-only folder) at any moment leaves
-only complete files; a failed write is reported with the file it was for and the cause. A rerun with the same
-arguments skips the batches whose listed part is intact (size and checksum); the others are computed again. At the
-end the listed parts are copied into `OUTPUT` and the folder is removed (only what it lists, then the empty folder).
+While a run is in progress (holding the claim of `OUTPUT`, `foundation.owned_files.output_claimed`), `OUTPUT.parts/`
+holds `.elmo-files.json` (its record, `foundation.folder_record`: the arguments of the run; earlier versions'
+`manifest.json` is read too), one small HDF5 file per finished batch and `parts.jsonl`, the journal that lists each
+finished part with its size and SHA-256. The folder is owned by content (`foundation.owned_files`, journal mode): a
+file the journal does not list is foreign, never overwritten, deleted or read, and the folder holding it is refused in
+one line naming it, `--overwrite` included. Every part is written under a temporary name, synced, given the permissions
+of the umask, listed and renamed into place, so a kill or a failed write (full disk, read-only folder) at any moment
+leaves only complete files; a failed write is reported with the file it was for and the cause. A rerun with the same
+arguments skips the batches whose listed part is intact (size and checksum); the others are computed again. At the end
+the listed parts are copied into `OUTPUT` and the folder is removed (only what it lists, then the empty folder).
 
 The output file holds one float32 dataset per input line, named by the 0-based line index and written in line order
 (so a run, a resumed run and a merged multi-process run give the same bytes), and `sentence_to_index`:
@@ -29,13 +30,15 @@ import h5py
 import numpy as np
 
 from ..foundation.errors import ToolError
+from ..foundation.folder_record import LEGACY_MANIFEST
 from ..foundation.output_folder import check_output_file, listed, reason_of, replaced_atomically
 from ..foundation.owned_files import OwnedFolder, OwnedRun, output_claimed
 from .run_identity import describe_differences
 
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_RECORD = "elmo_embed_run"
-MANIFEST, LOCK, JOURNAL = "manifest.json", "lock", "parts.jsonl"
+JOURNAL = "parts.jsonl"
+EARLIER_FILES = (LEGACY_MANIFEST, "lock")  # the record and lock file of earlier versions
 _SHARD_NAME = re.compile(r"\.shard-\d{5}-of-\d{5}")  # in the name of the file of process RANK of WORLD
 _PART = re.compile(r"part-[0-9-]+\.h5")
 
@@ -136,8 +139,9 @@ class PartStore(OwnedRun):
         self.output, self.manifest, self.overwrite = output, manifest, overwrite
         self.folder = output.with_name(output.name + ".parts")
         writes = re.compile(rf"{_PART.pattern}|{re.escape(output.name)}")  # the output is written in the folder first
-        names = (MANIFEST, LOCK, writes)
-        self.owned = OwnedFolder(self.folder, "elmo-embed", names, EmbedOutputError, journal=JOURNAL)
+        self.owned = OwnedFolder(
+            self.folder, "elmo-embed", writes, EmbedOutputError, journal=JOURNAL, output=output, earlier=EARLIER_FILES
+        )
         self._check_foreign()
         check_output_file(output, overwrite or self.folder.exists(), "Output", EmbedOutputError)
         if not overwrite:
@@ -158,7 +162,7 @@ class PartStore(OwnedRun):
     def _check_foreign(self) -> None:
         """Refuse, in one line naming them, a work folder that is a file or holds files its journal does not list (in
         a work folder of a run, as `OwnedFolder.check_foreign` says; anything else is not a work folder)."""
-        if (self.folder / MANIFEST).is_file():
+        if any((self.folder / name).is_file() for name in self.owned.record_names):
             self.owned.check_foreign()
             return
         if self.folder.exists() and not self.folder.is_dir():

@@ -3,12 +3,12 @@
 1. parse the command line (`TrainerCommandLine`: a bad flag or value is one line, exit status 2);
 2. read and check the data, load the model, its tokenizer and the activation cache (`FineTuningCommand.prepare`);
    bad input is one line, exit status 2, before anything is written;
-3. take the `--output_dir` (its lock; a command that claims its folder refuses one holding files it did not write);
+3. take the `--output_dir` (its claim; a folder holding files the command did not write is refused);
 4. encode the data, build the `Trainer`, train (`FineTuningCommand.fit`, the `Trainer`'s loop, which a command may
    replace with its own way of fitting; then the model and the Trainer's state are saved), evaluate on the
    validation split and predict on the test split;
-5. write the results, the command's prediction files and model card, save the activation cache, seal the folder and
-   push to the Hub when asked.
+5. write the results, the command's prediction files and model card, save the activation cache, record every file
+   written in the folder's record and push to the Hub when asked.
 
 A command supplies its parts by subclassing `FineTuningCommand`; `FineTuningRun` carries what the steps share.
 """
@@ -30,9 +30,9 @@ from ..foundation.errors import ToolError, one_line
 from ..foundation.output_folder import (
     check_run_folder,
     claim_run_folder,
+    foreign_run_entries,
     seal_run_folder,
     write_text_atomically,
-    written_by,
 )
 from ..foundation.output_lock import run_output_dir_lock
 from .activation_cache import ElmoActivationCache
@@ -71,15 +71,14 @@ class FineTuningRun:
 
 
 class FineTuningCommand:
-    """One fine-tuning command: the parts `main` runs in its fixed order (see the module docstring). With
-    `claims_output_dir`, the command records what it wrote in its `--output_dir` and refuses a folder holding anything
+    """One fine-tuning command: the parts `main` runs in its fixed order (see the module docstring). The command
+    records what it wrote in its `--output_dir` (`foundation.folder_record`) and refuses a folder holding anything
     else."""
 
     command_line: ClassVar[TrainerCommandLine]
     hub_task: ClassVar[str]  # the `tasks` of `Trainer.push_to_hub`
     eval_prefix: ClassVar[str]  # the metric prefix and results file name of the validation split
     data_collator: ClassVar[type]  # the `Trainer`'s collator class, built on the tokenizer
-    claims_output_dir: ClassVar[bool] = False
 
     @property
     def prog(self) -> str:
@@ -139,10 +138,9 @@ class FineTuningCommand:
         raise CommandStop(line, status)
 
     def check_output_dir(self, output_dir: Path) -> None:
-        """Refuse, for a command that claims its `--output_dir`, a folder holding files it did not write."""
-        if self.claims_output_dir:
-            refusal = f"holds files that {self.prog} did not write ({{shown}}); choose an empty or new folder."
-            check_run_folder(output_dir, written_by(output_dir, self.prog), refusal)
+        """Refuse an `--output_dir` holding files the command did not write (an earlier run's may be written over)."""
+        refusal = f"holds files that {self.prog} did not write ({{shown}}); choose an empty or new folder."
+        check_run_folder(output_dir, lambda folder: foreign_run_entries(folder, self.prog), refusal)
 
     def main(self, argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         """Run the command on `argv` (default: `sys.argv[1:]`); the metrics per split."""
@@ -164,7 +162,7 @@ class FineTuningCommand:
                     run.cache = cache
                 except (OSError, ValueError, SafetensorError) as error:  # bad data, model, cache or option
                     self.fail(one_line(error, first=True))
-                if self.claims_output_dir:
+                if run.training_args.process_index == 0:
                     claim_run_folder(run.output_dir, self.prog)
                 return self._train_and_evaluate(run)
         except ToolError as error:  # the folder in use or not ours (exit status 2), a file that cannot be written (1)
@@ -215,7 +213,7 @@ class FineTuningCommand:
             logging.getLogger(self.prog).info("activation cache: %d hits, %d misses", run.cache.hits, run.cache.misses)
             if run.cache.directory is not None:
                 run.cache.save()
-        if main_process and self.claims_output_dir:
+        if main_process:
             seal_run_folder(run.output_dir, self.prog)
         if arguments.push_to_hub:
             run.trainer.push_to_hub(finetuned_from=run.model_args.model_name_or_path, tasks=self.hub_task)

@@ -3,9 +3,10 @@
 `PROG: error: MESSAGE` on stderr, and exits with the error's `exit_status`: 2 where what the user gave cannot be used
 (arguments, input files, an output folder in use or not to be replaced, sizes beyond memory), 1 where the work
 failed on something else (a download, the Hub, a write, a model that does not load). `one_line` is the one way to
-put an exception's message on one line, for every wing; `extra_install_hint` the one way a message says how to install
-an extra."""
+put an exception's message on one line, for every wing; `reason_of` the cause of a failed read or write; and
+`extra_install_hint` the one way a message says how to install an extra."""
 
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -43,6 +44,16 @@ def extra_install_hint(extra: str) -> str:
     names a checkout's editable install and docs/install.md (which also covers the repository URL and the wheel);
     once it is published, this is the one place to change (docs/releasing.md)."""
     return f"install the {extra} extra: pip install -e '.[{extra}]' in a checkout, or see docs/install.md"
+
+
+def reason_of(error: BaseException, with_file: bool = True) -> str:
+    """The cause of a failed read or write, on one line: the OS's reason where there is one (with the file the OS
+    names, unless `with_file` is False; a library's long message for an OS error, such as h5py's, gives way to the
+    OS's words for its errno)."""
+    if isinstance(error, OSError) and (error.errno or error.strerror):
+        reason = os.strerror(error.errno) if error.errno else one_line(error.strerror)
+        return f"{reason} ({error.filename})" if error.filename and with_file else reason
+    return one_line(error)
 
 
 def report(prog: str, error: ToolError) -> int:

@@ -5,12 +5,15 @@ Every command claims its output (`owned_files.output_claimed`, a lock file besid
 checks it, and holds the claim until the output is in place: of two runs into one output, the second refuses at once
 in one line naming the output and the first run's pid and host.
 
+The folders a command writes as its own carry one record of what it wrote there and of the process still writing
+(`folder_record`), read by one reader, that of an earlier version included.
+
 - A folder written as a whole (`elmo-convert`, its ELMoForManyLangs and NLPL paths, `elmo-export`): `prepare_output`
   refuses an output it must not replace (not the current directory, not a symbolic link, `--overwrite` only over a
-  folder of the same kind, never over its own inputs); the new folder is built in a hidden work folder beside it marked
-  with the process that owns it (`work_folder`) and renamed into place at the end (`move_into_place`: the previous
-  folder is moved aside and removed only once the new one is in place). A work folder whose process is gone is cleaned
-  up by the next run.
+  folder of the same kind, never over its own inputs); the new folder is built in a hidden work folder beside it whose
+  record names the process that owns it (`work_folder`) and renamed into place at the end (`move_into_place`: the
+  previous folder is moved aside and removed only once the new one is in place). A work folder whose process is gone
+  is cleaned up by the next run.
 - One file (`elmo-embed`, `elmo-pretrain build-vocab`, `elmo-export-onnx`, the fine-tuning commands' result files):
   `check_output_file` refuses a folder, a missing parent folder, or an existing file without `--overwrite`;
   `path_replaced_atomically` (or `replaced_atomically`, its stream), the package's one atomic write, writes it under a
@@ -20,39 +23,34 @@ in one line naming the output and the first run's pid and host.
   owns only the files its record lists (size and sha256); see that module for the rule.
 - A Trainer command's `--output_dir`, which the `Trainer` writes into as it goes (checkpoints, then the model):
   `check_run_folder` refuses a file, a folder that cannot be written, or one holding entries the run may not write
-  over; a command that may reuse its own folders records what it wrote in a marker file (`claim_run_folder`,
-  `seal_run_folder`, `written_by`). `output_lock` keeps a second live run out of it with `owned_files.claimed`, the
-  package's one lock.
+  over (`foreign_run_entries`: those its record does not list); every Trainer command records its run there as started
+  (`claim_run_folder`) and, at the end, every file it wrote (`seal_run_folder`). `output_lock` keeps a second live run
+  out of it with the output's one claim.
 """
 
-import json
 import logging
 import os
 import shutil
-import socket
 import tempfile
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .errors import ToolInputError, one_line
+from .errors import ToolInputError, reason_of
 from .file_hash import file_entry
+from .folder_record import (
+    FOLDER_RECORD,
+    FolderRecord,
+    describe_owner,
+    owner_is_gone,
+    owner_record,
+    read_record,
+    unlisted_entries,
+)
 
 logger = logging.getLogger(__name__)
-OWNER_FILE = "owner.json"  # in a work folder: {"host": ..., "pid": ...} of the process writing it
-FOLDER_RECORD = ".elmo-files.json"  # in a folder written whole: the tool that wrote it and each file it wrote
-
-
-def reason_of(error: BaseException, with_file: bool = True) -> str:
-    """The cause of a failed read or write, on one line: the OS's reason where there is one (with the file the OS
-    names, unless `with_file` is False; a library's long message for an OS error, such as h5py's, gives way to the
-    OS's words for its errno)."""
-    if isinstance(error, OSError) and (error.errno or error.strerror):
-        reason = os.strerror(error.errno) if error.errno else one_line(error.strerror)
-        return f"{reason} ({error.filename})" if error.filename and with_file else reason
-    return one_line(error)
 
 
 def listed(names: list[str], most: int) -> str:
@@ -73,44 +71,33 @@ class OutputKind:
     error: type[Exception]
 
 
-def folder_record(folder: Path, error: type[Exception]) -> dict | None:
-    """The record of a folder written whole (`FOLDER_RECORD`: `{"tool": ..., "files": {name: {"bytes", "sha256"}}}`),
-    None where it has none (a folder of an earlier version, or of another tool); `error` where it cannot be read."""
-    path = folder / FOLDER_RECORD
-    if not path.is_file():
-        return None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
-            raise ValueError("not a JSON object with a files object")
-    except (OSError, ValueError) as failure:
-        raise error(f"{path} is unreadable ({reason_of(failure, with_file=False)}).") from failure
-    return record
-
-
 def check_replaceable(output_dir: Path, kind: OutputKind) -> None:
-    """Refuse to replace `output_dir` unless it is empty or a folder `kind.tool` wrote: its `FOLDER_RECORD` names that
-    tool and lists every entry, and `kind.problems` finds none (a listed file may have been edited). A folder without
-    a record (an earlier version's: it still loads) is refused with what to do; so is any entry the record does not
-    list, which is never deleted or read."""
+    """Refuse to replace `output_dir` unless it is empty or a folder `kind.tool` finished: its record
+    (`folder_record.read_record`) names that tool and lists every entry, and `kind.problems` finds none (a listed file
+    may have been edited). A folder without a record (an earlier version's: it still loads) is refused with what to do;
+    so is any entry the record does not list, which is never deleted or read."""
     try:
         entries = sorted(output_dir.iterdir(), key=lambda path: path.name)
     except OSError as error:
         raise kind.error(f"Cannot read the output folder {output_dir}: {reason_of(error)}.") from error
     if not entries:
         return
-    record = folder_record(output_dir, kind.error)
-    own = {FOLDER_RECORD, *record["files"]} if record is not None else kind.files
-    unexpected = [
-        path.name + ("/" if path.is_dir() else "")
-        for path in entries
-        if path.name not in own or path.is_symlink() or not path.is_file()
-    ]
-    if record is not None and record.get("tool") != kind.tool:
-        problem = f"its {FOLDER_RECORD} says {record.get('tool')} wrote it"
+    record = read_record(output_dir, kind.error)
+    if record is not None:
+        unexpected = unlisted_entries(output_dir, record)
+    else:
+        unexpected = [
+            path.name + ("/" if path.is_dir() else "")
+            for path in entries
+            if path.name not in kind.files or path.is_symlink() or not path.is_file()
+        ]
+    if record is not None and record.tool != kind.tool:
+        problem = f"its {record.name} says {record.tool} wrote it"
+    elif record is not None and not record.complete:
+        problem = f"its {record.name} says {describe_owner(record.owner)} is still writing it"
     elif unexpected:
         problem = f"it holds {listed(unexpected, 5)}"
-        problem += f", which its {FOLDER_RECORD} does not list" if record is not None else ""
+        problem += f", which its {record.name} does not list" if record is not None else ""
     elif problems := kind.problems(output_dir):  # a listed file edited into something the tool does not write
         problem = problems[0]
     elif record is None:
@@ -153,25 +140,6 @@ def check_output(output_dir: Path, overwrite: bool, inputs: tuple[str, ...], kin
     check_replaceable(output_dir, kind)
 
 
-def owner_is_gone(work: Path) -> bool:
-    """Whether `work` is a work folder whose process is known to be gone: its owner file names this
-    host and a pid that no longer runs. Anything else (no or unreadable owner file, another host) is left alone."""
-    try:
-        owner = json.loads((work / OWNER_FILE).read_text(encoding="utf-8"))
-        host, pid = owner["host"], owner["pid"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    if host != socket.gethostname() or type(pid) is not int or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return True
-    except (OSError, OverflowError):  # alive under another user, or not a pid at all
-        return False
-    return False
-
-
 def remove_stalework_folders(output_dir: Path) -> None:
     """Remove the work folders that killed conversions to `output_dir` left beside it.
 
@@ -184,7 +152,7 @@ def remove_stalework_folders(output_dir: Path) -> None:
     except OSError:  # no parent folder yet, or an unreadable one: nothing of ours there
         return
     for work in candidates:
-        if not work.name.startswith(prefix) or work.is_symlink() or not work.is_dir() or not owner_is_gone(work):
+        if not work.name.startswith(prefix) or work.is_symlink() or not work.is_dir() or not _abandoned(work):
             continue
         old = work / "old"
         if old.is_dir() and not os.path.lexists(output_dir):
@@ -194,6 +162,15 @@ def remove_stalework_folders(output_dir: Path) -> None:
                 continue  # the only copy of the previous output: leave it
         shutil.rmtree(work, ignore_errors=True)
         logger.warning(f"Removed {work}, left behind by an interrupted run.")
+
+
+def _abandoned(work: Path) -> bool:
+    """Whether the work folder `work`'s record names a process known to be gone (an unreadable record: not known)."""
+    try:
+        record = read_record(work, OSError)
+    except OSError:
+        return False
+    return record is not None and record.owner is not None and owner_is_gone(record.owner)
 
 
 def current_umask() -> int:
@@ -225,14 +202,14 @@ def parent_folders(path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def work_folder(output_dir: Path) -> Iterator[Path]:
-    """Yield an empty `model/` folder inside a new hidden work folder beside `output_dir`, marked with this process's
-    owner file. The work folder is removed on exit, unless it holds the previous output that could not be put back;
-    parent folders created for it are removed again when the block fails."""
+def work_folder(output_dir: Path, tool: str) -> Iterator[Path]:
+    """Yield an empty `model/` folder inside a new hidden work folder beside `output_dir`, whose record names `tool`
+    and this process as its owner (`folder_record`). The work folder is removed on exit, unless it holds the previous
+    output that could not be put back; parent folders created for it are removed again when the block fails."""
     with parent_folders(output_dir):
         work = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}.partial-"))
         try:
-            (work / OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+            (work / FOLDER_RECORD).write_text(FolderRecord(tool, {}, owner_record()).text(), encoding="utf-8")
             model = work / "model"
             model.mkdir()  # unlike the mkdtemp folder (0700), with the umask's permissions
             yield model
@@ -336,32 +313,23 @@ class RunFolderError(ToolInputError, ValueError):
     """An `--output_dir` that a Trainer command must not or cannot write to."""
 
 
-def run_marker(prog: str) -> str:
-    """The marker file in which a command that may reuse its own `--output_dir` records what it wrote there:
-    `{"complete": bool, "files": {relative path: {"bytes", "sha256"}}}` (earlier versions: a list of names)."""
-    return f".{prog}.json"
+def foreign_run_entries(folder: Path, prog: str, earlier_runs: bool = False) -> list[str]:
+    """The entries of the Trainer `--output_dir` `folder` that are not `prog`'s: those its record does not list; none
+    while the record names a run of `prog` that did not finish (it may resume there). A folder without a record holds
+    only foreign entries, unless `earlier_runs` (the run resumed there may be an earlier version's: it kept none)."""
+    record = read_record(folder, RunFolderError)
+    if record is None and earlier_runs or record is not None and record.tool == prog and not record.complete:
+        return []
+    return unlisted_entries(folder, record if record is not None and record.tool == prog else None)
 
 
-def written_by(folder: Path, prog: str) -> set[str] | None:
-    """The entries of `folder` that the last run of `prog` recorded as its own, its marker included (None: every
-    entry, that run did not complete); only the marker's name where there is none."""
-    marker = run_marker(prog)
-    try:
-        record = json.loads((folder / marker).read_text(encoding="utf-8"))
-        return None if not record["complete"] else {marker, *(name.split("/")[0] for name in record["files"])}
-    except (OSError, ValueError, KeyError, TypeError):
-        return {marker}
-
-
-def check_run_folder(output_dir: str | os.PathLike, kept: Collection[str] | None, refusal: str) -> None:
+def check_run_folder(output_dir: str | os.PathLike, foreign: Callable[[Path], list[str]], refusal: str) -> None:
     """Refuse, before any work and again under the run's lock (`output_lock`), an `--output_dir` that is a file, that
-    cannot be created or written, or that holds entries other than `kept` (None: any); `refusal` ends that message,
-    with `{shown}` for the entries' names."""
+    cannot be created or written, or whose entries include some that `foreign(folder)` names (`foreign_run_entries`,
+    or `unlisted_entries(folder, None)`: every entry); `refusal` ends that message, with `{shown}` for their names."""
     path = Path(output_dir)
-    if path.is_dir() and kept is not None:
-        foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in kept)
-        if foreign:
-            raise RunFolderError(f"--output_dir {output_dir} " + refusal.format(shown=listed(foreign, 3)))
+    if path.is_dir() and (entries := foreign(path)):
+        raise RunFolderError(f"--output_dir {output_dir} " + refusal.format(shown=listed(entries, 3)))
     existing = path.absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -371,21 +339,20 @@ def check_run_folder(output_dir: str | os.PathLike, kept: Collection[str] | None
         raise RunFolderError(f"--output_dir {output_dir}: {existing} is not writable.")
 
 
-def _write_marker(folder: Path, prog: str, record: dict) -> None:
-    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
-    write_text_atomically(folder / run_marker(prog), text, RunFolderError)
-
-
 def claim_run_folder(folder: str | os.PathLike, prog: str) -> None:
-    """Create `folder` and mark a run of `prog` as started in it (after every input was checked)."""
+    """Create `folder` and record a run of `prog` as started in it by this process (after every input was checked),
+    in place of an earlier version's record."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    _write_marker(folder, prog, {"complete": False, "files": []})
+    previous = read_record(folder, RunFolderError)
+    write_text_atomically(folder / FOLDER_RECORD, FolderRecord(prog, {}, owner_record()).text(), RunFolderError)
+    if previous is not None and previous.name != FOLDER_RECORD and previous.tool == prog:
+        (folder / previous.name).unlink()
 
 
 def seal_run_folder(folder: str | os.PathLike, prog: str) -> None:
     """Record every file under `folder` (with its size and SHA-256) as written by the run of `prog` that claimed it."""
     folder = Path(folder)
-    paths = sorted(path for path in folder.rglob("*") if path.is_file() and path.name != run_marker(prog))
+    paths = sorted(path for path in folder.rglob("*") if path.is_file() and path != folder / FOLDER_RECORD)
     files = {path.relative_to(folder).as_posix(): file_entry(path) for path in paths}
-    _write_marker(folder, prog, {"complete": True, "files": files})
+    write_text_atomically(folder / FOLDER_RECORD, FolderRecord(prog, files).text(), RunFolderError)

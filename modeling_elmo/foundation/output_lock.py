@@ -1,7 +1,7 @@
 """One live run per output folder: a Trainer command holds its `--output_dir`'s claim (`owned_files.output_claimed`,
-the one claim of every output) while it writes there. The kernel releases the lock when the process ends, however it
-ends (a killed run leaves nothing stuck), and no lock file is written into the folder (the claim lies beside it; the
-folder itself is locked too, as earlier versions did, so that their runs and this version's exclude each other)."""
+the one claim and the one lock of every output) while it writes there. The kernel releases the lock when the process
+ends, however it ends (a killed run leaves nothing stuck), and no lock file is written into the folder (the claim
+lies beside it)."""
 
 import contextlib
 import os
@@ -11,7 +11,7 @@ from typing import Any
 
 from .errors import ToolInputError
 from .output_folder import parent_folders
-from .owned_files import claimed, output_claimed, refusal
+from .owned_files import output_claimed
 
 
 class OutputFolderInUseError(ToolInputError, ValueError):
@@ -28,7 +28,6 @@ def locked_output_dir(output_dir: str | os.PathLike, prog: str) -> Iterator[Path
     with (
         parent_folders(folder / "entry"),  # the folder and its parents, removed again if the run fails at once
         output_claimed(folder, prog, OutputFolderInUseError, busy=busy),
-        claimed(folder, refusal(busy), OutputFolderInUseError),  # the lock of earlier versions' runs, too
     ):
         yield folder
 

@@ -21,15 +21,23 @@ import fcntl
 import json
 import os
 import re
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from .file_hash import file_entry, sha256_of
-from .output_folder import (
+from .folder_record import (
     FOLDER_RECORD,
+    OWNER_ERRORS,
+    FolderRecord,
+    describe_owner,
+    owner_record,
+    read_journal,
+    read_record,
+    unlisted_entries,
+)
+from .output_folder import (
     OutputKind,
     listed,
     parent_folders,
@@ -39,17 +47,16 @@ from .output_folder import (
     write_text_atomically,
 )
 
-HOLDER_ERRORS = (OSError, ValueError, KeyError, TypeError)
-
 
 def holder_of(path: Path) -> str:
-    """Who holds the claim of the lock file `path`, as its record says ("pid 123 on host"); what a claim left by a
-    process that wrote no record (an older version, or one between locking and writing) is called."""
+    """Who holds the claim of the lock file `path`, as its owner record (`folder_record.owner_record`) says ("pid 123
+    on host"); what a claim left by a process that wrote no record (an older version, or one between locking and
+    writing) is called."""
     try:
         holder = json.loads(path.read_text(encoding="utf-8"))
-        return f"pid {int(holder['pid'])} on {holder['host']}"
-    except HOLDER_ERRORS:
-        return "a process that left no record of itself"
+    except OWNER_ERRORS:
+        holder = None
+    return describe_owner(holder)
 
 
 def _locked_descriptor(
@@ -58,10 +65,9 @@ def _locked_descriptor(
     """A descriptor of `path` under an exclusive `flock`, the lock file being the one at `path` now (a file removed
     by its last holder while this process waited for it is opened again); `error(busy)` at once where another process
     holds it (`busy` called with `holder_of(path)` where it is a function)."""
-    flags = os.O_RDONLY if path.is_dir() else os.O_RDWR | os.O_CREAT
     while True:
         try:
-            descriptor = os.open(path, flags, 0o666)
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError as failure:
             raise error(f"Cannot write {target or path.parent}: {reason_of(failure, with_file=False)}") from failure
         try:
@@ -86,16 +92,16 @@ def claimed(
     claim: bool = False,
     target: Path | None = None,
 ) -> Iterator[None]:
-    """Hold an exclusive `flock` on `path` (a folder, or a lock file created if missing) for the block; raise
-    `error(busy)` at once if another process holds it (`busy`: a message, or a function of the holder's description,
-    `holder_of`). The kernel releases it however the process ends. With `claim`, `path` is an output's claim file:
-    it records this process's pid and host while held and is deleted when the block ends. `target` is what a
-    failure to create the lock file names (default: its folder)."""
+    """Hold an exclusive `flock` on the lock file `path` (created if missing) for the block; raise `error(busy)` at
+    once if another process holds it (`busy`: a message, or a function of the holder's description, `holder_of`). The
+    kernel releases it however the process ends. With `claim`, `path` is an output's claim file: it holds this
+    process's owner record (`folder_record.owner_record`) while held and is deleted when the block ends. `target` is
+    what a failure to create the lock file names (default: its folder)."""
     descriptor = _locked_descriptor(path, busy, error, target)
     try:
         if claim:
             os.ftruncate(descriptor, 0)
-            os.write(descriptor, json.dumps({"host": socket.gethostname(), "pid": os.getpid()}).encode("utf-8"))
+            os.write(descriptor, json.dumps(owner_record()).encode("utf-8"))
         yield
     finally:
         if claim:
@@ -158,81 +164,64 @@ def output_folder_claimed(
 
 
 def record_folder(folder: Path, tool: str, error: type[Exception]) -> None:
-    """Write the record of the finished folder `folder` (`output_folder.FOLDER_RECORD`, before it is moved into
-    place): `tool`, and every file in it with its `file_entry`, so that `--overwrite` later deletes only those."""
+    """Write the record of the finished folder `folder` (`folder_record`, before it is moved into place): `tool`,
+    and every file in it with its `file_entry`, so that `--overwrite` later deletes only those."""
     files = {path.name: file_entry(path) for path in sorted(folder.iterdir()) if path.name != FOLDER_RECORD}
-    text = json.dumps({"tool": tool, "files": files}, indent=1, sort_keys=True) + "\n"
-    write_text_atomically(folder / FOLDER_RECORD, text, error)
+    write_text_atomically(folder / FOLDER_RECORD, FolderRecord(tool, files).text(), error)
 
 
 class OwnedFolder:
     """
-    The output folder of `tool` (named in messages). `names` are `(record_name, lock_name, writes)`: the record file
-    names the run writing there (`run`, a JSON object) and lists, under `"files"`, each file the run finished with its
-    `file_entry` (or, where `journal` names a file, that journal lists them); the lock file is locked while a process
-    writes there; `writes` matches the names of the files the tool writes (see the module docstring for the ownership
-    rule). `error` is the exception of every refusal.
+    The output folder of `tool` (named in messages), owned by content: its record (`folder_record`) names the run
+    writing there (`run`, a JSON object) and lists each file the run finished with its `file_entry` (or, where
+    `journal` names a file, that journal lists them). `writes` matches the names of the files the tool writes (see the
+    module docstring for the ownership rule); `error` is the exception of every refusal. A process writes there under
+    the claim of `output` (`output_claimed`, the one lock of an output; default: the folder), which the command holds
+    already. `earlier` names the files an earlier version kept there besides its files, `(record, lock)`: its record
+    (`folder_record.legacy_record` reads it), replaced by this version's when a run resumes, and its lock file.
     """
 
     def __init__(
         self,
         folder: Path,
         tool: str,
-        names: tuple[str, str, re.Pattern[str]],
+        writes: re.Pattern[str],
         error: type[Exception],
         journal: str | None = None,
+        output: Path | None = None,
+        earlier: tuple[str, str] | None = None,
     ) -> None:
-        self.folder, self.tool, self.error, self.journal = folder, tool, error, journal
-        self.record_name, self.lock_name, self.writes = names
+        self.folder, self.tool, self.writes, self.error, self.journal = folder, tool, writes, error, journal
+        self.output = output or folder
+        self.record_names = (FOLDER_RECORD, earlier[0]) if earlier else (FOLDER_RECORD,)
+        self.earlier_lock = earlier[1] if earlier else None
         self._listed: dict[str, dict] | None = None  # the files listed, kept in memory while the folder is locked
 
-    def read(self) -> dict | None:
-        """The whole record (None: there is none); an error naming it where it cannot be read or lists a name the
-        tool does not write (so that nothing outside the folder is ever taken for a listed file)."""
-        path = self.folder / self.record_name
-        if not path.exists():
+    def read(self) -> FolderRecord | None:
+        """The folder's record (`folder_record.read_record`; None: there is none, or it is not the tool's); an error
+        naming it where it cannot be read or lists a name the tool does not write (so that nothing outside the folder
+        is ever taken for a listed file)."""
+        record = read_record(self.folder, self.error)
+        if record is None or record.tool != self.tool or record.name not in self.record_names:
             return None
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(record, dict) or not isinstance(record.get("files", {}), dict):
-                raise ValueError("not a JSON object")
-            if not all(self.writes.fullmatch(name) for name in record.get("files", {})):
-                raise ValueError(f"it lists files {self.tool} does not write")
-        except (OSError, ValueError) as failure:
-            raise self.error(f"{path} is unreadable ({reason_of(failure, with_file=False)}).") from failure
+        if not all(self.writes.fullmatch(name) for name in record.files):
+            listing = self.folder / (record.journal or record.name)
+            raise self.error(f"{listing} is unreadable (it lists files {self.tool} does not write).")
         return record
 
     def run(self) -> dict | None:
-        """The run recorded (the record without its file list)."""
+        """The run recorded."""
         record = self.read()
-        return None if record is None else {key: value for key, value in record.items() if key != "files"}
+        return None if record is None else record.run
 
     def files(self) -> dict[str, dict]:
         """The files the record (or the journal) lists, by name."""
         if self._listed is not None:
             return self._listed
-        return self._read_journal() if self.journal else (self.read() or {}).get("files", {})
-
-    def _read_journal(self) -> dict[str, dict]:
-        """The files the journal lists; its last line is ignored unless complete (a torn append)."""
-        path = self.folder / self.journal
-        try:
-            lines = path.read_bytes().split(b"\n")[:-1]  # what follows the last newline is torn, or nothing
-        except FileNotFoundError:
-            return {}
-        except OSError as failure:
-            raise self.error(f"{path} is unreadable ({reason_of(failure, with_file=False)}).") from failure
-        files = {}
-        for number, line in enumerate(lines, 1):
-            try:
-                entry = json.loads(line)
-                name = entry.pop("name")
-                if not isinstance(name, str) or not self.writes.fullmatch(name):
-                    raise ValueError(f"it lists a file {self.tool} does not write")
-            except (ValueError, KeyError, TypeError, AttributeError) as failure:
-                raise self.error(f"{path} is damaged at line {number} ({reason_of(failure)}).") from failure
-            files[name] = entry
-        return files
+        if self.journal:
+            return read_journal(self.folder / self.journal, self.error, self.writes)
+        record = self.read()
+        return {} if record is None else record.files
 
     def _trim_journal(self) -> None:
         """Under the lock: cut off a torn last line of the journal, so that the next one starts a line of its own."""
@@ -244,33 +233,31 @@ class OwnedFolder:
     def _list(self, name: str, entry: dict) -> None:
         """Under the lock: list the finished file `name` with its `file_entry` (appended to the journal and synced, or
         written into the record)."""
+        self._listed[name] = entry
         if self.journal:
             with open(self.folder / self.journal, "ab") as journal:
                 journal.write(json.dumps({"name": name, **entry}, sort_keys=True).encode("utf-8") + b"\n")
                 journal.flush()
                 os.fsync(journal.fileno())
         else:
-            record = self.read()
-            record["files"][name] = entry
-            self._write_record(record)
-        self._listed[name] = entry
+            self._write_record(self.run())
 
     def _is_leftover(self, name: str) -> bool:
         """Whether `name` is the temporary file of an interrupted write of the record or of a file the tool writes."""
         match = re.fullmatch(r"\.(.+)\.[a-z0-9_]{8}\.tmp", name)
-        return match is not None and (match[1] == self.record_name or self.writes.fullmatch(match[1]) is not None)
+        return match is not None and (match[1] in self.record_names or self.writes.fullmatch(match[1]) is not None)
 
     def foreign(self) -> list[str]:
-        """The names in the folder that are not the tool's: neither the record, the lock, a listed file nor a
-        leftover temporary file."""
+        """The entries of the folder that are not the tool's (`folder_record.unlisted_entries`, the one check): neither
+        the record, the lock, the journal, a listed file nor a leftover temporary file."""
         if not self.folder.is_dir():
             return []
-        own = {self.record_name, self.lock_name, self.journal, *self.files()}
-        return sorted(
-            path.name
-            for path in self.folder.iterdir()
-            if path.is_symlink() or (path.name not in own and not self._is_leftover(path.name))
-        )
+        own = {
+            **dict.fromkeys(filter(None, (self.earlier_lock, self.journal, *self.record_names[1:])), {}),
+            **self.files(),
+        }
+        unlisted = unlisted_entries(self.folder, FolderRecord(self.tool, own))
+        return [name for name in unlisted if not self._is_leftover(name) or (self.folder / name).is_symlink()]
 
     def check_foreign(self) -> None:
         """Refuse, in one line naming it, a folder holding a file that is not the tool's."""
@@ -280,7 +267,7 @@ class OwnedFolder:
         if foreign:
             raise self.error(
                 f"{self.folder} holds files {self.tool} did not write ({listed(foreign, 3)}): its "
-                f"{self.journal or self.record_name} does not list them, so they are never overwritten, deleted or "
+                f"{self.journal or FOLDER_RECORD} does not list them, so they are never overwritten, deleted or "
                 "read; move them away or give another folder."
             )
 
@@ -294,15 +281,14 @@ class OwnedFolder:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """The folder created and locked for the block (an error at once if another process writes there), the
-        leftover temporary files of an interrupted run removed."""
+        """The folder created and its output claimed for the block (an error at once if another process writes there),
+        the leftover temporary files of an interrupted run removed."""
         try:
             self.folder.mkdir(exist_ok=True)
         except OSError as failure:
             raise self.error(f"Cannot write {self.folder}: {reason_of(failure, with_file=False)}") from failure
 
-        busy = f"{self.folder} is in use by another {self.tool} process."
-        with claimed(self.folder / self.lock_name, busy, self.error):
+        with output_claimed(self.output, self.tool, self.error):
             try:
                 for path in self.folder.iterdir():
                     if self._is_leftover(path.name):
@@ -327,30 +313,38 @@ class OwnedFolder:
             return stack.pop_all()
 
     def start(self, run: dict, overwrite: bool = False) -> None:
-        """Under the lock: keep the record of the same run `run` (resume), or record `run` anew, deleting the files
-        the previous record lists (the caller refuses another run's folder without `overwrite`). The record is written
-        last, so that a kill on the way never leaves the files of one run listed for another."""
-        if not overwrite and self.run() == run:
+        """Under the lock: keep the record of the same run `run` (resume; an earlier version's record is written
+        again as this one's), or record `run` anew, deleting the files the previous record lists (the caller refuses
+        another run's folder without `overwrite`). The record is written last, so that a kill on the way never leaves
+        the files of one run listed for another."""
+        record = None if overwrite else self.read()
+        if record is not None and record.run == run:
+            if record.name != FOLDER_RECORD:
+                self._write_record(run)
             return
         for name in self.files():
             (self.folder / name).unlink(missing_ok=True)
         if self.journal:
             (self.folder / self.journal).unlink(missing_ok=True)
         self._listed = {}
-        self._write_record(run if self.journal else {**run, "files": {}})
+        self._write_record(run)
 
     def remove(self) -> None:
-        """Under the lock, once the run's result is elsewhere: delete the files listed, the journal, the record and the
-        lock, then the folder (an `OSError` where it still holds anything else, which stays)."""
-        for name in [*self.files(), self.journal, self.record_name, self.lock_name]:
+        """Under the lock, once the run's result is elsewhere: delete the files listed, the journal, the record and an
+        earlier version's lock, then the folder (an `OSError` where it still holds anything else, which stays)."""
+        for name in [*self.files(), self.journal, FOLDER_RECORD, self.earlier_lock]:
             if name is not None:
                 (self.folder / name).unlink(missing_ok=True)
         self._listed = {}
         self.folder.rmdir()
 
-    def _write_record(self, record: dict) -> None:
-        with replaced_atomically(self.folder / self.record_name, self.error) as stream:
-            stream.write(json.dumps(record, indent=1, sort_keys=True).encode("utf-8"))
+    def _write_record(self, run: dict) -> None:
+        """Under the lock: write the record of `run` and the files listed, in place of an earlier version's record."""
+        record = FolderRecord(self.tool, dict(self._listed), run=run, journal=self.journal)
+        with replaced_atomically(self.folder / FOLDER_RECORD, self.error) as stream:
+            stream.write(record.text().encode("utf-8"))
+        for name in self.record_names[1:]:
+            (self.folder / name).unlink(missing_ok=True)
 
     @contextlib.contextmanager
     def writing(self, name: str) -> Iterator[BinaryIO]:

@@ -38,8 +38,9 @@ from ..formats.corpus import count_positions, resolve_corpus_files
 from ..formats.original_checkpoint import read_softmax
 from ..formats.vocab import LmVocabulary
 from ..foundation.errors import ToolError, ToolInputError, one_line, report
+from ..foundation.folder_record import unlisted_entries
 from ..foundation.model_location import NO_SUCH_FOLDER, missing_model_folder
-from ..foundation.output_folder import check_run_folder
+from ..foundation.output_folder import check_run_folder, claim_run_folder, foreign_run_entries, seal_run_folder
 from ..foundation.output_lock import run_output_dir_lock
 from ..hub.model_card import render_pretrained_model_card
 from ..lstm_states import ElmoLstmStates
@@ -353,17 +354,19 @@ def _check_finite(model: ElmoForPreTraining, step: int) -> None:
 
 
 def _check_output_dir(output_dir: str, resumed_checkpoint: Path | None) -> None:
-    """A new or empty `--output_dir` that can be written, or the folder of the run being resumed: a second run never
-    writes over a first one's files (Transformers 5 has no `--overwrite_output_dir`)."""
+    """A new or empty `--output_dir` that can be written, or the folder of the run being resumed, holding nothing its
+    record does not list: a second run never writes over a first one's files (Transformers 5 has no
+    `--overwrite_output_dir`)."""
     resuming_here = (
         resumed_checkpoint is not None and resumed_checkpoint.absolute().parent == Path(output_dir).absolute()
     )
-    check_run_folder(
-        output_dir,
-        None if resuming_here else (),
-        "is not empty (it holds {shown}); choose a new folder, or continue the run saved there with "
-        "--resume_from_checkpoint last.",
-    )
+    if resuming_here:
+        refusal = f"holds files that {PROG} did not write ({{shown}}); move them away to resume the run saved there."
+        check_run_folder(output_dir, lambda folder: foreign_run_entries(folder, PROG, earlier_runs=True), refusal)
+    else:
+        refusal = "is not empty (it holds {shown}); choose a new folder, or continue the run saved there with "
+        refusal += "--resume_from_checkpoint last."
+        check_run_folder(output_dir, lambda folder: unlisted_entries(folder, None), refusal)
 
 
 def run(args: PretrainingArguments, training_args: TrainingArguments, options: PretrainingOptions) -> dict:
@@ -442,6 +445,9 @@ def _train_claimed(
     warmup = args.softmax_warmup_steps
     if warmup is None:
         warmup = min(1000, training_args.max_steps // 10) if fresh_softmax else 0
+    main_process = training_args.process_index == 0
+    if main_process:  # every input checked: the run starts in its folder
+        claim_run_folder(training_args.output_dir, PROG)
     trainer = ElmoPretrainingTrainer(
         model=model,
         args=training_args,
@@ -475,6 +481,8 @@ def _train_claimed(
             metrics=metrics,
         )
         (Path(training_args.output_dir) / "README.md").write_text(card, encoding="utf-8")
+    if main_process:
+        seal_run_folder(training_args.output_dir, PROG)
     return metrics
 
 

@@ -14,7 +14,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipe
 
 from modeling_elmo.classification import train as run_classifier
 from modeling_elmo.classification.defaults import NEW_HEAD_DEFAULTS
-from modeling_elmo.foundation.output_folder import run_marker
+from modeling_elmo.foundation.folder_record import read_record
 
 POSITIVE = ["good", "great", "fine", "superb", "lovely", "wonderful"]
 NEGATIVE = ["bad", "awful", "poor", "dreadful", "boring", "terrible"]
@@ -99,8 +99,8 @@ def test_predictions_card_and_reload(single_text_run):
     assert model.config.classifier_concat_layers and model.scalar_mix is None  # the new head: no mix to report
     assert "| `scalar_mix` |" not in card
     assert model.config.id2label == {0: "neg", 1: "pos"} and model.config.problem_type == "single_label_classification"
-    owned = json.loads((output / run_marker("elmo-train-classifier")).read_text())
-    assert owned["complete"] and "README.md" in owned["files"]
+    record = read_record(output, AssertionError)
+    assert record.tool == "elmo-train-classifier" and record.complete and "README.md" in record.files
 
 
 def test_a_finished_run_folder_can_be_reused_and_evaluation_only_uses_the_model_labels(single_text_run, tmp_path):

@@ -17,7 +17,7 @@ import pytest
 from safetensors.torch import load_file
 
 from modeling_elmo.foundation import owned_files
-from modeling_elmo.foundation.output_folder import FOLDER_RECORD
+from modeling_elmo.foundation.folder_record import FOLDER_RECORD
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +26,7 @@ PAUSED_RUN = """
 import contextlib, os, sys, time
 from pathlib import Path
 from modeling_elmo.foundation import owned_files
-from modeling_elmo.foundation.output_folder import FOLDER_RECORD
+from modeling_elmo.foundation.folder_record import FOLDER_RECORD
 from modeling_elmo.commands.elmo import main
 
 ready, release = Path(sys.argv[1]), Path(sys.argv[2])

@@ -31,7 +31,7 @@ from modeling_elmo.conversion.convert import ConversionError, convert_checkpoint
 from modeling_elmo.conversion.convert_command import main
 from modeling_elmo.conversion.presets import PRESETS
 from modeling_elmo.formats.original_checkpoint import OriginalCheckpointError, load_original_checkpoint
-from modeling_elmo.foundation.output_folder import OWNER_FILE
+from modeling_elmo.foundation.folder_record import FOLDER_RECORD, LEGACY_OWNER_FILE, FolderRecord
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SENTENCE = ["Conversion", "must", "not", "depend", "on", "sizes", ",", "naïve", "café", "!"]
@@ -525,11 +525,15 @@ def test_output_permissions_follow_the_umask(random_checkpoint, tmp_path, umask)
     assert modes == dict.fromkeys(modes, oct(0o666 & ~umask)) and "model.safetensors" in modes
 
 
-def write_owner(folder: Path, pid: int, host: str | None = None) -> None:
-    """Mark `folder` as the work folder of an `elmo-convert` process, as the converter does."""
+def write_owner(folder: Path, pid: int, host: str | None = None, legacy: bool = False) -> None:
+    """Mark `folder` as the work folder of an `elmo-convert` process, as the converter does (`legacy`: as earlier
+    versions did, an owner file alone)."""
     folder.mkdir()
-    record = {"pid": pid, "host": host or socket.gethostname()}
-    (folder / OWNER_FILE).write_text(json.dumps(record))
+    owner = {"pid": pid, "host": host or socket.gethostname()}
+    if legacy:
+        (folder / LEGACY_OWNER_FILE).write_text(json.dumps(owner))
+    else:
+        (folder / FOLDER_RECORD).write_text(FolderRecord("elmo-convert", {}, owner).text())
 
 
 @pytest.mark.integration
@@ -558,6 +562,7 @@ def test_only_dead_partial_folders_of_this_output_are_removed(random_checkpoint,
     finished.wait()
     dead = finished.pid
     write_owner(tmp_path / ".out.partial-dead", dead)
+    write_owner(tmp_path / ".out.partial-dead-earlier", dead, legacy=True)
     write_owner(tmp_path / ".out.partial-alive", os.getpid())
     write_owner(tmp_path / ".out.partial-elsewhere", dead, host="another-host")
     write_owner(tmp_path / ".other.partial-dead", dead)
@@ -566,11 +571,11 @@ def test_only_dead_partial_folders_of_this_output_are_removed(random_checkpoint,
     (tmp_path / ".out.partial-link").symlink_to(tmp_path / "linked")
     (tmp_path / ".out.partial-unmarked").mkdir()
     (tmp_path / ".out.partial-garbage").mkdir()
-    (tmp_path / ".out.partial-garbage" / OWNER_FILE).write_text("{not json")
-    kept = sorted(path.name for path in tmp_path.iterdir() if path.name != ".out.partial-dead")
+    (tmp_path / ".out.partial-garbage" / FOLDER_RECORD).write_text("{not json")
+    kept = sorted(path.name for path in tmp_path.iterdir() if not path.name.startswith(".out.partial-dead"))
     convert_checkpoint(str(options), str(weights), tmp_path / "out")
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*kept, "out"])
-    assert (tmp_path / "linked" / OWNER_FILE).is_file()
+    assert (tmp_path / "linked" / FOLDER_RECORD).is_file()
 
 
 def test_a_run_killed_mid_swap_gets_the_old_folder_back(random_checkpoint, tmp_path):

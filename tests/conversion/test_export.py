@@ -23,7 +23,8 @@ from modeling_elmo.conversion.convert import CONVERTED_FOLDER, ConversionError, 
 from modeling_elmo.conversion.export import EXPORTED_FOLDER, ExportError, export_model, main
 from modeling_elmo.conversion.testing_utils import ARCHITECTURES as PRESET_ARCHITECTURES
 from modeling_elmo.formats.original_checkpoint import load_original_checkpoint, read_options
-from modeling_elmo.foundation.output_folder import FOLDER_RECORD, prepare_output
+from modeling_elmo.foundation.folder_record import FOLDER_RECORD
+from modeling_elmo.foundation.output_folder import prepare_output
 
 FORGET_GATE = 2  # TensorFlow's gate order (i, j, f, o)
 

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import h5py
@@ -21,6 +22,7 @@ from modeling_elmo.embed import run_identity
 from modeling_elmo.embed import store as embed_store
 from modeling_elmo.embed.batching import Batch, Sentence, bucketed_batches
 from modeling_elmo.embed.cli import main
+from modeling_elmo.foundation.folder_record import FOLDER_RECORD, read_record, unlisted_entries
 
 LAYER_WIDTH = 32  # the fixture model: 2 * projection_dim 16
 SMALL_BATCHES = ("--batch-size", "4")  # 9 batches for the 34 lines of `corpus`
@@ -539,7 +541,7 @@ def test_files_get_the_permissions_of_the_umask(tmp_path, corpus, converted_fixt
             _stop_after(patch, 2)
             assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES) == 130
         parts = tmp_path / "out.hdf5.parts"
-        files = [*parts.glob("part-*.h5"), parts / "manifest.json"]
+        files = [*parts.glob("part-*.h5"), parts / ".elmo-files.json"]
         modes = {path.name: path.stat().st_mode & 0o777 for path in files}
         modes["parts/"] = parts.stat().st_mode & 0o777
         assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES) == 0
@@ -682,3 +684,27 @@ def test_a_folder_with_a_corrupt_config_is_refused_in_one_line_and_writes_nothin
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "config.json' is not a valid JSON file" in error, error
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "model"]
+
+
+def test_the_work_folder_record_is_read_by_the_one_reader_and_an_earlier_versions_resumes(
+    tmp_path, corpus, converted_fixture, monkeypatch
+):
+    """Issue 52: the work folder keeps the one record (its run, its parts in the journal), read by
+    `folder_record.read_record`; one an earlier version left (the run alone in `manifest.json`) still resumes."""
+    input_path = _write(tmp_path / "in.txt", corpus)
+    assert _embed(input_path, tmp_path / "whole.hdf5", converted_fixture, *SMALL_BATCHES) == 0
+    with monkeypatch.context() as patch:
+        _stop_after(patch, 2)
+        assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES) == 130
+    parts = tmp_path / "out.hdf5.parts"
+    record = read_record(parts, AssertionError)
+    assert record.tool == "elmo-embed" and record.journal == "parts.jsonl" and len(record.files) == 2
+    assert record.run["world"] == 1 and unlisted_entries(parts, record) == ["parts.jsonl"]
+    (parts / "manifest.json").write_text(json.dumps(record.run, indent=1, sort_keys=True))  # as earlier versions
+    (parts / FOLDER_RECORD).unlink()
+    (parts / "lock").touch()  # the lock file of earlier versions
+    assert read_record(parts, AssertionError) == replace(record, name="manifest.json")
+    with monkeypatch.context() as patch:
+        _stop_after(patch, len(corpus) // 4 + 1 - 2)  # only the batches still missing are computed
+        assert _embed(input_path, tmp_path / "out.hdf5", converted_fixture, *SMALL_BATCHES) == 0
+    assert (tmp_path / "out.hdf5").read_bytes() == (tmp_path / "whole.hdf5").read_bytes() and not parts.exists()

@@ -12,6 +12,7 @@ from test_embed import _leftovers, _run_shards, _write
 
 from modeling_elmo.embed import cli as embed
 from modeling_elmo.embed.cli import main
+from modeling_elmo.foundation.owned_files import claim_file
 
 TEXT = ["the cat sat on the mat .", "", "a dog barked ."]
 
@@ -109,9 +110,9 @@ def test_work_folder_problems(place, converted_fixture, capsys):
     assert run("broken.h5", "--overwrite") == 0
 
     (place / "busy.h5.parts").mkdir()
-    with open(place / "busy.h5.parts" / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another process is writing there
-        _check_error(place, capsys, run("busy.h5"), ["busy.h5.parts", "another elmo-embed process"], None)
+    with open(claim_file(place / "busy.h5"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another process is writing there: it holds the claim
+        _check_error(place, capsys, run("busy.h5"), ["busy.h5", "another elmo-embed run"], None)
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from killed_run import embed_killed_after
 
 from modeling_elmo.embed import cli as embed
 from modeling_elmo.embed.cli import main
+from modeling_elmo.foundation.folder_record import FOLDER_RECORD, read_record, unlisted_entries
 
 WINDOW = ("--batch-size", "3", "--window", "8")  # 5 windows of up to 8 lines for the 37 lines of `corpus`
 
@@ -79,8 +80,7 @@ def test_parquet_holds_the_hdf5_values_bit_for_bit(tmp_path, corpus, converted_f
         values = _per_word(table, row, ["layer_0", "layer_1", "layer_2"])
         assert values.shape == expected[row].shape and values.tobytes() == expected[row].tobytes(), row
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [
-        ".elmo-embed-run.json",
-        ".elmo-embed.lock",
+        ".elmo-files.json",
         *[f"part-{window:08d}.parquet" for window in range(5)],
     ]
 
@@ -245,8 +245,8 @@ def test_two_machines_with_their_own_copies_merge_into_a_single_run(
         assert (tmp_path / "merged.hdf5").read_bytes() == (tmp_path / "single.hdf5").read_bytes()
     else:
         assert _parts(tmp_path / "merged") == _parts(tmp_path / "single")
-        assert json.loads((tmp_path / "merged" / ".elmo-embed-run.json").read_text()) == json.loads(
-            (tmp_path / "single" / ".elmo-embed-run.json").read_text()
+        assert json.loads((tmp_path / "merged" / ".elmo-files.json").read_text()) == json.loads(
+            (tmp_path / "single" / ".elmo-files.json").read_text()
         )
 
 
@@ -327,7 +327,7 @@ def test_a_stray_part_is_never_read_into_the_result_nor_the_run_called_complete(
         assert "part-00000007.parquet" in error and "(complete)" not in error, error
     assert (tmp_path / "out" / "part-00000007.parquet").read_bytes() == stray
     assert (tmp_path / "out" / "part-00000000.parquet").exists() and not (tmp_path / "merged").exists()
-    record = json.loads((tmp_path / "out" / ".elmo-embed-run.json").read_text())
+    record = json.loads((tmp_path / "out" / ".elmo-files.json").read_text())
     assert record["files"] == {
         "part-00000000.parquet": {
             "bytes": (tmp_path / "out" / "part-00000000.parquet").stat().st_size,
@@ -346,3 +346,29 @@ def test_a_listed_part_that_fails_its_checksum_is_computed_again(tmp_path, four_
     part.write_bytes(bytes(damaged))
     assert _parquet(input_path, tmp_path / "out", converted_fixture, "--window", "2") == 0
     assert part.read_bytes() == original
+
+
+def test_the_folder_record_is_read_by_the_one_reader_and_an_earlier_versions_folder_resumes(
+    tmp_path, corpus, converted_fixture, monkeypatch
+):
+    """Issue 52: the Parquet folder keeps the one record (its run, its parts), read by `folder_record.read_record`;
+    a folder an earlier version wrote (the run's fields and `files` in `.elmo-embed-run.json`) resumes, nothing
+    computed again, and its record is written again as this version's."""
+    input_path = _write(tmp_path / "in.txt", corpus)
+    output = tmp_path / "out"
+    assert _parquet(input_path, output, converted_fixture, *WINDOW) == 0
+    record = read_record(output, AssertionError)
+    assert record.tool == "elmo-embed" and record.complete and sorted(record.files) == sorted(_parts(output))
+    assert record.run["window"] == 8 and unlisted_entries(output, record) == []
+    earlier = {**record.run, "files": record.files}
+    (output / ".elmo-embed-run.json").write_text(json.dumps(earlier, indent=1, sort_keys=True))
+    (output / FOLDER_RECORD).unlink()
+    (output / ".elmo-embed.lock").touch()  # the lock file of earlier versions
+    assert read_record(output, AssertionError).files == record.files
+    parts = _parts(output)
+    monkeypatch.setattr(embed, "embed_batch", None)  # nothing is computed again
+    assert _parquet(input_path, output, converted_fixture, *WINDOW) == 0
+    assert _parts(output) == parts and read_record(output, AssertionError) == record
+    assert sorted(path.name for path in output.glob(".*")) == [".elmo-embed.lock", FOLDER_RECORD]
+    assert main(["merge", str(tmp_path / "merged"), str(output)]) == 0  # a merge reads it
+    assert _parts(tmp_path / "merged") == parts

@@ -28,7 +28,7 @@ from modeling_elmo.conversion.convert import convert_checkpoint
 from modeling_elmo.conversion.convert_command import main
 from modeling_elmo.conversion.presets import PRESETS
 from modeling_elmo.conversion.testing_utils import write_random_original_checkpoint
-from modeling_elmo.foundation.output_folder import FOLDER_RECORD
+from modeling_elmo.foundation.folder_record import FOLDER_RECORD
 from modeling_elmo.hub import model_card
 from modeling_elmo.hub.model_card import (
     ModelCardError,

@@ -7,6 +7,7 @@ import pytest
 from trainer_runs import trainer_flags
 from transformers import AutoModelForTokenClassification, pipeline
 
+from modeling_elmo.foundation.folder_record import read_record, unlisted_entries
 from modeling_elmo.ner import train as run_ner
 
 
@@ -80,6 +81,32 @@ def test_reports_cache_and_reload(trained):
     assert all("Peter lives in Paris ."[e["start"] : e["end"]] == e["word"] for e in entities)
 
 
+def test_the_run_folder_keeps_the_record_of_what_it_wrote(trained):
+    _, output, _ = trained
+    record = read_record(output, AssertionError)
+    assert record.tool == "elmo-train-ner" and record.complete and "README.md" in record.files
+    assert unlisted_entries(output, record) == []
+
+
+def test_an_output_folder_with_foreign_files_is_refused_like_elmo_train_classifier(tmp_path, capsys):
+    train = tmp_path / "train.txt"
+    train.write_text("EU NNP B-NP B-ORG\n", encoding="utf-8")
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "notes.txt").write_text("mine")
+    arguments = [
+        f"--model_name_or_path={tmp_path / 'never-loaded'}",
+        f"--train_file={train}",
+        f"--output_dir={output}",
+    ]
+    with pytest.raises(SystemExit) as exit_info:
+        run_ner.main(arguments)
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert "holds files that elmo-train-ner did not write (notes.txt)" in error and "\n" not in error
+    assert [path.name for path in output.iterdir()] == ["notes.txt"]
+
+
 def test_evaluation_only_rejects_unknown_tags(trained, tmp_path):
     _, output, _ = trained
     test = tmp_path / "test.txt"
@@ -93,7 +120,7 @@ def test_malformed_file_names_the_line(converted_fixture, tmp_path):
     train.write_text("EU NNP B-NP B-ORG\nrejects VBZ\n", encoding="utf-8")
     with pytest.raises(SystemExit, match=r"elmo-train-ner: error: .*train\.txt, line 2"):
         run_ner.main(
-            [f"--model_name_or_path={converted_fixture}", f"--train_file={train}", f"--output_dir={tmp_path}"]
+            [f"--model_name_or_path={converted_fixture}", f"--train_file={train}", f"--output_dir={tmp_path / 'o'}"]
         )
 
 
@@ -105,7 +132,11 @@ def test_missing_data_or_model_is_one_line(converted_fixture, tmp_path):
     train.write_text("EU NNP B-NP B-ORG\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="elmo-train-ner: error: .*not-a-model"):
         run_ner.main(
-            [f"--model_name_or_path={tmp_path / 'not-a-model'}", f"--train_file={train}", f"--output_dir={tmp_path}"]
+            [
+                f"--model_name_or_path={tmp_path / 'not-a-model'}",
+                f"--train_file={train}",
+                f"--output_dir={tmp_path / 'o'}",
+            ]
         )
 
 
@@ -115,7 +146,7 @@ def test_the_command_exits_2_on_bad_input_like_elmo_train_classifier(tmp_path, c
     arguments = [
         f"--model_name_or_path={tmp_path / 'not-a-model'}",
         f"--train_file={train}",
-        f"--output_dir={tmp_path}",
+        f"--output_dir={tmp_path / 'o'}",
     ]
     monkeypatch.setattr("sys.argv", ["elmo-train-ner", *arguments])
     assert run_ner.cli() == 2
@@ -126,6 +157,10 @@ def test_the_command_exits_2_on_bad_input_like_elmo_train_classifier(tmp_path, c
 def test_an_activation_cache_for_an_unfrozen_biLM_is_one_line(converted_fixture, tmp_path):
     train = tmp_path / "train.txt"
     train.write_text("EU NNP B-NP B-ORG\n", encoding="utf-8")
-    arguments = [f"--model_name_or_path={converted_fixture}", f"--train_file={train}", f"--output_dir={tmp_path}"]
+    arguments = [
+        f"--model_name_or_path={converted_fixture}",
+        f"--train_file={train}",
+        f"--output_dir={tmp_path / 'o'}",
+    ]
     with pytest.raises(SystemExit, match="elmo-train-ner: error: .*frozen"):
         run_ner.main([*arguments, "--freeze_elmo=False", "--elmo_cache=True"])

@@ -11,6 +11,7 @@ import sys
 import pytest
 from pretraining_inputs import command, write_options
 
+from modeling_elmo.foundation.owned_files import claim_file
 from modeling_elmo.pretraining.train import main
 
 SAVING = ["--save_strategy", "steps", "--save_steps", "2"]
@@ -122,9 +123,9 @@ def test_stream_states_of_another_shape_are_refused(corpus, checkpoint, capsys):
 def test_an_output_dir_in_use_by_a_live_run_is_refused(corpus, capsys):
     output = corpus["dir"] / "out"
     output.mkdir()
-    descriptor = os.open(output, os.O_RDONLY)
+    descriptor = os.open(claim_file(output), os.O_RDWR | os.O_CREAT)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # stands for the live run
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # stands for the live run: the output's one claim
         assert main(command(corpus, output, "--max_steps", "1")) == 2
     finally:
         os.close(descriptor)

@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from transformers import AutoModel
 
 from modeling_elmo import ElmoForPreTraining, ElmoModel, ElmoQuantizationConfig
+from modeling_elmo.foundation.folder_record import FOLDER_RECORD, read_record, unlisted_entries
 from modeling_elmo.pretraining.options import PretrainingOptions
 from modeling_elmo.pretraining.train import ElmoPretrainingTrainer, main
 
@@ -118,6 +119,23 @@ def test_a_second_run_never_writes_over_the_first(corpus, tmp_path, capsys):
     line = refused(capsys, command(corpus, output, "--max_steps", "2"), f"--output_dir {output} is not empty")
     assert "--resume_from_checkpoint last" in line
     assert {path.name: path.read_bytes() for path in output.iterdir() if path.is_file()} == before
+
+
+def test_the_run_folder_keeps_its_record_and_a_resume_refuses_files_it_does_not_list(corpus, tmp_path, capsys):
+    """The folder of a finished run lists what it wrote, like every Trainer command's; a resume there refuses a file
+    the record does not list, and resumes the folder of an earlier version's run, which kept no record."""
+    output = tmp_path / "out"
+    assert main(command(corpus, output, "--max_steps", "2", *SAVING)) == 0
+    record = read_record(output, AssertionError)
+    assert record.tool == "elmo-pretrain" and record.complete and "checkpoint-2/trainer_state.json" in record.files
+    assert unlisted_entries(output, record) == []
+    (output / "notes.txt").write_text("mine")
+    resume = command(corpus, output, "--max_steps", "4", *SAVING, "--resume_from_checkpoint", "last")
+    refused(capsys, resume, "holds files that elmo-pretrain did not write (notes.txt)")
+    (output / "notes.txt").unlink()
+    (output / FOLDER_RECORD).unlink()  # as an earlier version left it
+    assert main(resume) == 0
+    assert read_record(output, AssertionError).complete
 
 
 def test_an_output_folder_that_cannot_be_created_is_refused_before_training(corpus, tmp_path, capsys):
