@@ -55,6 +55,7 @@ def app_client():
     service = EmbeddingService(ServeSettings("some/model", max_wait_ms=0), runner=runner)
     with TestClient(build_app(service)) as client:
         yield client, runner
+        runner.release.set()  # a load a test left waiting ends now: the app's shutdown waits for it
 
 
 def ready(app_client) -> TestClient:
