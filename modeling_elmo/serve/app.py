@@ -12,18 +12,23 @@ or any other server failure (one line, the traceback in the log), 503 the model 
 
 One log line per request (logger `modeling_elmo.serve`): client, method, path, status, inputs, words and
 milliseconds, never the text.
+
+The event loop only moves bytes: a request's JSON, its checks and the response's size bound run in worker threads,
+and so do the response's values and its encoding, streamed in pieces (`responses`), so that `/health` answers while a
+large request is read, computed or sent.
 """
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from . import responses
@@ -31,6 +36,7 @@ from .batcher import BatchFailure, QueueFull
 from .metrics import CONTENT_TYPE
 from .protocol import (
     ApiError,
+    EmbeddingsRequest,
     check_response_size,
     parse_body,
     parse_openai_request,
@@ -54,24 +60,20 @@ def build_app(
     it is ready; `on_load_failure` is called with the error if loading fails), or before the app takes requests."""
 
     async def embeddings(request: Request) -> Response:
-        parsed = parse_openai_request(
-            await _document(request, service),
-            service.settings.limits,
-            service.runner.split_words,
-            service.runner.width,
-        )
+        document = await _document(request, service)
+        limits, runner = service.settings.limits, service.runner
+        parsed = await asyncio.to_thread(parse_openai_request, document, limits, runner.split_words, runner.width)
         _note(request, parsed.texts, parsed.word_count)
-        vectors = await _embed(service, parsed, SENTENCE)
-        return JSONResponse(responses.openai_embeddings(parsed, vectors, service.settings.model_name))
+        values = await asyncio.to_thread(responses.sentence_values, parsed, await _embed(service, parsed, SENTENCE))
+        return await _streamed(responses.openai_body(parsed, values, service.settings.model_name))
 
     async def word_embeddings(request: Request) -> Response:
         document = await _document(request, service)
-        parsed = parse_word_request(
-            document, service.settings.limits, service.runner.split_words, service.runner.num_layers
-        )
+        limits, runner = service.settings.limits, service.runner
+        parsed = await asyncio.to_thread(parse_word_request, document, limits, runner.split_words, runner.num_layers)
         _note(request, parsed.texts, parsed.word_count)
-        layers = await _embed(service, parsed, WORDS)
-        return JSONResponse(responses.word_embeddings(parsed, layers, service.settings.model_name))
+        values = await asyncio.to_thread(responses.word_values, parsed, await _embed(service, parsed, WORDS))
+        return await _streamed(responses.word_body(parsed, values, service.settings.model_name))
 
     created = int(time.time())  # OpenAI's `created` of the model: when this server started
 
@@ -135,7 +137,20 @@ async def _document(request: Request, service: EmbeddingService) -> dict:
         if size > limit:
             raise too_large("body", f"over the limit of {limit} bytes (--max-body-bytes)")
         chunks.append(chunk)
-    return parse_body(b"".join(chunks), service.settings.limits)
+    return await asyncio.to_thread(parse_body, b"".join(chunks), service.settings.limits)
+
+
+async def _streamed(pieces: Iterator[bytes]) -> Response:
+    """A JSON response of the body `pieces`, made in worker threads: its first two pieces before the status is sent
+    (a failure there is a 500; a body of one piece goes whole, with its length), the others streamed as made."""
+
+    def start() -> tuple[bytes, bytes | None]:
+        return next(pieces, b""), next(pieces, None)
+
+    first, second = await asyncio.to_thread(start)
+    if second is None:
+        return Response(first, media_type="application/json")
+    return StreamingResponse(itertools.chain((first, second), pieces), media_type="application/json")
 
 
 def _note(request: Request, texts: list[str], words: int) -> None:
@@ -143,9 +158,11 @@ def _note(request: Request, texts: list[str], words: int) -> None:
     request.scope.setdefault("elmo", {}).update(inputs=len(texts), words=words)
 
 
-async def _embed(service: EmbeddingService, parsed, kind: str) -> list:
-    runner = service.runner
-    check_response_size(parsed, service.settings.limits, runner.width, runner.num_layers, per_word=kind == WORDS)
+async def _embed(service: EmbeddingService, parsed: EmbeddingsRequest, kind: str) -> list:
+    """Each input's result (`runner.SENTENCE` or `runner.WORDS`), once its response is known to fit the budget."""
+    runner, settings = service.runner, service.settings
+    size_check = (parsed, settings.limits, runner.width, runner.num_layers, kind == WORDS, settings.model_name)
+    await asyncio.to_thread(check_response_size, *size_check)
     try:
         return await service.embed(parsed, kind)
     except QueueFull as error:

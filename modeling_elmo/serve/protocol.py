@@ -11,6 +11,7 @@ input) is 413, before any work.
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -54,9 +55,11 @@ def too_large(param: str, what: str) -> ApiError:
 
 
 BODY_BYTES_PER_WORD = 16  # the default body limit per word a request may hold (a word, a space, JSON's escapes)
-# bytes per value of a response body, measured on the fixture's answers (docs/serving.md): a float32 value as a JSON
-# number (its shortest double repr, ", " included) about 20.2, as base64 16/3 (4 bytes in 4/3 characters)
-RESPONSE_BYTES_PER_VALUE = {"float": 21.0, "base64": 16 / 3}
+# the longest JSON number of a float32 value (Python's shortest repr of its double, up to 17 digits):
+# "-1.1754943508222875e-38" or "-0.00012345678901234567" (about 19 on average: docs/serving.md)
+FLOAT_JSON_BYTES = 23
+JSON_ESCAPED = re.compile(r'[\x00-\x1f"\\]')  # what JSON escapes in a string: 2 bytes ("\n", '\\"'), or 6 ("\u0001")
+ASCII_ESCAPED_CHAR_BYTES = 12  # a character as JSON's ASCII escape at most: an astral one is "\ud83d\ude00"
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ class Limits:
     """The size limits of one request (`elmo serve --max-body-bytes`, `--max-inputs`, `--max-words`,
     `--max-response-bytes`). The body limit follows the others unless given: `inputs` x `words_per_input` x
     `BODY_BYTES_PER_WORD` (16 MiB by default). `response_bytes` bounds the response a request asks for (its
-    estimate, `response_bytes`): the server's memory at its peak is about 4.5 times the body it sends."""
+    upper bound, `response_bytes`, before any model work)."""
 
     body_bytes: int | None = None
     inputs: int = 2048  # as OpenAI's
@@ -148,25 +151,72 @@ def parse_word_request(document: dict, limits: Limits, split: Splitter, num_laye
     return replace(request, layers=_parse_layers(document.get("layers", "all"), num_layers))
 
 
-def response_bytes(request: EmbeddingsRequest, width: int, num_layers: int, per_word: bool) -> int:
-    """About how many bytes the response to `request` weighs (its values, `RESPONSE_BYTES_PER_VALUE` each): a
-    `width` vector per input for OpenAI's route; for the per-word route (`per_word`), a `width` vector per word and
-    layer asked for (`num_layers` for "all", one for "top", "average" and a scalar mix)."""
+def compact_json(value: Any) -> bytes:
+    """`value` as the responses' JSON: compact, UTF-8 (Starlette's `JSONResponse`'s form); where a string holds a
+    lone surrogate (sent as the escape "\\ud800"), as ASCII with escapes, so that it goes back as it came."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def values_json_bytes(shape: tuple[int, ...], encoding_format: str) -> int:
+    """The most bytes a float32 array of `shape` takes as the responses' `embedding`: nested lists of JSON numbers
+    (`FLOAT_JSON_BYTES` each at most, with the commas and brackets), or a base64 string (exact)."""
+    if encoding_format == "base64":
+        return 2 + 4 * math.ceil(4 * math.prod(shape) / 3)
+    size = FLOAT_JSON_BYTES
+    for count in reversed(shape):
+        size = 2 + count * size + max(count - 1, 0)
+    return size
+
+
+def text_json_bytes(text: str) -> int:
+    """The most bytes `text`'s characters take inside JSON strings, whole or cut into pieces (its words): UTF-8 and
+    JSON's escapes, or `ASCII_ESCAPED_CHAR_BYTES` a character where it holds a lone surrogate (`compact_json`)."""
+    try:
+        utf8 = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return ASCII_ESCAPED_CHAR_BYTES * len(text)
+    return utf8 + sum(5 if char < " " else 1 for char in JSON_ESCAPED.findall(text))
+
+
+def response_bytes(request: EmbeddingsRequest, width: int, num_layers: int, per_word: bool, model_name: str) -> int:
+    """An upper bound of the bytes of the response to `request`, from what it asks for, before any model work: the
+    envelope (`model_name`, `usage`), and per input its fixed fields and its values (`values_json_bytes`: a `width`
+    vector on OpenAI's route; on the per-word route (`per_word`) (layers, words, width), `num_layers` layers for
+    "all", or (words, width) for one layer or a mix), and on the per-word route its `words` (at most their text's
+    bytes, `text_json_bytes`, 3 bytes each for quotes and comma) and `offsets` (`[start,end]`, at most as many
+    digits as the text's length each)."""
+    usage = {"prompt_tokens": request.word_count, "total_tokens": request.word_count}
+    size = len(compact_json({"object": "list", "data": [], "model": model_name, "usage": usage}))
+    size += len(request.texts) - 1  # the commas between the inputs
     if not per_word:
-        values = len(request.texts) * width
-    elif request.layers == "all":
-        values = request.word_count * num_layers * width
-    elif isinstance(request.layers, tuple):
-        values = request.word_count * len(request.layers) * width
-    else:  # "top", "average", a scalar mix: one vector per word
-        values = request.word_count * width
-    return int(values * RESPONSE_BYTES_PER_VALUE[request.encoding_format])
+        item = len(compact_json({"object": "embedding", "index": 0, "embedding": 0})) - 2  # less the two 0s
+        vector = values_json_bytes((width,), request.encoding_format)
+        return size + sum(item + len(str(index)) + vector for index in range(len(request.texts)))
+    fields = {"object": "word_embeddings", "index": 0, "words": 0, "offsets": 0, "shape": 0, "embedding": 0}
+    item = len(compact_json(fields)) - 5  # less the five 0s
+    if request.layers == "all":
+        layers = num_layers
+    else:  # a list of indices keeps its axis; "top", "average" and a mix have none
+        layers = len(request.layers) if isinstance(request.layers, tuple) else None
+    for index, (text, words) in enumerate(zip(request.texts, request.words, strict=True)):
+        shape = (len(words), width) if layers is None else (layers, len(words), width)
+        digits = len(str(len(text)))
+        words_json = 1 + 3 * len(words) + text_json_bytes(text)  # brackets; quotes and a comma each, one less
+        offsets_json = 1 + (4 + 2 * digits) * len(words)  # brackets; "[start,end]" and a comma each, one less
+        size += item + len(str(index)) + words_json + offsets_json + len(compact_json(list(shape)))
+        size += values_json_bytes(shape, request.encoding_format)
+    return size
 
 
-def check_response_size(request: EmbeddingsRequest, limits: Limits, width: int, num_layers: int, per_word: bool):
-    """413 (before any model work) where the response to `request` would weigh more than `limits.response_bytes`,
-    in one line that says what to ask for instead."""
-    size = response_bytes(request, width, num_layers, per_word)
+def check_response_size(
+    request: EmbeddingsRequest, limits: Limits, width: int, num_layers: int, per_word: bool, model_name: str
+) -> None:
+    """413 (before any model work) where the response to `request` may weigh more than `limits.response_bytes`
+    (`response_bytes`), in one line that says what to ask for instead."""
+    size = response_bytes(request, width, num_layers, per_word, model_name)
     if size <= limits.response_bytes:
         return
     smaller = (
@@ -175,7 +225,7 @@ def check_response_size(request: EmbeddingsRequest, limits: Limits, width: int, 
     base64 = ', or "encoding_format": "base64" (a quarter of the size)' if request.encoding_format == "float" else ""
     raise too_large(
         "input",
-        f"the response would weigh about {size} bytes, over the limit of {limits.response_bytes} "
+        f"the response may weigh up to {size} bytes, over the limit of {limits.response_bytes} "
         f"(--max-response-bytes): ask for {smaller}{base64}",
     )
 

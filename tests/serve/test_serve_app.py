@@ -10,7 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from modeling_elmo.serve.app import build_app
-from modeling_elmo.serve.protocol import Limits
+from modeling_elmo.serve.protocol import Limits, parse_openai_request, parse_word_request, response_bytes
 from modeling_elmo.serve.runner import SENTENCE, ModelFailure
 from modeling_elmo.serve.service import EmbeddingService
 from modeling_elmo.serve.settings import ServeSettings
@@ -179,7 +179,7 @@ def test_a_non_finite_result_is_500_not_200(app_client):
 
 def test_an_unexpected_failure_is_one_line_json_500(app_client, monkeypatch):
     client = ready(app_client)
-    monkeypatch.setattr("modeling_elmo.serve.responses.openai_embeddings", lambda *args: 1 / 0)
+    monkeypatch.setattr("modeling_elmo.serve.responses.openai_body", lambda *args: 1 / 0)
     with TestClient(client.app, raise_server_exceptions=False) as quiet:
         answer = quiet.post("/v1/embeddings", json={"input": "ab"})
     error = answer.json()["error"]
@@ -205,7 +205,8 @@ def test_2048_inputs_by_default_and_an_over_budget_response_is_refused_before_th
     calls = []
     compute = runner.compute
     monkeypatch.setattr(runner, "compute", lambda jobs: calls.append(len(jobs)) or compute(jobs))
-    budget = 2048 * 2 * LAYERS * WIDTH * 21  # 2,048 inputs of two words, every layer, as JSON numbers
+    two_words = parse_word_request({"input": ["ab c"] * 2048}, Limits(), split_words, LAYERS)
+    budget = response_bytes(two_words, WIDTH, LAYERS, True, "some/model")  # 2,048 inputs of two words, every layer
     settings = ServeSettings("some/model", max_wait_ms=0, limits=Limits(response_bytes=budget))
     with TestClient(build_app(EmbeddingService(settings, runner=runner), load_in_background=False)) as client:
         answer = client.post("/v1/embeddings", json={"input": ["ab c"] * 2048})
@@ -219,3 +220,67 @@ def test_2048_inputs_by_default_and_an_over_budget_response_is_refused_before_th
         assert client.post("/v1/embeddings", json={"input": ["ab c"] * 2049}).status_code == 413
         document = {"input": ["ab c d"] * 2048, "encoding_format": "base64"}  # a quarter of the size fits
         assert client.post("/v1/word-embeddings", json=document).status_code == 200
+
+
+class LongestNumbers(FakeRunner):
+    """Every value as long as a JSON number gets (23 bytes: the smallest normal float32, negated)."""
+
+    def compute(self, jobs):
+        return [np.full_like(result, -1.1754944e-38) for result in super().compute(jobs)]
+
+
+AROUND_THE_BUDGET = 30_000
+
+
+@pytest.mark.parametrize(
+    ("route", "shape"),
+    [
+        ("/v1/embeddings", {}),
+        ("/v1/embeddings", {"encoding_format": "base64"}),
+        ("/v1/word-embeddings", {}),
+        ("/v1/word-embeddings", {"layers": [2, 0]}),
+        ("/v1/word-embeddings", {"layers": "top", "encoding_format": "base64"}),
+        ("/v1/word-embeddings", {"scalar_mix": {"weights": [1, 2, 3], "gamma": 0.5}}),
+    ],
+)
+def test_around_the_budget_the_body_fits_its_bound_and_one_word_more_is_413_before_the_model(route, shape):
+    """The request of the most words whose bound fits the budget is answered within it (every number as long as
+    a JSON number gets); one word more is 413 before any model work, in one line naming the limit and the smaller
+    requests to make."""
+    runner = LongestNumbers()
+    runner.release.set()
+    per_word = route == "/v1/word-embeddings"
+    limits = Limits(response_bytes=AROUND_THE_BUDGET)
+
+    def document(words: int) -> dict:  # inputs of up to 7 words ("ab" each), or of one on OpenAI's route
+        size = 7 if per_word else 1
+        return {"input": [" ".join(["ab"] * min(size, words - start)) for start in range(0, words, size)], **shape}
+
+    def bound(words: int) -> int:
+        parse = parse_word_request if per_word else parse_openai_request
+        request = parse(document(words), limits, split_words, *((LAYERS,) if per_word else ()))
+        return response_bytes(request, WIDTH, LAYERS, per_word, "some/model")
+
+    most = 1
+    while bound(most + 1) <= AROUND_THE_BUDGET:
+        most += 1
+    assert AROUND_THE_BUDGET - bound(most) < bound(most + 1) - bound(most)  # the most that fit
+    calls = []
+    compute = runner.compute
+    runner.compute = lambda jobs: calls.append(len(jobs)) or compute(jobs)
+    settings = ServeSettings("some/model", max_wait_ms=0, limits=limits)
+    with TestClient(build_app(EmbeddingService(settings, runner=runner), load_in_background=False)) as client:
+        answer = client.post(route, json=document(most))
+        assert answer.status_code == 200 and answer.json()["usage"]["prompt_tokens"] == most
+        assert len(answer.content) <= bound(most) <= AROUND_THE_BUDGET
+        answered = sum(calls)
+        over = client.post(route, json=document(most + 1))
+        error = over.json()["error"]
+        assert (over.status_code, error["param"], error["code"]) == (413, "input", "too_large")
+        assert sum(calls) == answered  # refused before any model work
+        message = error["message"]
+        limit = f"over the limit of {AROUND_THE_BUDGET} (--max-response-bytes)"
+        assert f"may weigh up to {bound(most + 1)} bytes, {limit}" in message
+        assert "fewer inputs" in message and "\n" not in message
+        assert ("base64" in message) == (shape.get("encoding_format") != "base64")
+        assert all(("`layers`" in message, "`scalar_mix`" in message)) == per_word

@@ -13,6 +13,7 @@ from modeling_elmo.serve.protocol import (
     parse_openai_request,
     parse_word_request,
     response_bytes,
+    values_json_bytes,
 )
 from modeling_elmo.word_splitter import split_words
 
@@ -146,28 +147,39 @@ def test_the_default_limits_and_the_body_limit_follows():
     assert Limits(body_bytes=99, inputs=10).body_bytes == 99
 
 
-def test_the_response_estimate():
-    sentences = openai({"input": ["a b", "c d e"]})
-    assert response_bytes(sentences, 8, 3, per_word=False) == 2 * 8 * 21
-    assert response_bytes(words({"input": ["a b", "c d e"]}), 8, 3, per_word=True) == 5 * 3 * 8 * 21
-    assert response_bytes(words({"input": "a b", "layers": [0, 2]}), 8, 3, per_word=True) == 2 * 2 * 8 * 21
+def test_the_response_estimate_grows_with_what_is_asked():
+    def size(request, per_word=True):
+        return response_bytes(request, 8, 3, per_word, "model")
+
+    two = size(words({"input": ["a b", "c d e"]}))
+    assert size(words({"input": "a b c d e"})) < two < size(words({"input": ["a b", "c d e f"]}))
+    every_layer = size(words({"input": "a b"}))
+    numbers = values_json_bytes((3, 2, 8), "float")
+    assert numbers == 3 * (2 * (8 * 23 + 7 + 2) + 1 + 2) + 2 + 2  # 23 bytes a number at most; commas, brackets
+    assert numbers < every_layer < numbers + 300  # the envelope, the fields, the words and offsets
+    assert size(words({"input": "a b", "layers": [0, 2]})) < every_layer
     for one in ({"layers": "top"}, {"layers": "average"}, {"scalar_mix": {"weights": [0, 0, 0]}}):
-        assert response_bytes(words({"input": "a b", **one}), 8, 3, per_word=True) == 2 * 8 * 21
-    encoded = words({"input": "a b", "encoding_format": "base64"})
-    assert response_bytes(encoded, 8, 3, per_word=True) == 2 * 3 * 8 * 4 * 4 // 3
+        assert size(words({"input": "a b", **one})) < size(words({"input": "a b", "layers": [2]}))
+    encoded = size(words({"input": "a b", "encoding_format": "base64"}))
+    assert 2 * 3 * 8 * 4 * 4 // 3 < encoded < every_layer / 3
+    assert size(openai({"input": ["a b", "c d e"]}), per_word=False) < size(words({"input": ["a b", "c d e"]}))
+    assert response_bytes(words({"input": "a"}), 8, 3, True, "a-longer-name") == size(words({"input": "a"})) + 8
 
 
 def test_a_response_over_the_budget_is_413_saying_what_to_do():
-    request = words({"input": "a b c"})  # 3 words x 3 layers x 8 x 21 bytes = 1512
-    check_response_size(request, Limits(response_bytes=1512), 8, 3, per_word=True)
-    error = refusal(lambda request: check_response_size(request, Limits(response_bytes=1511), 8, 3, True), request)
+    request = words({"input": "a b c"})
+    budget = response_bytes(request, 8, 3, True, "model")
+    check_response_size(request, Limits(response_bytes=budget), 8, 3, True, "model")
+    over = Limits(response_bytes=budget - 1)
+    error = refusal(lambda request: check_response_size(request, over, 8, 3, True, "model"), request)
     assert (error.status, error.param, error.code) == (413, "input", "too_large")
-    for named in ("1512 bytes", "limit of 1511", "--max-response-bytes", "fewer inputs", "layers", "scalar_mix"):
+    for named in (f"{budget} bytes", f"limit of {budget - 1}", "--max-response-bytes", "fewer inputs", "layers"):
         assert named in error.message
-    assert "base64" in error.message
+    assert "scalar_mix" in error.message and "base64" in error.message
     encoded = words({"input": "a b c", "encoding_format": "base64"})
-    error = refusal(lambda request: check_response_size(request, Limits(response_bytes=10), 8, 3, True), encoded)
+    few = Limits(response_bytes=10)
+    error = refusal(lambda request: check_response_size(request, few, 8, 3, True, "model"), encoded)
     assert "base64" not in error.message  # already asked for
     sentences = openai({"input": "a b c"})
-    error = refusal(lambda request: check_response_size(request, Limits(response_bytes=10), 8, 3, False), sentences)
+    error = refusal(lambda request: check_response_size(request, few, 8, 3, False, "model"), sentences)
     assert "layers" not in error.message and "fewer inputs" in error.message
