@@ -20,6 +20,7 @@ large request is read, computed or sent.
 
 import asyncio
 import contextlib
+import gc
 import itertools
 import logging
 import time
@@ -55,9 +56,12 @@ def build_app(
     service: EmbeddingService,
     load_in_background: bool = True,
     on_load_failure: Callable[[BaseException], None] | None = None,
+    freeze_after_load: bool = False,
 ) -> "RequestLog":
     """The app over `service`. The model loads when the app starts: in the background (`/health` answers 503 until
-    it is ready; `on_load_failure` is called with the error if loading fails), or before the app takes requests."""
+    it is ready; `on_load_failure` is called with the error if loading fails), or before the app takes requests.
+    `freeze_after_load`, for a process that serves this app alone (`elmo serve`, a Ray Serve replica): the objects
+    alive once the model is loaded leave the garbage collector's scans (`_load`)."""
 
     async def embeddings(request: Request) -> Response:
         document = await _document(request, service)
@@ -98,7 +102,7 @@ def build_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        loading = asyncio.create_task(service.load())
+        loading = asyncio.create_task(_load(service, freeze_after_load))
         if load_in_background:
             loading.add_done_callback(lambda task: _report_load(task, on_load_failure))
         else:
@@ -171,6 +175,17 @@ async def _embed(service: EmbeddingService, parsed: EmbeddingsRequest, kind: str
         raise ApiError(500, str(error), type="server_error", code="model_failure") from None
     except BatchFailure as error:
         raise ApiError(500, str(error), type="server_error", code="batch_failure") from None
+
+
+async def _load(service: EmbeddingService, freeze: bool) -> None:
+    """Load the model (`service.load`); with `freeze`, then move every object alive to the collector's permanent
+    generation (`gc.freeze`) before `/health` can say ready: a full collection then scans only what requests make,
+    where it scanned torch's and the model's 400,000 objects too, 0.2-0.8 s with the GIL held on 2 busy cores
+    (measured: `/health` waited 0.75 s for one during a large request)."""
+    await service.load()
+    if freeze:
+        gc.collect()
+        gc.freeze()
 
 
 def _report_load(task: asyncio.Task, on_load_failure) -> None:

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         failure.append(error)
         server.should_exit = True
 
-    app = build_app(EmbeddingService(settings), on_load_failure=stop_on_load_failure)
+    app = build_app(EmbeddingService(settings), on_load_failure=stop_on_load_failure, freeze_after_load=True)
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level=args.log_level, access_log=False, lifespan="on"
     )

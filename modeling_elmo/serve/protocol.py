@@ -211,6 +211,52 @@ def response_bytes(request: EmbeddingsRequest, width: int, num_layers: int, per_
     return size
 
 
+def largest_word_request(
+    limits: Limits,
+    width: int,
+    num_layers: int,
+    model_name: str,
+    split: Splitter,
+    layers: str | list[int] = "all",
+    encoding_format: str = "float",
+) -> dict:
+    """The body of the per-word request of the most words that `limits` accept with `layers` and `encoding_format`
+    (the response's bound within `limits.response_bytes`, the inputs, the words per input and the body within
+    theirs): inputs of `limits.words_per_input` distinct words ("w0 w1 ..."), the last one shorter. For load tests
+    and benchmarks (tests/serve/test_serve_memory.py, benchmarks/bench_serve_memory.py)."""
+    full = " ".join(f"w{k}" for k in range(limits.words_per_input))
+    words = [word for word, _, _ in split(full)]
+    offsets = [(start, end) for _, start, end in split(full)]
+    shape = {"layers": layers if isinstance(layers, str) else tuple(layers)}
+
+    def request(count: int) -> EmbeddingsRequest:
+        inputs, rest = divmod(count, limits.words_per_input)
+        short = [rest] if rest else []  # the last input's words, where it is shorter
+        texts = [full] * inputs + [" ".join(words[:count]) for count in short]
+        inputs_words = [words] * inputs + [words[:count] for count in short]
+        inputs_offsets = [offsets] * inputs + [offsets[:count] for count in short]
+        return EmbeddingsRequest(texts, inputs_words, inputs_offsets, encoding_format, None, **shape)
+
+    def document(count: int) -> dict:
+        return {"input": request(count).texts, "encoding_format": encoding_format, "layers": layers}
+
+    def accepted(count: int) -> bool:
+        asked = request(count)
+        return (
+            len(asked.texts) <= limits.inputs
+            and len(json.dumps(document(count))) <= limits.body_bytes
+            and response_bytes(asked, width, num_layers, True, model_name) <= limits.response_bytes
+        )
+
+    if not accepted(1):
+        raise ValueError(f"no per-word request of layers {layers!r} as {encoding_format} fits {limits}")
+    low, high = 1, limits.inputs * limits.words_per_input  # accepted(low); the most is at most high
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if accepted(middle) else (low, middle - 1)
+    return document(low)
+
+
 def check_response_size(
     request: EmbeddingsRequest, limits: Limits, width: int, num_layers: int, per_word: bool, model_name: str
 ) -> None:

@@ -35,7 +35,7 @@ class ElmoEmbeddings:
         self.settings = settings
 
     def __serve_build_asgi_app__(self):
-        return build_app(EmbeddingService(self.settings), load_in_background=False)
+        return build_app(EmbeddingService(self.settings), load_in_background=False, freeze_after_load=True)
 
 
 def elmo_deployment(

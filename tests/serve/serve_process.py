@@ -56,11 +56,13 @@ class ServeProcess:
             time.sleep(0.2)
         raise AssertionError(f"elmo serve was not ready after {START_SECONDS} s: {self.log()}")
 
-    def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
-        """(status, body bytes) of one HTTP request."""
+    def request(
+        self, method: str, path: str, body: bytes | None = None, headers: dict | None = None, timeout: float = 120
+    ):
+        """(status, body bytes) of one HTTP request (`timeout`: seconds the answer may keep the socket silent)."""
         request = urllib.request.Request(self.url + path, data=body, method=method, headers=headers or {})
         try:
-            with urllib.request.urlopen(request, timeout=120) as response:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 return response.status, response.read()
         except urllib.error.HTTPError as error:
             return error.code, error.read()

@@ -284,3 +284,21 @@ def test_around_the_budget_the_body_fits_its_bound_and_one_word_more_is_413_befo
         assert "fewer inputs" in message and "\n" not in message
         assert ("base64" in message) == (shape.get("encoding_format") != "base64")
         assert all(("`layers`" in message, "`scalar_mix`" in message)) == per_word
+
+
+@pytest.mark.parametrize("freeze", [False, True])
+def test_a_server_process_freezes_what_is_alive_once_loaded(freeze):
+    """`elmo serve` and a Ray Serve replica (`freeze_after_load`) move the objects alive after loading out of the
+    collector's scans; an app built in another program leaves its collector as it is."""
+    import gc
+
+    runner = FakeRunner()
+    runner.release.set()
+    service = EmbeddingService(ServeSettings("some/model", max_wait_ms=0), runner=runner)
+    before = gc.get_freeze_count()
+    try:
+        with TestClient(build_app(service, load_in_background=False, freeze_after_load=freeze)) as client:
+            assert client.get("/health").status_code == 200
+            assert (gc.get_freeze_count() > before) == freeze
+    finally:
+        gc.unfreeze()  # this test process's objects go back to the collector

@@ -9,6 +9,7 @@ from modeling_elmo.serve.protocol import (
     Limits,
     ScalarMix,
     check_response_size,
+    largest_word_request,
     parse_body,
     parse_openai_request,
     parse_word_request,
@@ -183,3 +184,34 @@ def test_a_response_over_the_budget_is_413_saying_what_to_do():
     sentences = openai({"input": "a b c"})
     error = refusal(lambda request: check_response_size(request, few, 8, 3, False, "model"), sentences)
     assert "layers" not in error.message and "fewer inputs" in error.message
+
+
+@pytest.mark.parametrize(
+    ("limits", "width", "binds"),
+    [
+        (Limits(), 32, "response"),  # the fixture at the defaults: the budget binds
+        (Limits(), 1024, "response"),  # 'original'
+        (Limits(inputs=3, words_per_input=5), 2, "inputs"),
+        (Limits(body_bytes=120, inputs=30, words_per_input=5), 2, "body"),
+    ],
+)
+@pytest.mark.parametrize(("layers", "encoding_format"), [("all", "float"), ("top", "base64"), ([0, 2], "float")])
+def test_the_largest_word_request_is_the_most_words_the_limits_accept(limits, width, binds, layers, encoding_format):
+    def accepted(document: dict) -> bool:
+        try:
+            parse_body(json.dumps(document).encode(), limits)
+            request = parse_word_request(document, limits, split_words, 3)
+            check_response_size(request, limits, width, 3, True, "model")
+        except ApiError as error:
+            assert error.status == 413 and error.param in ("input", "body"), error
+            assert (error.param == "body") == (binds == "body") and ("bytes" in error.message) != (binds == "inputs")
+            return False
+        return True
+
+    document = largest_word_request(limits, width, 3, "model", split_words, layers, encoding_format)
+    assert document["layers"] == layers and document["encoding_format"] == encoding_format
+    assert accepted(document)
+    texts = document["input"]
+    last_words = len(split_words(texts[-1]))
+    one_more = texts[:-1] + [f"{texts[-1]} w"] if last_words < limits.words_per_input else [*texts, "w"]
+    assert not accepted({**document, "input": one_more})
