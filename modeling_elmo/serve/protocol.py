@@ -231,10 +231,10 @@ def largest_word_request(
 
     def request(count: int) -> EmbeddingsRequest:
         inputs, rest = divmod(count, limits.words_per_input)
-        short = [rest] if rest else []  # the last input's words, where it is shorter
-        texts = [full] * inputs + [" ".join(words[:count]) for count in short]
-        inputs_words = [words] * inputs + [words[:count] for count in short]
-        inputs_offsets = [offsets] * inputs + [offsets[:count] for count in short]
+        last = [rest] if rest else []  # the last input's number of words, where it is shorter
+        texts = [full] * inputs + [" ".join(words[:size]) for size in last]
+        inputs_words = [words] * inputs + [words[:size] for size in last]
+        inputs_offsets = [offsets] * inputs + [offsets[:size] for size in last]
         return EmbeddingsRequest(texts, inputs_words, inputs_offsets, encoding_format, None, **shape)
 
     def document(count: int) -> dict:
