@@ -93,13 +93,9 @@ class LstmEngine:
         hidden, cell = initial_state[0], initial_state[1].clone()  # `cell` is updated in place
         offsets = list(itertools.accumulate(batch_sizes, initial=0))
         if step_sets is None:
-            bias = layer.gate_bias().unsqueeze(1)
             products, linear_sets = self._linear_sets(layer, inputs, batch_sizes[0])
             run_steps = self._step_runner(layer, products, linear_sets)
-            step_sets = [
-                (directions, input_to_gates, self._time_step(layer, recurrent, projection, bias[directions]))
-                for directions, (input_to_gates, recurrent, projection) in linear_sets
-            ]
+            step_sets = self._step_sets(layer, linear_sets)
         else:
             run_steps = self._step_runner(layer, "given", [])
         for directions, input_to_gates, time_step in step_sets:
@@ -111,6 +107,23 @@ class LstmEngine:
         last_step = active.sum(dim=0) - 1
         last_index = torch.tensor(offsets[:-1])[last_step] + torch.arange(batch_sizes[0])
         return outputs, (outputs[:, last_index.to(outputs.device)], cell)
+
+    def step_sets(self, layer: LstmWeights, inputs: torch.Tensor, rows: int) -> list[StepSet]:
+        """
+        The engine's step sets for time steps of `rows` rows of inputs like `inputs` (dtype, device): what `run`
+        computes a layer with, for a caller that schedules the steps itself (`inference.step_scheduler`). The sets of
+        every row count agree on what their input-to-gate products leave out (the gate bias, which every time step
+        adds), so gates computed by one set's product run through another set's time step.
+        """
+        return self._step_sets(layer, self._linear_sets(layer, inputs, rows)[1])
+
+    def _step_sets(self, layer: LstmWeights, linear_sets: list[LinearSet]) -> list[StepSet]:
+        """Each of `linear_sets` as a step set: its input-to-gate product and the engine's time step (`_time_step`)."""
+        bias = layer.gate_bias().unsqueeze(1)
+        return [
+            (directions, input_to_gates, self._time_step(layer, recurrent, projection, bias[directions]))
+            for directions, (input_to_gates, recurrent, projection) in linear_sets
+        ]
 
     @staticmethod
     def _time_step(layer: LstmWeights, recurrent: LinearFn, projection: LinearFn, bias: torch.Tensor) -> TimeStep:
