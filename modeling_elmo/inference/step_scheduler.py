@@ -333,4 +333,3 @@ class StepScheduler:
         words = [torch.cat([layer[0, 1:-1], layer[1].flip(0)[1:-1]], dim=-1) for layer in layers]
         values = torch.stack(words) if sentence.layers == "all" else words[0]
         return values.float().cpu().numpy()
-

@@ -10,9 +10,9 @@ from ..foundation.model_location import NO_SUCH_FOLDER, missing_model_folder
 from ..quantization.methods import METHODS
 from .protocol import BODY_BYTES_PER_WORD, Limits
 from .settings import (
+    DEFAULT_MAX_BATCH_ROWS,
     DEFAULT_MAX_BATCH_WORDS,
     DEFAULT_MAX_QUEUE,
-    DEFAULT_MAX_BATCH_ROWS,
     DEFAULT_WORD_CACHE,
     ServeSettings,
 )
@@ -99,7 +99,13 @@ def parse_command_line(argv: list[str]) -> tuple[ServeSettings, argparse.Namespa
     if args.quantization != "none" and args.device.split(":")[0] != "cpu":
         parser.error(f"--quantization {args.quantization} runs on the CPU: use --device cpu (got {args.device})")
     same_names = (
-        "model", "served_model_name", "device", "word_cache", "max_batch_rows", "max_batch_words", "max_queue"
+        "model",
+        "served_model_name",
+        "device",
+        "word_cache",
+        "max_batch_rows",
+        "max_batch_words",
+        "max_queue",
     )
     limits = Limits(args.max_body_bytes, args.max_inputs, args.max_words, args.max_response_bytes)
     quantization = None if args.quantization == "none" else args.quantization

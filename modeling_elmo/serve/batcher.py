@@ -182,10 +182,10 @@ class Batcher:
                 if item is _STOP:
                     return
                 action, key, payload = item
-                if action == "add":
-                    self.model.add(key, payload)
-                else:
-                    self.model.cancel(payload)
+                try:
+                    self.model.add(key, payload) if action == "add" else self.model.cancel(payload)
+                except Exception as error:  # the input (or the cancelling) failed on its own: the loop goes on
+                    loop.call_soon_threadsafe(self._fail, [key] if action == "add" else [], error)
                 try:
                     item = self._inbox.get_nowait()
                 except queue.Empty:

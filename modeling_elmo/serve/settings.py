@@ -17,11 +17,10 @@ DEFAULT_WORD_CACHE = 20_000  # as elmo-embed's
 class ServeSettings:
     """
     model: the folder or Hub id served; served_model_name: the `model` of the responses (default: the folder's name
-    or the Hub id); device: a torch device; word_cache: words in the character CNN's cache; max_batch_rows, max_batch_words:
-    inputs and their words running on the model at once (`inference.step_scheduler`); max_queue: inputs queued or
-    running before 429;
-    limits: the per-request size limits (413); quantization: the biLM's weights quantized on loading (a method of
-    `quantization.methods.METHODS`, CPU only; None: as the folder is saved).
+    or the Hub id); device: a torch device; word_cache: words in the character CNN's cache; max_batch_rows,
+    max_batch_words: inputs and their words running on the model at once (`inference.step_scheduler`); max_queue:
+    inputs queued or running before 429; limits: the per-request size limits (413); quantization: the biLM's weights
+    quantized on loading (a method of `quantization.methods.METHODS`, CPU only; None: as the folder is saved).
     """
 
     model: str
