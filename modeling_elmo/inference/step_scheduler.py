@@ -119,6 +119,7 @@ class StepScheduler:
         self._engines: dict[int, object] = {}
         self._like = torch.empty(0, device=model.device)
         self._rows = 0
+        self.policy = "all"
 
     @property
     def running(self) -> int:
@@ -171,7 +172,6 @@ class StepScheduler:
         import torch
 
         if not self.busy:
-            self._step_sets.clear()  # derived again when work comes: the weights may have changed meanwhile
             return []
         finished: list[tuple[Hashable, np.ndarray | Exception]] = []
         with torch.inference_mode():
@@ -183,14 +183,22 @@ class StepScheduler:
                 return self._failed(admitted, error)
             self._rows = self.running
             try:
-                # from the top layer down, so that a sentence leaving a layer takes its next step in the next call
-                for index in reversed(range(len(self._layers))):
+                for index in self._layers_to_run():
                     finished += self._run_step(index)
             except Exception as error:
                 touched = [sentence for rows in self._layers for sentence in rows.sentences]
                 self._layers = [_LayerRows() for _ in self._layers]
                 return finished + self._failed(touched, error)
+        if not self.busy:
+            self._step_sets.clear()  # derived again when work comes: the weights may change meanwhile
         return finished
+
+    def _layers_to_run(self) -> list[int]:
+        """The layers this step runs, top first (a sentence leaving a layer takes its next step in the next call)."""
+        if self.policy == "all":
+            return list(reversed(range(len(self._layers))))
+        counts = [len(rows.sentences) for rows in self._layers]
+        return [max(reversed(range(len(counts))), key=lambda index: counts[index])]
 
     def _failed(self, touched: list[_Sentence], error: Exception) -> list[tuple[Hashable, Exception]]:
         """The sentences a failure touched: back to the front of the queue to run alone, or failed if they ran

@@ -2,8 +2,9 @@
 `elmo serve`'s app on Ray Serve (the `serve` and `ray` extras; docs/serving.md): each replica is a Ray actor that
 builds the same app as `elmo serve` (`app.build_app`: the same routes, checks, limits, batcher, metrics and log lines)
 around its own model, on its own thread, and Ray Serve's HTTP proxy spreads the requests over the replicas. The
-batching is the app's own (length-sorted batches bounded by words, per replica), the equivalent of `@serve.batch` with
-a batch size counted in words; a replica takes requests once its model is loaded and warmed.
+batching is the app's own, per replica: batching at the time step (`inference.step_scheduler`; each input joins the
+running rows at the next LSTM step), not `@serve.batch`'s batches of requests; a replica takes requests once its
+model is loaded and warmed.
 
     from ray import serve
     from modeling_elmo.serve.ray_deployment import elmo_deployment
