@@ -20,9 +20,11 @@ SCRIPT = REPO_ROOT / "benchmarks" / "load_test.py"
 TIMEOUT = 0.5  # the client's, seconds; the stub's late answers come 4x later
 SENTENCE = "The European Commission said on Thursday it disagreed with German advice to consumers ."
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("locust") is None, reason='needs locust: pip install -e ".[bench]"'
-)
+# the integration tier: every test runs the script in another interpreter (CI job 4 installs the bench extra)
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(importlib.util.find_spec("locust") is None, reason='needs locust: pip install -e ".[bench]"'),
+]
 
 
 def run_script(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -159,7 +161,6 @@ def test_a_bad_argument_is_one_line(arguments, message):
     assert completed.stderr.count("\n") == 1 and message in completed.stderr, completed.stderr
 
 
-@pytest.mark.integration
 def test_a_low_rate_on_the_fixture_model_is_answered_in_full(converted_fixture, tmp_path):
     """The script starts `elmo serve` itself (then stops it: exit status 0); 4 and 8 requests a second for 2 s."""
     conll = require_shared("data/conll2003") / "dev.txt"
