@@ -119,7 +119,6 @@ class StepScheduler:
         self._engines: dict[int, object] = {}
         self._like = torch.empty(0, device=model.device)
         self._rows = 0
-        self.policy = "all"
 
     @property
     def running(self) -> int:
@@ -183,7 +182,8 @@ class StepScheduler:
                 return self._failed(admitted, error)
             self._rows = self.running
             try:
-                for index in self._layers_to_run():
+                # from the top layer down, so that a sentence leaving a layer takes its next step in the next call
+                for index in reversed(range(len(self._layers))):
                     finished += self._run_step(index)
             except Exception as error:
                 touched = [sentence for rows in self._layers for sentence in rows.sentences]
@@ -192,13 +192,6 @@ class StepScheduler:
         if not self.busy:
             self._step_sets.clear()  # derived again when work comes: the weights may change meanwhile
         return finished
-
-    def _layers_to_run(self) -> list[int]:
-        """The layers this step runs, top first (a sentence leaving a layer takes its next step in the next call)."""
-        if self.policy == "all":
-            return list(reversed(range(len(self._layers))))
-        counts = [len(rows.sentences) for rows in self._layers]
-        return [max(reversed(range(len(counts))), key=lambda index: counts[index])]
 
     def _failed(self, touched: list[_Sentence], error: Exception) -> list[tuple[Hashable, Exception]]:
         """The sentences a failure touched: back to the front of the queue to run alone, or failed if they ran
@@ -242,7 +235,7 @@ class StepScheduler:
                 sentence.inputs = torch.stack([embeddings, embeddings.flip(0)])  # (2, tokens, width)
         block = torch.cat([sentence.inputs for sentence in sentences], dim=1)  # (2, all tokens, width)
         gates = None
-        for directions, input_to_gates, _ in self._sets(index, rows=len(sentences)):
+        for directions, input_to_gates, _ in self._sets(index, rows=block.shape[1]):  # a product of every token
             products = input_to_gates(block[directions])  # (D, all tokens, 4 * cell_size)
             if gates is None:
                 gates = products.new_empty(2, *products.shape[1:])
