@@ -1,15 +1,15 @@
 """
 Batching at the time step for the biLM ("cellular batching", Gao et al., EuroSys 2018; what Orca and vLLM do for
-transformers): a sentence joins the running rows at the next time step of the first layer and leaves each layer when
-its sequence `<S> words </S>` ends there, so no sentence waits for a batch to finish and no step computes rows that
-have ended. `elmo serve` runs it on its model's thread (`serve/batcher.py`); it knows nothing of requests beyond a key
-to answer and a request to share the rows fairly between.
+transformers): a sentence joins the running rows at the next time step and leaves them when its sequence
+`<S> words </S>` ends, so no sentence waits for a batch to finish and no step computes rows that have ended. `elmo
+serve` runs it on its model's thread (`serve/batcher.py`); it knows nothing of requests beyond a key to answer and a
+request to share the rows fairly between.
 
     scheduler = StepScheduler(model, tokenizer, max_rows=64, max_words=4096)
     scheduler.add(key, words, request, layers="top")    # queue a sentence
     while scheduler.busy:
         for key, result in scheduler.step():            # admit, run one time step of every layer
-            ...                                         # an array (see `step`), or the exception that failed it
+            ...                                         # an array (see `add`), or the exception that failed it
 
 Each `step`:
 
@@ -17,24 +17,26 @@ Each `step`:
    longer than that runs once nothing else does), the next queued sentence is taken, round robin between requests
    (one sentence of each waiting request in turn, each request's in its own order). Round robin, because a request's
    latency then depends on its own size, not on the requests queued before it: a one-sentence request beside a bulk
-   client's thousand waits for two rows to free, not for the thousand (shortest first would starve long sentences;
+   client's thousand waits for a row to free, not for the thousand (shortest first would starve long sentences;
    arrival order per sentence would queue it behind the bulk request). The admitted sentences' words run through the
-   character CNN together (`ElmoCharacterEncoder.embed_words`: its word cache, one pass per distinct word), and their
-   first layer's input-to-gate products run as one block.
-2. **One time step of every layer.** Each layer's running sentences are one set of rows (both directions: a
-   sentence's forward and backward sequences have the same length, so they start and end together); each row's gates
-   at its own time step are gathered, and the layer's own time step runs on them: the CPU engine's
-   (`LstmEngine.step_sets`, the products it chooses for that many rows) or a quantized layer's (`step_sets`). One
-   recurrence: the same step products and cell as a forward call.
-3. **Leaving.** Sentences whose sequence ended leave their layer; their outputs (with the skip connection above the
-   first layer) are the next layer's inputs, whose input-to-gate products run as one block for all that leave
-   together; after the top layer the sentence's result is assembled.
+   character CNN together (`ElmoCharacterEncoder.embed_words`: its word cache, one pass per distinct word), and the
+   first layer's input-to-gate products of all their tokens run as one block.
+2. **Input-to-gate blocks.** A layer above the first takes the outputs of the layer below (each direction's stack is
+   its own: step `t` of a layer needs step `t` of the one below); they wait until `GATE_BLOCK_STEPS` time steps have
+   passed since the layer's last block, or until a sentence's layer below has ended, and then the input-to-gate
+   products of every waiting output of every sentence run as one block: products of many rows, which run at the speed
+   of the arithmetic, not of reading the weights (as the forward call's blocks of time steps do).
+3. **One time step of every layer.** Each layer runs one time step on every sentence whose gates for its next step
+   are there (both directions: a sentence's forward and backward sequences have the same length): every running
+   sentence in every layer, but for the steps a layer runs behind the one below, at most `GATE_BLOCK_STEPS`. The time
+   steps are the layers' own: the CPU engine's (`LstmEngine.step_sets`, the products it chooses for that many rows) or
+   a quantized layer's (`step_sets`): one recurrence, the same step products and cell as a forward call.
+4. **Leaving.** Sentences whose top layer ended leave the rows, and their results are assembled.
 
 Each sentence starts from the model's initial (zero) state and never sees another's values, so its result equals the
 model's on that sentence alone within float32 rounding (the products at other row counts, the character CNN beside
-other words). Memory: each running sentence holds its layer's input-to-gate
-products, (2, words + 2, 4 * lstm_cell_size) float32 ('original': 128 KiB per word), bounded by `max_words` and
-`max_rows`.
+other words). Memory: each running sentence holds its first layer's input-to-gate products, (2, words + 2,
+4 * lstm_cell_size) float32 ('original': 128 KiB per word), bounded by `max_words` and `max_rows`.
 
 An exception inside a step touches the sentences admitted (a failure of their admission) or all those running (a
 failure of a time step): they leave the running rows and go back to the front of the queue, each to run alone, so
@@ -55,42 +57,41 @@ if TYPE_CHECKING:
     import torch
 
 LAYERS = ("top", "all")
+GATE_BLOCK_STEPS = 8  # the most time steps a layer above the first runs behind the layer below
+
+
+@dataclass(eq=False)
+class _LayerProgress:
+    """One sentence in one biLM layer: the inputs waiting for their input-to-gate products, the gates ready (each
+    with its input, for the skip connection), the state, the outputs kept and the steps run."""
+
+    waiting: list[torch.Tensor] = field(default_factory=list)  # (2, width) each
+    ready: deque[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=deque)  # (gates, input) per step
+    state: tuple[torch.Tensor, torch.Tensor] | None = None  # hidden (2, proj_size), cell (2, cell_size)
+    outputs: list[torch.Tensor] = field(default_factory=list)  # (2, width) per step, where the result needs them
+    steps: int = 0
 
 
 @dataclass(eq=False)
 class _Sentence:
-    """One queued or running sentence: its `words`, what it is asked for (`layers`), and its progress."""
+    """One queued or running sentence: its `words`, what it is asked for (`layers`), and its progress per layer."""
 
     key: Hashable
     request: Hashable
     words: list[str]
     layers: str
-    inputs: torch.Tensor | None = None  # (2, tokens, width): the current layer's inputs, each direction's step order
-    gates: torch.Tensor | None = None  # (2, tokens, 4 * cell_size): their input-to-gate products
-    step: int = 0  # the current layer's next time step
-    outputs: list[torch.Tensor] = field(default_factory=list)  # the current layer's (2, proj_size) per step done
-    kept: list[torch.Tensor] = field(default_factory=list)  # the layers done, (2, tokens, width), the CNN's first
+    embeddings: torch.Tensor | None = None  # (2, tokens, width): the character CNN's, each direction's step order
+    progress: list[_LayerProgress] = field(default_factory=list)
     cancelled: bool = False
     alone: bool = False  # runs alone: a failure touched it beside others
-
-    def restart(self) -> None:
-        """Back to the queue, alone, from the start."""
-        self.inputs = self.gates = None
-        self.step, self.outputs, self.kept, self.alone = 0, [], [], True
 
     @property
     def tokens(self) -> int:
         return len(self.words) + 2  # <S> words </S>
 
-
-class _LayerRows:
-    """The sentences running one biLM layer, in row order, and their state: hidden (2, rows, proj_size) and cell
-    (2, rows, cell_size)."""
-
-    def __init__(self) -> None:
-        self.sentences: list[_Sentence] = []
-        self.hidden: torch.Tensor | None = None
-        self.cell: torch.Tensor | None = None
+    def restart(self) -> None:
+        """Back to the queue, alone, from the start."""
+        self.embeddings, self.progress, self.alone = None, [], True
 
 
 class StepScheduler:
@@ -100,7 +101,7 @@ class StepScheduler:
     Args:
         model: an `ElmoModel` (float32 or quantized; stateless: `config.stateful` is refused).
         tokenizer: its `ElmoTokenizer`.
-        max_rows: sentences running at once (in any layer).
+        max_rows: sentences running at once.
         max_words: words of the running sentences at once; a longer sentence runs alone.
     """
 
@@ -114,7 +115,8 @@ class StepScheduler:
         self.model, self.tokenizer = model, tokenizer
         self.max_rows, self.max_words = max_rows, max_words
         self._queued: OrderedDict[Hashable, deque[_Sentence]] = OrderedDict()  # request -> its sentences
-        self._layers = [_LayerRows() for _ in model.bilm.layers]
+        self._running: list[_Sentence] = []
+        self._since_block = [0] * len(model.bilm.layers)  # per layer: time steps since its last input-to-gate block
         self._step_sets: dict[tuple[int, bool], list] = {}  # (layer, one row) -> its step sets, while busy
         self._engines: dict[int, object] = {}
         self._like = torch.empty(0, device=model.device)
@@ -123,7 +125,12 @@ class StepScheduler:
     @property
     def running(self) -> int:
         """Sentences admitted and not finished."""
-        return sum(len(rows.sentences) for rows in self._layers)
+        return len(self._running)
+
+    @property
+    def rows(self) -> int:
+        """Rows of the last time step, summed over the layers."""
+        return self._rows
 
     @property
     def queued(self) -> int:
@@ -132,7 +139,7 @@ class StepScheduler:
 
     @property
     def busy(self) -> bool:
-        return bool(self._queued) or self.running > 0
+        return bool(self._queued or self._running)
 
     def add(self, key: Hashable, words: list[str], request: Hashable, layers: str = "top") -> None:
         """Queue a sentence of `words` (at least one) as part of `request`; its result comes back from `step` under
@@ -147,23 +154,17 @@ class StepScheduler:
         """Drop `request`'s sentences: the queued ones now, the running ones at the end of the next step (no result
         comes back for them)."""
         self._queued.pop(request, None)
-        for rows in self._layers:
-            for sentence in rows.sentences:
-                if sentence.request == request:
-                    sentence.cancelled = True
+        for sentence in self._running:
+            if sentence.request == request:
+                sentence.cancelled = True
 
     def reset(self) -> list[Hashable]:
         """Drop every queued and running sentence; their keys."""
         dropped = [sentence.key for sentences in self._queued.values() for sentence in sentences]
-        dropped += [sentence.key for rows in self._layers for sentence in rows.sentences]
+        dropped += [sentence.key for sentence in self._running]
         self._queued.clear()
-        self._layers = [_LayerRows() for _ in self._layers]
+        self._running = []
         return dropped
-
-    @property
-    def rows(self) -> int:
-        """Rows in the last time step's products (every layer's)."""
-        return self._rows
 
     def step(self) -> list[tuple[Hashable, np.ndarray | Exception]]:
         """Admit queued sentences, run one time step of every layer, and return the sentences that finished: (key,
@@ -172,23 +173,18 @@ class StepScheduler:
 
         if not self.busy:
             return []
-        finished: list[tuple[Hashable, np.ndarray | Exception]] = []
         with torch.inference_mode():
             admitted = self._admit()
             try:
                 if admitted:
-                    self._start_layer(0, admitted)
+                    self._start(admitted)
             except Exception as error:
                 return self._failed(admitted, error)
-            self._rows = self.running
             try:
-                # from the top layer down, so that a sentence leaving a layer takes its next step in the next call
-                for index in reversed(range(len(self._layers))):
-                    finished += self._run_step(index)
+                finished = self._run_step()
             except Exception as error:
-                touched = [sentence for rows in self._layers for sentence in rows.sentences]
-                self._layers = [_LayerRows() for _ in self._layers]
-                return finished + self._failed(touched, error)
+                touched, self._running = self._running, []
+                return self._failed(touched, error)
         if not self.busy:
             self._step_sets.clear()  # derived again when work comes: the weights may change meanwhile
         return finished
@@ -208,8 +204,8 @@ class StepScheduler:
     def _admit(self) -> list[_Sentence]:
         """Queued sentences taken round robin between requests within the rows and words budgets."""
         admitted: list[_Sentence] = []
-        running = self.running
-        words = sum(len(sentence.words) for rows in self._layers for sentence in rows.sentences)
+        running = len(self._running)
+        words = sum(len(sentence.words) for sentence in self._running)
         while self._queued and running + len(admitted) < self.max_rows:
             request, sentences = next(iter(self._queued.items()))
             sentence = sentences[0]
@@ -225,29 +221,22 @@ class StepScheduler:
                 break
         return admitted
 
-    def _start_layer(self, index: int, sentences: list[_Sentence]) -> None:
-        """`sentences` join layer `index`: the first layer's inputs from the character CNN, then their input-to-gate
-        products as one block, and zero initial states."""
+    def _start(self, sentences: list[_Sentence]) -> None:
+        """`sentences` join the rows: their tokens through the character CNN, and the first layer's input-to-gate
+        products of all their tokens as one block."""
         import torch
 
-        if index == 0:
-            for sentence, embeddings in zip(sentences, self._token_embeddings(sentences), strict=True):
-                sentence.inputs = torch.stack([embeddings, embeddings.flip(0)])  # (2, tokens, width)
-        block = torch.cat([sentence.inputs for sentence in sentences], dim=1)  # (2, all tokens, width)
-        gates = None
-        for directions, input_to_gates, _ in self._sets(index, rows=block.shape[1]):  # a product of every token
-            products = input_to_gates(block[directions])  # (D, all tokens, 4 * cell_size)
-            if gates is None:
-                gates = products.new_empty(2, *products.shape[1:])
-            gates[directions] = products
-        for sentence, part in zip(sentences, gates.split([s.tokens for s in sentences], dim=1), strict=True):
-            sentence.gates, sentence.step, sentence.outputs = part, 0, []
-        rows = self._layers[index]
-        hidden = block.new_zeros(2, len(sentences), self.model.config.projection_dim)
-        cell = block.new_zeros(2, len(sentences), self.model.config.lstm_cell_size)
-        rows.hidden = hidden if rows.hidden is None else torch.cat([rows.hidden, hidden], dim=1)
-        rows.cell = cell if rows.cell is None else torch.cat([rows.cell, cell], dim=1)
-        rows.sentences += sentences
+        config = self.model.config
+        for sentence, embeddings in zip(sentences, self._token_embeddings(sentences), strict=True):
+            sentence.embeddings = torch.stack([embeddings, embeddings.flip(0)])  # (2, tokens, width)
+            sentence.progress = [
+                _LayerProgress(state=(embeddings.new_zeros(2, config.projection_dim),
+                                      embeddings.new_zeros(2, config.lstm_cell_size)))
+                for _ in self.model.bilm.layers
+            ]  # fmt: skip
+            sentence.progress[0].waiting = list(sentence.embeddings.unbind(1))
+        self._gate_block(0, sentences)
+        self._running += sentences
 
     def _token_embeddings(self, sentences: list[_Sentence]) -> list[torch.Tensor]:
         """Each sentence's `<S> words </S>` through the character CNN, (tokens, projection_dim), every word of the
@@ -264,7 +253,7 @@ class StepScheduler:
         words = embeddings[:-2].split([len(sentence.words) for sentence in sentences])
         return [torch.cat([start, part, end]) for part in words]
 
-    # ---- time steps -----------------------------------------------------------------------------------------
+    # ---- input-to-gate blocks and time steps ----------------------------------------------------------------
 
     def _sets(self, index: int, rows: int) -> list:
         """Layer `index`'s step sets (`lstm_engine.StepSet`) for `rows` rows: a quantized layer's own, or the CPU
@@ -278,51 +267,79 @@ class StepScheduler:
             else:
                 from ..engine.lstm_engine import LstmEngine
 
-                engine = self._engines.setdefault(index, LstmEngine())
+                engine = self._engines.setdefault(index, LstmEngine(pack_inputs=True))
                 sets = engine.step_sets(layer.weights(), self._like, rows)
             self._step_sets[key] = sets
         return sets
 
-    def _run_step(self, index: int) -> list[tuple[Hashable, np.ndarray]]:
-        """One time step of layer `index`'s rows; the sentences that leave it go on to the next layer, or come back
-        finished (key, array) from the top one."""
+    def _gate_block(self, index: int, sentences: list[_Sentence]) -> None:
+        """The input-to-gate products of layer `index` for every waiting input of `sentences`, as one block."""
         import torch
 
-        rows = self._layers[index]
-        if not rows.sentences:
+        waiting = [sentence.progress[index].waiting for sentence in sentences]
+        inputs = torch.stack([row for rows in waiting for row in rows], dim=1)  # (2, rows, width)
+        gates = None
+        for directions, input_to_gates, _ in self._sets(index, inputs.shape[1]):
+            products = input_to_gates(inputs[directions])  # (D, rows, 4 * cell_size)
+            if directions.stop - directions.start == 2:
+                gates = products
+                break
+            if gates is None:
+                gates = products.new_empty(2, *products.shape[1:])
+            gates[directions] = products
+        rows = zip(gates.unbind(1), inputs.unbind(1), strict=True)
+        for sentence, inputs_waiting in zip(sentences, waiting, strict=True):
+            progress = sentence.progress[index]
+            progress.ready.extend(next(rows) for _ in inputs_waiting)
+            progress.waiting = []
+        self._since_block[index] = 0
+
+    def _run_step(self) -> list[tuple[Hashable, np.ndarray]]:
+        """Input-to-gate blocks where due, then one time step of every layer on every row whose gates are ready; the
+        sentences that finished, (key, array)."""
+        import torch
+
+        layers = len(self.model.bilm.layers)
+        top = layers - 1
+        skip = self.model.bilm.use_skip_connections
+        self._rows = 0
+        for index in range(layers):
+            if index > 0:
+                waiting = [sentence for sentence in self._running if sentence.progress[index].waiting]
+                below_ended = any(s.progress[index - 1].steps == s.tokens for s in waiting)
+                if waiting and (below_ended or self._since_block[index] >= GATE_BLOCK_STEPS):
+                    self._gate_block(index, waiting)
+            self._since_block[index] += 1
+            rows = [sentence for sentence in self._running if sentence.progress[index].ready]
+            if not rows:
+                continue
+            self._rows += len(rows)
+            steps = [sentence.progress[index].ready.popleft() for sentence in rows]
+            gates = torch.stack([gates for gates, _ in steps], dim=1)  # (2, n, 4 * cell_size)
+            inputs = torch.stack([row for _, row in steps], dim=1)  # (2, n, width)
+            hidden = torch.stack([sentence.progress[index].state[0] for sentence in rows], dim=1)
+            cell = torch.stack([sentence.progress[index].state[1] for sentence in rows], dim=1)
+            new_hidden, new_cell = torch.empty_like(hidden), torch.empty_like(cell)
+            for directions, _, time_step in self._sets(index, len(rows)):
+                new_hidden[directions], new_cell[directions] = time_step(
+                    gates[directions], hidden[directions], cell[directions]
+                )
+            outputs = new_hidden + inputs if index > 0 and skip else new_hidden
+            for sentence, output, state in zip(
+                rows, outputs.unbind(1), zip(new_hidden.unbind(1), new_cell.unbind(1), strict=True), strict=True
+            ):
+                progress = sentence.progress[index]
+                progress.state = state
+                progress.steps += 1
+                if index == top or sentence.layers == "all":
+                    progress.outputs.append(output)
+                if index + 1 < layers:
+                    sentence.progress[index + 1].waiting.append(output)
+        ended = [s for s in self._running if s.progress[top].steps == s.tokens or s.cancelled]
+        if not ended:
             return []
-        count = len(rows.sentences)
-        gates = torch.stack([sentence.gates[:, sentence.step] for sentence in rows.sentences], dim=1)
-        hidden = gates.new_empty(2, count, rows.hidden.shape[-1])
-        cell = torch.empty_like(rows.cell)
-        for directions, _, time_step in self._sets(index, count):
-            hidden[directions], cell[directions] = time_step(gates[directions], rows.hidden[directions],
-                                                             rows.cell[directions])  # fmt: skip
-        rows.hidden, rows.cell = hidden, cell
-        leaving = []
-        for sentence, output in zip(rows.sentences, hidden.unbind(1), strict=True):
-            sentence.outputs.append(output)
-            sentence.step += 1
-            if sentence.step == sentence.tokens or sentence.cancelled:
-                leaving.append(sentence)
-        if not leaving:
-            return []
-        staying = [position for position, sentence in enumerate(rows.sentences) if sentence not in leaving]
-        keep = torch.tensor(staying, dtype=torch.long, device=hidden.device)
-        rows.sentences = [rows.sentences[position] for position in staying]
-        rows.hidden, rows.cell = hidden.index_select(1, keep), cell.index_select(1, keep)
-        done = [sentence for sentence in leaving if not sentence.cancelled]
-        for sentence in done:
-            outputs = torch.stack(sentence.outputs, dim=1)  # (2, tokens, proj_size)
-            if index > 0 and self.model.bilm.use_skip_connections:
-                outputs = outputs + sentence.inputs
-            sentence.kept.append(sentence.inputs)
-            sentence.inputs, sentence.gates, sentence.outputs = outputs, None, []
-        if index + 1 < len(self._layers):
-            if done:
-                self._start_layer(index + 1, done)
-            return []
-        return [(sentence.key, self._result(sentence)) for sentence in done]
+        self._running = [s for s in self._running if not (s.progress[top].steps == s.tokens or s.cancelled)]
+        return [(sentence.key, self._result(sentence)) for sentence in ended if not sentence.cancelled]
 
     @staticmethod
     def _result(sentence: _Sentence) -> np.ndarray:
@@ -330,7 +347,10 @@ class StepScheduler:
         (layers, words, 2 * width) for "all"."""
         import torch
 
-        layers = [*sentence.kept, sentence.inputs] if sentence.layers == "all" else [sentence.inputs]
+        kept = sentence.progress if sentence.layers == "all" else sentence.progress[-1:]
+        layers = [torch.stack(progress.outputs, dim=1) for progress in kept]  # each (2, tokens, width)
+        if sentence.layers == "all":
+            layers.insert(0, sentence.embeddings)
         words = [torch.cat([layer[0, 1:-1], layer[1].flip(0)[1:-1]], dim=-1) for layer in layers]
         values = torch.stack(words) if sentence.layers == "all" else words[0]
         return values.float().cpu().numpy()
