@@ -29,7 +29,7 @@ it, waits for `/health`, and stops it with SIGTERM at the end), or `--url` of a 
 (random weights of the real shapes, converted once into `--work-dir`, as bench_serve.py makes them), 'small',
 'fixture', or a model folder. The three rates: `--rates`, or 0.5x, 1x and 2x the capacity measured first: the
 answers per second of `--probe-users` closed-loop users sending without a wait for `--probe-seconds` (64 users, the
-queue the script gives the server, so that the batches are as large as at saturation). Every run starts with
+queue the script gives the server, so that the rows per time step are as many as at saturation). Every run starts with
 `--warm-up` requests one after the other. Needs the `bench` extra (`pip install -e ".[bench]"`).
 
     python benchmarks/load_test.py [--model original] [--duration 60] [--rates R1,R2,R3] [--url URL]
@@ -246,10 +246,11 @@ def server_metrics(url: str) -> dict[str, float]:
     return samples
 
 
-def inputs_per_batch(before: dict[str, float], after: dict[str, float]) -> float | None:
-    batches = after.get("elmo_batch_inputs_count", 0) - before.get("elmo_batch_inputs_count", 0)
-    inputs = after.get("elmo_batch_inputs_sum", 0) - before.get("elmo_batch_inputs_sum", 0)
-    return inputs / batches if batches > 0 else None
+def rows_per_step(before: dict[str, float], after: dict[str, float]) -> float | None:
+    """The server's mean rows per time step between two readings of its metrics (`elmo_step_rows`)."""
+    steps = after.get("elmo_step_rows_count", 0) - before.get("elmo_step_rows_count", 0)
+    rows = after.get("elmo_step_rows_sum", 0) - before.get("elmo_step_rows_sum", 0)
+    return rows / steps if steps > 0 else None
 
 
 # --- the load -----------------------------------------------------------------------------------------------------
@@ -376,7 +377,7 @@ def run_rate(url: str, bodies: list[bytes], rate: float, args: argparse.Namespac
         "p99_ms": percentile(ok_ms, 0.99),
         "p50_429_ms": percentile(refused_ms, 0.50),
         "send_lag_p99_ms": 1000 * (percentile(outcomes.lags, 0.99) or 0.0),
-        "inputs_per_batch": inputs_per_batch(metrics_before, metrics_after),
+        "rows_per_step": rows_per_step(metrics_before, metrics_after),
         "other_statuses": sorted({status for status in statuses if status not in (0, 200, 429)}),
         "errors": sorted({error for error in errors if not is_timeout(error)})[:5],
     }
@@ -385,7 +386,7 @@ def run_rate(url: str, bodies: list[bytes], rate: float, args: argparse.Namespac
 def measure_capacity(url: str, bodies: list[bytes], args: argparse.Namespace) -> float:
     """Answers (200) per second of `args.probe_users` closed-loop users sending for `args.probe_seconds`: every
     answer, the requests in flight at the end included, over the time from the start to the last answer (the server
-    is busy throughout, and its answers come a batch at a time, so a window in between would cut batches)."""
+    is busy throughout, and its answers come as their sentences end, so a window in between would cut sentences)."""
     outcomes = Outcomes()
     base = embeddings_user(url, bodies, args.timeout, outcomes)
     probe = type("ProbeUser", (base,), {"abstract": False, "wait_time": constant(0)})
@@ -397,7 +398,7 @@ def measure_capacity(url: str, bodies: list[bytes], args: argparse.Namespace) ->
 
 
 def warm_up(url: str, bodies: list[bytes], requests: int, timeout: float) -> None:
-    """`requests` requests one after the other, untimed (the server's first batches); any HTTP answer will do."""
+    """`requests` requests one after the other, untimed (the server's first time steps); any HTTP answer will do."""
     for body in (bodies * requests)[:requests]:
         request = urllib.request.Request(url + ROUTE, data=body, headers={"Content-Type": "application/json"})
         try:
@@ -418,7 +419,7 @@ def number(value: float | None, digits: int = 0) -> str:
 def markdown_table(rows: list[dict]) -> str:
     header = (
         "| target req/s | users | sent | achieved req/s | 200 | 429 | other failures | timeouts | answered/s "
-        "| p50 ms | p95 ms | p99 ms | inputs per batch |"
+        "| p50 ms | p95 ms | p99 ms | rows per step |"
     )
     lines = [header, "|" + " --- |" * (header.count("|") - 1)]
     for row in rows:
@@ -427,7 +428,7 @@ def markdown_table(rows: list[dict]) -> str:
             f"| {number(row['rate'], 1)} | {row['users']} | {row['sent']} | {number(row['achieved_rate'], 2)}{flag} "
             f"| {row['ok']} | {row['rejected_429']} | {row['other_failures'] + row['unanswered']} | {row['timeouts']} "
             f"| {number(row['answered_rate'], 2)} | {number(row['p50_ms'])} | {number(row['p95_ms'])} "
-            f"| {number(row['p99_ms'])} | {number(row['inputs_per_batch'], 1)} |"
+            f"| {number(row['p99_ms'])} | {number(row['rows_per_step'], 1)} |"
         )
     return "\n".join(lines)
 

@@ -183,7 +183,7 @@ def test_a_low_rate_on_the_fixture_model_is_answered_in_full(converted_fixture, 
     for row in summary["rows"]:
         assert row["sent"] > 0 and row["ok"] == row["sent"]
         assert row["rejected_429"] == row["other_failures"] == row["timeouts"] == row["unanswered"] == 0
-        assert row["inputs_per_batch"] >= 1  # read from the server's /metrics
+        assert row["rows_per_step"] >= 1  # read from the server's /metrics
     table = table_rows(completed.stdout)
     assert set(table) == {"4.0", "8.0"}
     assert all(cells[5:8] == ["0", "0", "0"] for cells in table.values())  # 429, other failures, timeouts
