@@ -1,11 +1,17 @@
 """
-`elmo serve` against the model called directly: throughput with 16 concurrent HTTP clients, each sending one
-sentence per request, against `ElmoBatchEmbedder`'s offline throughput on the same sentences (layers "top", pooling
-"mean": the sentence vectors the server gives, in its default batches of 64 sentences, in batches of as many
-sentences as there are clients, the largest a server can form from them, and on each run of that many consecutive
-sentences in turn, the batches the clients' requests make: sorted within themselves only, so each runs as many time
-steps as its longest sentence); and one client's median latency
-per request against one direct call of the model on that sentence alone (`ElmoBatchEmbedder.embed` of one row).
+`elmo serve` (batching at the time step, `modeling_elmo.inference.step_scheduler`) against the model called directly,
+with real HTTP clients (issue 53's targets):
+
+- throughput: 16 and 64 concurrent clients (`--clients`), each sending one sentence per request and waiting for its
+  answer, against `ElmoBatchEmbedder`'s default offline throughput on the same sentences (layers "top", pooling
+  "mean": the sentence vectors the server gives; its default batches of 64 sentences), with the server's mean rows
+  per time step (`elmo_step_rows`: where the time goes);
+- latency: one client's median time per request against one direct call of the model on that sentence alone
+  (`ElmoBatchEmbedder.embed` of one row);
+- a bulk client sending `--bulk-size` (1,024) sentence requests back to back beside an interactive client sending one
+  20-word sentence every 0.5 s: the interactive p50 / p90 against the bulk requests' median, and every status;
+- the scheduler offline: `StepScheduler` in this process on the same sentences, unsorted (all queued at once),
+  against `ElmoBatchEmbedder` (whether `elmo-embed` and `ElmoBatchEmbedder` would gain from it).
 
 The server is a real `elmo-serve` process on 127.0.0.1, at the same torch thread count as this process's offline
 runs; the clients are threads of this process with keep-alive connections (`http.client`). Offline and served runs
@@ -31,8 +37,7 @@ from pathlib import Path
 
 from bench_inference import DEFAULT_CONLL, cpu_description, ensure_model, load_corpus
 
-from modeling_elmo.serve.batcher import ROUNDS_REMEMBERED
-from modeling_elmo.serve.settings import DEFAULT_MAX_BATCH_WORDS, DEFAULT_MAX_WAIT_MS
+from modeling_elmo.serve.settings import DEFAULT_MAX_BATCH_ROWS, DEFAULT_MAX_BATCH_WORDS
 
 
 def free_port() -> int:
@@ -83,20 +88,23 @@ class Server:
         connection.close()
         return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ")), 0.0)
 
-    def mean_batch_inputs(self) -> float:
-        return self.metric("elmo_batch_inputs_sum") / max(self.metric("elmo_batch_inputs_count"), 1)
+    def step_rows(self) -> tuple[float, float]:
+        """(rows summed over time steps, time steps) so far (`elmo_step_rows`)."""
+        return self.metric("elmo_step_rows_sum"), self.metric("elmo_step_rows_count")
 
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(60)
 
 
-def embed_over(connection: http.client.HTTPConnection, text: str) -> None:
+def embed_over(connection: http.client.HTTPConnection, text: str | list[str]) -> int:
+    """POST /v1/embeddings of `text` (one input or several); the status (200 asserted unless `text` is a list)."""
     body = json.dumps({"model": "bench", "input": text})
     connection.request("POST", "/v1/embeddings", body, {"Content-Type": "application/json"})
     response = connection.getresponse()
     payload = response.read()
-    assert response.status == 200, payload
+    assert response.status == 200 or isinstance(text, list), payload
+    return response.status
 
 
 def served_throughput(server: Server, texts: list[str], clients: int) -> float:
@@ -124,11 +132,8 @@ def served_throughput(server: Server, texts: list[str], clients: int) -> float:
 
 
 def served_latency_ms(server: Server, texts: list[str]) -> float:
-    """The median time of one client's requests, once the batcher has seen it alone (after a burst of other clients
-    it waits for them during `ROUNDS_REMEMBERED` rounds)."""
+    """The median time of one client's requests."""
     connection = server.connection()
-    for text in texts[:ROUNDS_REMEMBERED]:
-        embed_over(connection, text)
     times = []
     for text in texts:
         started = time.perf_counter()
@@ -159,22 +164,87 @@ def direct_latency_ms(embedder, sentences: list[list[str]]) -> float:
     return 1000 * statistics.median(times)
 
 
+def bulk_beside_interactive(server: Server, texts: list[str], bulk_size: int, bulk_requests: int) -> dict:
+    """A bulk client sending `bulk_requests` requests of `bulk_size` sentences back to back, and an interactive client
+    sending one 20-word sentence every 0.5 s meanwhile: both clients' latencies (seconds) and statuses."""
+    bulk = [texts[k % len(texts)] for k in range(bulk_size)]
+    interactive_text = " ".join((" ".join(texts)).split()[:20])
+    bulk_times, bulk_statuses, interactive_times, interactive_statuses = [], [], [], []
+    done = threading.Event()
+
+    def bulk_client() -> None:
+        connection = server.connection()
+        for _ in range(bulk_requests):
+            started = time.perf_counter()
+            bulk_statuses.append(embed_over(connection, bulk))
+            bulk_times.append(time.perf_counter() - started)
+        connection.close()
+        done.set()
+
+    def interactive_client() -> None:
+        connection = server.connection()
+        next_send = time.perf_counter()
+        while not done.is_set():
+            started = time.perf_counter()
+            interactive_statuses.append(embed_over(connection, [interactive_text]))
+            interactive_times.append(time.perf_counter() - started)
+            next_send += 0.5
+            time.sleep(max(0.0, next_send - time.perf_counter()))
+        connection.close()
+
+    threads = [threading.Thread(target=bulk_client), threading.Thread(target=interactive_client)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    quantiles = statistics.quantiles(interactive_times, n=10) if len(interactive_times) > 1 else interactive_times * 9
+    return {
+        "bulk_median_s": statistics.median(bulk_times),
+        "interactive_p50_s": statistics.median(interactive_times),
+        "interactive_p90_s": quantiles[8],
+        "interactive_requests": len(interactive_times),
+        "statuses": sorted(set(bulk_statuses + interactive_statuses)),
+    }
+
+
+def scheduler_throughput(model_dir: Path, sentences: list[list[str]], max_rows: int, max_words: int) -> float:
+    """Sentences per second of `StepScheduler` in this process on `sentences` queued at once, unsorted, each its own
+    request (layers "top"; the mean over words is left out, as it is a fraction of a percent of the work)."""
+    import torch
+
+    from modeling_elmo.inference.loading import load_model
+    from modeling_elmo.inference.step_scheduler import StepScheduler
+
+    tokenizer, model = load_model(str(model_dir), torch.float32, torch.device("cpu"), progress=False)
+    scheduler = StepScheduler(model, tokenizer, max_rows=max_rows, max_words=max_words)
+    started = time.perf_counter()
+    for index, words in enumerate(sentences):
+        scheduler.add(index, words, request=index)
+    while scheduler.busy:
+        scheduler.step()
+    return len(sentences) / (time.perf_counter() - started)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="original", help="original, small, fixture, or a model folder")
-    parser.add_argument("--quick", action="store_true", help="the fixture, 64 sentences, 1 round")
+    parser.add_argument("--quick", action="store_true", help="the fixture, 64 sentences, 1 round, small bulk")
     parser.add_argument("--sentences", type=int, default=256)
     parser.add_argument("--latency-sentences", type=int, default=40)
-    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--clients", default="16,64", help="concurrent one-sentence clients, comma-separated")
+    parser.add_argument("--bulk-size", type=int, default=1024, help="sentences per bulk request")
+    parser.add_argument("--bulk-requests", type=int, default=3, help="bulk requests beside the interactive client")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the server and the offline runs")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-batch-rows", type=int, default=DEFAULT_MAX_BATCH_ROWS)
     parser.add_argument("--max-batch-words", type=int, default=DEFAULT_MAX_BATCH_WORDS)
-    parser.add_argument("--max-wait-ms", type=float, default=DEFAULT_MAX_WAIT_MS)
     parser.add_argument("--conll", type=Path, default=DEFAULT_CONLL)
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/elmo-bench-serve"))
     args = parser.parse_args()
     if args.quick:
         args.model, args.sentences, args.latency_sentences, args.rounds = "fixture", 64, 20, 1
+        args.bulk_size, args.bulk_requests = 128, 2
+    clients = [int(count) for count in args.clients.split(",")]
 
     import torch
 
@@ -186,34 +256,35 @@ def main() -> None:
     texts = [" ".join(words) for words in sentences]
     latency_words, latency_texts = sentences[: args.latency_sentences], texts[: args.latency_sentences]
     embedder = ElmoBatchEmbedder(model_dir, layers="top", pooling="mean", threads=args.threads)  # 64 a batch
-    # the most a server can batch when `clients` clients have one sentence each outstanding: batches of `clients`
-    same_batches = ElmoBatchEmbedder(
-        model_dir, layers="top", pooling="mean", threads=args.threads, batch_size=args.clients
-    )
-    flags = ["--max-batch-words", str(args.max_batch_words), "--max-wait-ms", str(args.max_wait_ms)]
+    flags = ["--max-batch-rows", str(args.max_batch_rows), "--max-batch-words", str(args.max_batch_words)]
     server = Server(model_dir, args.threads, flags)
     rows = []
     try:
         offline_throughput(embedder, sentences[:32])  # warm-up: loading, the engine's first choices
-        served_throughput(server, texts[:32], args.clients)
+        served_throughput(server, texts[:32], max(clients))
         for round_number in range(args.rounds):
             row = {"round": round_number + 1}
             row["offline_sentences_per_s"] = offline_throughput(embedder, sentences)
-            row["offline_batches_of_clients_per_s"] = offline_throughput(same_batches, sentences)
-            row["offline_groups_of_clients_per_s"] = offline_throughput(same_batches, sentences, args.clients)
-            batches_before = server.metric("elmo_batch_inputs_count")
-            row["served_sentences_per_s"] = served_throughput(server, texts, args.clients)
-            row["served_inputs_per_batch"] = len(texts) / (server.metric("elmo_batch_inputs_count") - batches_before)
+            row["scheduler_sentences_per_s"] = scheduler_throughput(
+                model_dir, sentences, args.max_batch_rows, args.max_batch_words
+            )
+            for count in clients:
+                rows_before, steps_before = server.step_rows()
+                row[f"served_{count}_sentences_per_s"] = served_throughput(server, texts, count)
+                rows_after, steps_after = server.step_rows()
+                row[f"served_{count}_rows_per_step"] = (rows_after - rows_before) / max(steps_after - steps_before, 1)
             row["direct_ms"] = direct_latency_ms(embedder, latency_words)
             row["served_ms"] = served_latency_ms(server, latency_texts)
             rows.append(row)
             print(json.dumps(row), flush=True)
+        mixed = bulk_beside_interactive(server, texts, args.bulk_size, args.bulk_requests)
+        print(json.dumps(mixed), flush=True)
     finally:
         server.stop()
-    ratio = statistics.median(r["served_sentences_per_s"] / r["offline_sentences_per_s"] for r in rows)
-    ceiling = statistics.median(r["served_sentences_per_s"] / r["offline_batches_of_clients_per_s"] for r in rows)
-    groups = statistics.median(r["served_sentences_per_s"] / r["offline_groups_of_clients_per_s"] for r in rows)
-    latency = statistics.median(r["served_ms"] / r["direct_ms"] for r in rows)
+
+    def ratio(numerator: str, denominator: str) -> float:
+        return round(statistics.median(row[numerator] / row[denominator] for row in rows), 3)
+
     summary = {
         "cpu": cpu_description()["model"],
         "load_average_at_end": os.getloadavg()[0],
@@ -221,13 +292,15 @@ def main() -> None:
         "sentences": len(sentences),
         "mean_words": sum(map(len, sentences)) / len(sentences),
         "threads": args.threads,
-        "clients": args.clients,
+        "max_batch_rows": args.max_batch_rows,
         "max_batch_words": args.max_batch_words,
-        "max_wait_ms": args.max_wait_ms,
-        "throughput_ratio": round(ratio, 3),
-        "throughput_ratio_to_batches_of_clients": round(ceiling, 3),
-        "throughput_ratio_to_groups_of_clients": round(groups, 3),
-        "latency_ratio": round(latency, 3),
+        **{
+            f"throughput_ratio_{count}_clients": ratio(f"served_{count}_sentences_per_s", "offline_sentences_per_s")
+            for count in clients
+        },
+        "latency_ratio": ratio("served_ms", "direct_ms"),
+        "interactive_p90_to_bulk_median": round(mixed["interactive_p90_s"] / mixed["bulk_median_s"], 3),
+        "scheduler_offline_ratio": ratio("scheduler_sentences_per_s", "offline_sentences_per_s"),
     }
     print(json.dumps(summary), flush=True)
 

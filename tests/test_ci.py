@@ -73,7 +73,9 @@ def test_pip_install_commands_reads_a_chain():
 
 def test_the_wheel_jobs_install_the_readme_set_up_from_the_wheel():
     """Job 4 installs the README's torch and extras from the built wheel instead of the checkout, with the serve extra
-    (`elmo serve`'s tests run there); job 5 the same with the optional engines' extras (ray, spark, gpu) added."""
+    (`elmo serve`'s tests run there), the clients extra (LangChain and chromadb against it) and the bench extra (the
+    load test's tests); job 5, in the same
+    environment, the README's with the serve extra and the optional engines' extras (ray, spark, gpu) added."""
     wheel_installs = [
         words
         for words in pip_install_commands((REPO_ROOT / ".ci" / "run").read_text(), editable=False)
@@ -83,8 +85,9 @@ def test_the_wheel_jobs_install_the_readme_set_up_from_the_wheel():
     extras = readme[readme.index("-e") + 1].removeprefix(".")
     from_the_wheel = [word for word in readme if word != "-e" and not word.startswith(".[")]
     with_serve = extras.removesuffix("]") + ",serve]"
+    with_clients = with_serve.removesuffix("]") + ",clients,bench]"
     with_engines = with_serve.removesuffix("]") + ",ray,spark,gpu]"
-    assert wheel_installs == [[*from_the_wheel, f"$wheel{with_serve}"], [*from_the_wheel, f"$wheel{with_engines}"]]
+    assert wheel_installs == [[*from_the_wheel, f"$wheel{with_clients}"], [*from_the_wheel, f"$wheel{with_engines}"]]
 
 
 def tier_commands() -> list[str]:

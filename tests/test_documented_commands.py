@@ -66,7 +66,8 @@ class DocCommand:
     check: Callable[[Sandbox, str], None]  # (sandbox, the command's stdout + stderr); asserts the effect
     follows: str | None = None  # run in the sandbox left by this ID's block, right after it (its outputs as inputs)
     runnable_part: Callable[[str], str] = lambda text: text  # the part of the text that can run offline
-    # "transformers-4", "flair", "ray", "pyspark", "seqvec": runs only where that is installed (CI jobs that have it)
+    # "transformers-4", "flair", "ray", "pyspark", "seqvec", "clients" (the extra): runs only where that is installed
+    # (CI jobs that have it)
     needs: str | None = None
 
 
@@ -299,6 +300,8 @@ def environment_lacks(needs: str | None) -> str | None:
     if needs in ("ray", "pyspark") and importlib.util.find_spec(needs) is None:
         if not os.environ.get("ELMO_REQUIRE_SCALE_OUT"):
             return f"runs where {needs} is installed (CI's scale-out job, .[ray,spark])"
+    if needs == "clients" and not all(importlib.util.find_spec(name) for name in ("langchain_openai", "chromadb")):
+        return "runs where langchain-openai and chromadb are installed (the clients extra; CI's wheel job)"
     if needs == "pyspark" and shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         if not os.environ.get("ELMO_REQUIRE_SCALE_OUT"):
             return "Spark needs Java: java is not on PATH and JAVA_HOME is unset"
@@ -909,6 +912,19 @@ def check_serving_session(sandbox: Sandbox, output: str) -> None:
     assert "[32, 32] 8" in output
 
 
+def check_serving_clients(sandbox: Sandbox, output: str) -> None:
+    """LangChain's two vectors and its query's, of the fixture's width; chromadb's two ids, nearest to the query first
+    as the model's own vectors order them."""
+    lines = output.splitlines()
+    assert "2 32" in lines
+    names = ["doors", "river"]
+    query, *documents = served_sentence_vectors(
+        sandbox, ["Where is the bank ?", "The bank closed its doors .", "River bank"]
+    )
+    nearest_first = sorted(names, key=lambda name: -float(documents[names.index(name)] @ query))
+    assert str([nearest_first]) in lines
+
+
 def check_serving_ray(sandbox: Sandbox, output: str) -> None:
     (expected,) = served_sentence_vectors(sandbox, ["The bank closed its doors ."])
     np.testing.assert_allclose(block_values(sandbox)["vector"], expected, atol=1e-6, rtol=0)
@@ -924,6 +940,7 @@ DOC_COMMANDS: dict[str, DocCommand] = {
     "onnx-fixture": DocCommand(copy_converted_fixture, check_onnx_fixture),
     "serve-fixture": DocCommand(copy_converted_fixture, check_serve_fixture),
     "serving-session": DocCommand(copy_converted_fixture, check_serving_session),
+    "serving-clients": DocCommand(copy_converted_fixture, check_serving_clients, needs="clients"),
     "serving-ray": DocCommand(copy_converted_fixture, check_serving_ray, needs="ray"),
     "ner": DocCommand(write_tiny_conll, check_ner),
     "pretrain-corpus": DocCommand(write_tiny_conll_splits, check_pretrain_corpus),

@@ -68,11 +68,14 @@ class LstmEngine:
     INPUT_GATE_BLOCK_ROWS = 256  # packed rows per direction whose input-to-gate products are computed at once
     PACKED_WEIGHT_ROWS = 64  # oneDNN lays the per-step weights out for products of about this many rows (any work)
 
-    def __init__(self, products: str = "onednn", threads: int | str | None = None) -> None:
+    def __init__(self, products: str = "onednn", threads: int | str | None = None, pack_inputs: bool = False) -> None:
         self.products = products
         self.threads = threads
-        # (fingerprint of the recurrent and projection weights, the products derived from them)
-        self._derived: tuple[WeightFingerprint, StepLinears] | None = None
+        # with packed weights ("onednn", "packed"), the input-to-gate weights packed too: for a caller that runs many
+        # small input-to-gate products on the same weights (`inference.step_scheduler`), at their memory again
+        self.pack_inputs = pack_inputs
+        # (fingerprint of the weights packed, the step products and the packed input-to-gate products derived)
+        self._derived: tuple[WeightFingerprint, StepLinears, list[LinearFn] | None] | None = None
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_derived": None}  # packed oneDNN weights cannot be pickled
@@ -93,13 +96,9 @@ class LstmEngine:
         hidden, cell = initial_state[0], initial_state[1].clone()  # `cell` is updated in place
         offsets = list(itertools.accumulate(batch_sizes, initial=0))
         if step_sets is None:
-            bias = layer.gate_bias().unsqueeze(1)
             products, linear_sets = self._linear_sets(layer, inputs, batch_sizes[0])
             run_steps = self._step_runner(layer, products, linear_sets)
-            step_sets = [
-                (directions, input_to_gates, self._time_step(layer, recurrent, projection, bias[directions]))
-                for directions, (input_to_gates, recurrent, projection) in linear_sets
-            ]
+            step_sets = self._step_sets(layer, linear_sets)
         else:
             run_steps = self._step_runner(layer, "given", [])
         for directions, input_to_gates, time_step in step_sets:
@@ -111,6 +110,23 @@ class LstmEngine:
         last_step = active.sum(dim=0) - 1
         last_index = torch.tensor(offsets[:-1])[last_step] + torch.arange(batch_sizes[0])
         return outputs, (outputs[:, last_index.to(outputs.device)], cell)
+
+    def step_sets(self, layer: LstmWeights, inputs: torch.Tensor, rows: int) -> list[StepSet]:
+        """
+        The engine's step sets for time steps of `rows` rows of inputs like `inputs` (dtype, device): what `run`
+        computes a layer with, for a caller that schedules the steps itself (`inference.step_scheduler`). The sets of
+        every row count agree on what their input-to-gate products leave out (the gate bias, which every time step
+        adds), so gates computed by one set's product run through another set's time step.
+        """
+        return self._step_sets(layer, self._linear_sets(layer, inputs, rows)[1])
+
+    def _step_sets(self, layer: LstmWeights, linear_sets: list[LinearSet]) -> list[StepSet]:
+        """Each of `linear_sets` as a step set: its input-to-gate product and the engine's time step (`_time_step`)."""
+        bias = layer.gate_bias().unsqueeze(1)
+        return [
+            (directions, input_to_gates, self._time_step(layer, recurrent, projection, bias[directions]))
+            for directions, (input_to_gates, recurrent, projection) in linear_sets
+        ]
 
     @staticmethod
     def _time_step(layer: LstmWeights, recurrent: LinearFn, projection: LinearFn, bias: torch.Tensor) -> TimeStep:
@@ -213,11 +229,16 @@ class LstmEngine:
         return [(step_linear(layer.weight_hh[d]), step_linear(layer.weight_proj[d])) for d in range(2)]
 
     @staticmethod
-    def _direction_sets(layer: LstmWeights, step_linears: StepLinears, onednn: bool) -> list[LinearSet]:
-        """One set per direction: its `step_linears`, the input-to-gate product through oneDNN (`onednn`) or
-        `torch.matmul` on this call's `weight_ih` (never kept: the sets hold on to no layer)."""
+    def _direction_sets(
+        layer: LstmWeights, step_linears: StepLinears, onednn: bool, input_linears: list[LinearFn] | None = None
+    ) -> list[LinearSet]:
+        """One set per direction: its `step_linears`, the input-to-gate product `input_linears[direction]` (packed
+        weights) or through oneDNN (`onednn`) or `torch.matmul` on this call's `weight_ih` (never kept: the sets hold
+        on to no layer)."""
 
         def input_linear(direction: int) -> LinearFn:
+            if input_linears is not None:
+                return input_linears[direction]
             if onednn:
                 return lambda rows: onednn_linear(layer.weight_ih[direction])(rows)
             return lambda rows: torch.matmul(rows, layer.weight_ih[direction])
@@ -228,15 +249,19 @@ class LstmEngine:
         ]
 
     def _derived_linears(self, layer: LstmWeights) -> list[LinearSet]:
-        """The per-direction sets of `_linear_sets` with packed step weights ("onednn", "packed"), kept while the
-        weights keep the fingerprint (`WeightFingerprint`) of the bits they were derived from."""
-        derived_from = [layer.weight_hh, layer.weight_proj]
+        """The per-direction sets of `_linear_sets` with packed step weights ("onednn", "packed"), and with
+        `pack_inputs` packed input-to-gate weights, kept while the weights keep the fingerprint (`WeightFingerprint`)
+        of the bits they were derived from."""
+        derived_from = [layer.weight_hh, layer.weight_proj] + ([layer.weight_ih] if self.pack_inputs else [])
         cached = self._derived  # one read: another thread may replace it
         if cached is None or not cached[0].matches(derived_from):
             self._derived = cached = None  # free the old derived weights before deriving new ones
-            cached = (WeightFingerprint(derived_from), self._derived_step_linears(layer))
+            inputs = None
+            if self.pack_inputs:
+                inputs = [onednn_linear(layer.weight_ih[d], self.INPUT_GATE_BLOCK_ROWS, False) for d in range(2)]
+            cached = (WeightFingerprint(derived_from), self._derived_step_linears(layer), inputs)
             self._derived = cached
-        return self._direction_sets(layer, cached[1], True)
+        return self._direction_sets(layer, cached[1], True, cached[2])
 
     def _derived_step_linears(self, layer: LstmWeights) -> StepLinears:
         """The step products of `_derived_linears`, derived from the current weights (not kept)."""

@@ -13,8 +13,14 @@ On an idle machine it changes nothing. A setting the user made (`OMP_NUM_THREADS
 OpenMP reads its environment when PyTorch is first imported: called before that, the choice goes through
 `OMP_NUM_THREADS` and `OMP_WAIT_POLICY` (and so also holds in the processes this one starts); called after, through
 `torch.set_num_threads`, and the wait policy stays as it was.
+
+A process that a scheduler gave a share of the machine (a Ray Serve replica's `num_cpus`) passes that share,
+`reserved_cpus`: it runs on at most that many threads (the share's whole part, at least one), fewer where other
+processes keep the CPUs busy, and the count is set even on an idle machine. An `OMP_NUM_THREADS` found then is the
+scheduler's (Ray sets it to the share), not the user's: a caller that has a user's count sets it instead of calling.
 """
 
+import math
 import os
 import sys
 import time
@@ -23,15 +29,17 @@ from pathlib import Path
 PROBE_SECONDS = 0.05  # how long the other processes' CPU use is measured (5 clock ticks of 10 ms on each CPU)
 
 
-def configure_cpu_threads() -> int | None:
-    """Run this process on the cores that other processes leave free; the thread count set, or `None` when the
-    setting is left as it is (the machine is idle, or the user set `OMP_NUM_THREADS`)."""
-    if "OMP_NUM_THREADS" in os.environ:
+def configure_cpu_threads(reserved_cpus: float | None = None) -> int | None:
+    """Run this process on the cores that other processes leave free (at most `reserved_cpus` threads where a
+    scheduler reserved that many CPUs for it); the thread count set, or `None` when the setting is left as it is
+    (without `reserved_cpus`: the machine is idle, or the user set `OMP_NUM_THREADS`)."""
+    if reserved_cpus is None and "OMP_NUM_THREADS" in os.environ:
         return None
     cpus = sorted(os.sched_getaffinity(0))
     cores = physical_cores(cpus)
-    threads = max(1, min(cores, round(len(cpus) - busy_cpus(cpus, PROBE_SECONDS))))
-    if threads >= cores:
+    most = cores if reserved_cpus is None else max(1, min(cores, math.floor(reserved_cpus)))
+    threads = max(1, min(most, round(len(cpus) - busy_cpus(cpus, PROBE_SECONDS))))
+    if reserved_cpus is None and threads >= cores:
         return None
     if "torch" in sys.modules:
         import torch
@@ -39,7 +47,7 @@ def configure_cpu_threads() -> int | None:
         torch.set_num_threads(threads)
     else:
         os.environ["OMP_NUM_THREADS"] = str(threads)
-        if threads > 1:
+        if 1 < threads < cores:  # beside other processes (on all the cores, OpenMP's default policy stays)
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return threads
 

@@ -10,9 +10,9 @@ from ..foundation.model_location import NO_SUCH_FOLDER, missing_model_folder
 from ..quantization.methods import METHODS
 from .protocol import BODY_BYTES_PER_WORD, Limits
 from .settings import (
+    DEFAULT_MAX_BATCH_ROWS,
     DEFAULT_MAX_BATCH_WORDS,
     DEFAULT_MAX_QUEUE,
-    DEFAULT_MAX_WAIT_MS,
     DEFAULT_WORD_CACHE,
     ServeSettings,
 )
@@ -24,17 +24,6 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 class ServeParser(OneLineErrors, argparse.ArgumentParser):
     pass
-
-
-def _milliseconds(text: str) -> float:
-    """An argparse type: a finite number of milliseconds >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = None
-    if value is None or not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of milliseconds >= 0, got {text!r}")
-    return value
 
 
 def build_parser() -> ServeParser:
@@ -51,13 +40,16 @@ def build_parser() -> ServeParser:
     parser.add_argument("--served-model-name", help="the `model` the responses give (default: the folder's name)")
     parser.add_argument("--device", default="cpu", help="a torch device: cpu, cuda, cuda:1")
     parser.add_argument(
-        "--max-batch-words", type=integer_flag(1), default=DEFAULT_MAX_BATCH_WORDS, help="words per batch"
+        "--max-batch-rows",
+        type=integer_flag(1),
+        default=DEFAULT_MAX_BATCH_ROWS,
+        help="inputs running on the model at once (each joins at the next time step)",
     )
     parser.add_argument(
-        "--max-wait-ms",
-        type=_milliseconds,
-        default=DEFAULT_MAX_WAIT_MS,
-        help="how long a free model waits for more inputs after the first",
+        "--max-batch-words",
+        type=integer_flag(1),
+        default=DEFAULT_MAX_BATCH_WORDS,
+        help="words of the inputs running at once (a longer input runs alone)",
     )
     parser.add_argument(
         "--max-queue", type=integer_flag(1), default=DEFAULT_MAX_QUEUE, help="inputs queued or running; more get 429"
@@ -106,7 +98,15 @@ def parse_command_line(argv: list[str]) -> tuple[ServeSettings, argparse.Namespa
         parser.error(f"--max-inputs {args.max_inputs} is more than --max-queue {args.max_queue}: no such request fits")
     if args.quantization != "none" and args.device.split(":")[0] != "cpu":
         parser.error(f"--quantization {args.quantization} runs on the CPU: use --device cpu (got {args.device})")
-    same_names = ("model", "served_model_name", "device", "word_cache", "max_batch_words", "max_wait_ms", "max_queue")
+    same_names = (
+        "model",
+        "served_model_name",
+        "device",
+        "word_cache",
+        "max_batch_rows",
+        "max_batch_words",
+        "max_queue",
+    )
     limits = Limits(args.max_body_bytes, args.max_inputs, args.max_words, args.max_response_bytes)
     quantization = None if args.quantization == "none" else args.quantization
     settings = ServeSettings(

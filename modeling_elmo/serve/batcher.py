@@ -1,35 +1,30 @@
 """
-Dynamic batching: the requests' inputs wait in one queue and run on the model's one thread in length-sorted batches
-bounded by words, as `elmo-embed` and `ElmoBatchEmbedder` cut their windows.
+The requests' inputs and the model's thread: batching at the time step (`inference.step_scheduler`), fed from the
+server's event loop.
 
-The batcher lives in the server's event loop. A request's inputs are queued together (`submit`), or refused at once
-(`QueueFull`, HTTP 429) where the inputs accepted and not yet answered would exceed `max_queued_inputs`. While the
-model is busy, inputs accumulate; when it is free, the batcher waits until the queue holds `max_batch_words` words, or
-as many inputs as the largest of the last `ROUNDS_REMEMBERED` rounds (the clients it answered are likely to send again:
-one client alone never waits; the largest, so that clients slow to come back once do not halve the batches for good),
-or until it has waited `max_wait` seconds or `WAIT_SHARE` of the last batch's time on the model since the model became
-free or its oldest input came (whichever is shorter: a wait never costs more than a fraction of what a batch costs);
-then it takes every queued input, sorts them by (words, arrival) and cuts them into batches of at most
-`max_batch_words` words (an input longer than that runs alone), which run one after the other while new inputs queue
-for the next round. The model side (`run`) is any function of a list of jobs that returns one result or exception per
-job, called on the executor's thread.
+A request's inputs are queued together (`submit`), or refused at once (`QueueFull`, HTTP 429) where the inputs
+accepted and not yet answered would exceed `max_queued_inputs`. The model's thread runs one loop (`_drive`): it takes
+what the event loop sent (new inputs, requests to drop), and while the model has work it runs one time step
+(`StepModel.step`: admission, one step of every layer) and sends the finished inputs' results back to the event loop;
+with no work it sleeps until an input comes. So an input joins the running rows at the next time step: nothing waits
+for a batch or a round, and the loop never waits for more inputs. A request whose input failed, or whose client left,
+is dropped from the model (`StepModel.cancel`).
 
-The loop is supervised: an error of its own (a round or a batch that fails outside the model's call, a `run` that
-returns the wrong number of results, an `on_batch` that raises) fails, with `BatchFailure`, the inputs of that batch
-(or that round) not yet answered, is logged with its traceback, and the loop goes on with the next inputs.
+The loop is supervised: an error of its own (a `step` that raises instead of answering) fails every input then on the
+model with `BatchFailure`, is logged with its traceback, empties the model (`StepModel.reset`), and the loop goes on
+with the next inputs; a loop that ended anyhow is started again by the next `submit`.
 """
+
+from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any
-
-WAIT_SHARE = 0.25  # the longest wait for more inputs, as a share of the last batch's time on the model
-ROUNDS_REMEMBERED = 4  # the rounds whose largest number of inputs a free model waits for
+from typing import Any, Protocol
 
 
 class QueueFull(Exception):
@@ -41,76 +36,94 @@ class QueueFull(Exception):
 
 
 class BatchFailure(RuntimeError):
-    """The batcher itself failed on a batch holding a request's inputs (HTTP 500; the log has the traceback)."""
+    """The server's loop failed while a request's inputs were on the model (HTTP 500; the log has the traceback)."""
 
     def __init__(self, error: BaseException):
-        super().__init__(
-            f"the server failed on this request's batch ({type(error).__name__}); its log has the details"
-        )
+        super().__init__(f"the server failed on this request ({type(error).__name__}); its log has the details")
 
 
-LOG = logging.getLogger("modeling_elmo.serve")
+class StepModel(Protocol):
+    """The model side the loop drives (`runner.ModelRunner`), called on the model's thread only."""
 
+    @property
+    def busy(self) -> bool: ...
 
-@dataclass
-class _Entry:
-    job: Any
-    words: int
-    arrival: int
-    enqueued: float
-    future: asyncio.Future = field(repr=False)
+    def add(self, key: Hashable, job: Any) -> None: ...
+
+    def cancel(self, request: Hashable) -> None: ...
+
+    def step(self) -> StepReport: ...
+
+    def reset(self) -> list[Hashable]: ...
 
 
 @dataclass(frozen=True)
-class BatchReport:
-    """What one batch was, for the metrics: its inputs, words, seconds on the model and each input's queue wait."""
+class StepReport:
+    """One time step: `rows` run, and the inputs it finished, (key, result or exception)."""
 
-    inputs: int
-    words: int
+    rows: int
+    finished: list[tuple[Hashable, Any]]
+
+
+@dataclass(frozen=True)
+class StepMetrics:
+    """What one time step was, for the metrics: its rows, seconds on the model, and the inputs it finished (their
+    words, and each one's seconds from arrival to result)."""
+
+    rows: int
     model_seconds: float
-    queue_waits: tuple[float, ...]
+    words: int
+    input_seconds: tuple[float, ...]
+
+
+LOG = logging.getLogger("modeling_elmo.serve")
+_STOP = object()
+
+
+@dataclass(eq=False)
+class _Entry:
+    job: Any
+    request: int
+    words: int
+    arrival: float
+    future: asyncio.Future = field(repr=False)
 
 
 class Batcher:
     """
-    The queue and the loop that feeds the model (see the module docstring).
+    The queue and the model's loop (see the module docstring).
 
     Args:
-        run: jobs -> a result or an exception per job, in order (called on `executor`'s thread).
+        model: the model side (`StepModel`), used on `executor`'s thread only.
         executor: the one thread that owns the model.
         words_of: a job's number of words.
-        max_batch_words: words per batch (an input with more runs alone).
-        max_wait: seconds a free model waits for more inputs after the first (0: none).
+        request_of: the request a job belongs to (what the model shares its rows between).
         max_queued_inputs: inputs queued or running at once; beyond it `submit` raises `QueueFull`.
-        on_batch: called in the event loop with each batch's `BatchReport`.
+        on_step: called in the event loop with each time step's `StepMetrics`.
     """
 
     def __init__(
         self,
-        run: Callable[[list[Any]], Sequence[Any]],
+        model: StepModel,
         executor: Executor,
         words_of: Callable[[Any], int],
-        max_batch_words: int,
-        max_wait: float,
+        request_of: Callable[[Any], int],
         max_queued_inputs: int,
-        on_batch: Callable[[BatchReport], None] = lambda report: None,
+        on_step: Callable[[StepMetrics], None] = lambda report: None,
     ):
-        self.run, self.executor, self.words_of = run, executor, words_of
-        self.max_batch_words, self.max_wait, self.max_queued_inputs = max_batch_words, max_wait, max_queued_inputs
-        self.on_batch = on_batch
-        self._queue: list[_Entry] = []
-        self._unanswered = 0  # inputs queued or running
-        self._arrivals = 0
-        self._rounds: deque[int] = deque(maxlen=ROUNDS_REMEMBERED)  # inputs of each recent round
-        self._last_model_seconds = 0.0  # the last batch's time on the model
-        self._free_since = 0.0  # when the model finished its last batch
-        self._wake: asyncio.Event | None = None
-        self._loop_task: asyncio.Task | None = None
+        self.model, self.executor = model, executor
+        self.words_of, self.request_of, self.max_queued_inputs = words_of, request_of, max_queued_inputs
+        self.on_step = on_step
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()  # event loop -> model thread
+        self._waiting: dict[int, _Entry] = {}  # key -> entry, every input sent and not answered
+        self._keys = 0
+        self._unanswered = 0
+        self._drive_task: asyncio.Future | None = None
 
     @property
     def queued(self) -> int:
-        """Inputs waiting for the model (not counting the batches running)."""
-        return len(self._queue)
+        """Inputs sent to the model's thread and not yet finished (waiting for admission or running)."""
+        return len(self._waiting)
 
     @property
     def unanswered(self) -> int:
@@ -127,13 +140,17 @@ class Batcher:
         now = time.monotonic()
         entries = []
         for job in jobs:
-            entries.append(_Entry(job, self.words_of(job), self._arrivals, now, loop.create_future()))
-            self._arrivals += 1
-        self._queue.extend(entries)
+            entry = _Entry(job, self.request_of(job), self.words_of(job), now, loop.create_future())
+            self._keys += 1
+            self._waiting[self._keys] = entry
+            self._inbox.put(("add", self._keys, job))
+            entries.append(entry)
         self._unanswered += len(entries)
-        self._wake.set()
         try:
             results = await asyncio.gather(*(entry.future for entry in entries), return_exceptions=True)
+        except asyncio.CancelledError:  # the client left: its inputs leave the model
+            self._drop(entries[0].request)
+            raise
         finally:
             self._unanswered -= len(entries)
         failure = next((result for result in results if isinstance(result, BaseException)), None)
@@ -142,100 +159,84 @@ class Batcher:
         return results
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self._loop_task is None or self._loop_task.done():  # a loop that ended anyhow starts again
-            self._wake = asyncio.Event()
-            self._loop_task = loop.create_task(self._feed())
+        if self._drive_task is None or self._drive_task.done():  # a loop that ended anyhow starts again
+            self._drive_task = loop.run_in_executor(self.executor, self._drive, loop)
 
     async def close(self) -> None:
         """Stop the loop (after the server has answered every request it accepted)."""
-        if self._loop_task is not None:
-            self._loop_task.cancel()
-            await asyncio.gather(self._loop_task, return_exceptions=True)
-            self._loop_task = None
+        if self._drive_task is not None:
+            self._inbox.put(_STOP)
+            await asyncio.gather(self._drive_task, return_exceptions=True)
+            self._drive_task = None
 
-    async def _feed(self) -> None:
+    # ---- the model's thread ---------------------------------------------------------------------------------
+
+    def _drive(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The model's loop: take what came, run a time step while there is work, send the results back."""
         while True:
-            await self._wake.wait()
-            self._wake.clear()
-            if not self._queue:
+            try:
+                item = self._inbox.get(block=not self.model.busy)
+            except queue.Empty:
+                item = None
+            while item is not None:
+                if item is _STOP:
+                    return
+                action, key, payload = item
+                try:
+                    self.model.add(key, payload) if action == "add" else self.model.cancel(payload)
+                except Exception as error:  # the input (or the cancelling) failed on its own: the loop goes on
+                    loop.call_soon_threadsafe(self._fail, [key] if action == "add" else [], error)
+                try:
+                    item = self._inbox.get_nowait()
+                except queue.Empty:
+                    item = None
+            if not self.model.busy:
                 continue
-            taken: list[_Entry] = []
+            started = time.monotonic()
             try:
-                await self._gather_more()
-                taken, self._queue = self._queue, []
-                self._rounds.append(len(taken))
-                for batch in cut_batches(taken, self.max_batch_words):
-                    try:
-                        await self._run_batch(batch)
-                    except Exception as error:
-                        _fail(batch, error)
-            except Exception as error:  # the round itself failed: every input it took (or the queue) fails
-                if not taken:
-                    taken, self._queue = self._queue, []
-                _fail(taken, error)
+                report = self.model.step()
+            except Exception as error:  # the loop's own failure: everything on the model fails, the loop goes on
+                loop.call_soon_threadsafe(self._fail, self.model.reset(), error)
+                continue
+            loop.call_soon_threadsafe(self._answer, report, time.monotonic() - started)
 
-    async def _gather_more(self) -> None:
-        """Wait for a full batch of words, or the recent rounds' largest number of inputs, or until the oldest input
-        has waited `max_wait` or `WAIT_SHARE` of the last batch's time on the model."""
-        waiting_since = max(
-            self._queue[0].enqueued, self._free_since
-        )  # inputs queued while the model ran count from now
-        deadline = waiting_since + min(self.max_wait, WAIT_SHARE * self._last_model_seconds)
-        expected = max(self._rounds, default=0)
-        while len(self._queue) < expected and sum(entry.words for entry in self._queue) < self.max_batch_words:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), left)
-            except TimeoutError:
-                return
+    # ---- the event loop -------------------------------------------------------------------------------------
 
-    async def _run_batch(self, batch: list[_Entry]) -> None:
-        live = [entry for entry in batch if not entry.future.done()]  # a client that left: its inputs are skipped
-        if not live:
-            return
-        started = time.monotonic()
-        try:
-            results = await asyncio.get_running_loop().run_in_executor(
-                self.executor, self.run, [entry.job for entry in live]
-            )
-        except Exception as error:  # `run` itself failed: every input of the batch gets the error
-            results = [error] * len(live)
-        self._free_since = time.monotonic()
-        model_seconds = self._last_model_seconds = self._free_since - started
-        for entry, result in zip(live, results, strict=True):
-            if entry.future.done():
+    def _answer(self, report: StepReport, model_seconds: float) -> None:
+        now = time.monotonic()
+        words, seconds = 0, []
+        for key, result in report.finished:
+            entry = self._waiting.pop(key, None)
+            if entry is None:
+                continue
+            words += entry.words
+            seconds.append(now - entry.arrival)
+            if entry.future.done():  # the request failed already, or its client left
                 continue
             if isinstance(result, BaseException):
                 entry.future.set_exception(result)
+                self._drop(entry.request, result)
             else:
                 entry.future.set_result(result)
-        waits = tuple(started - entry.enqueued for entry in live)
-        self.on_batch(BatchReport(len(live), sum(entry.words for entry in live), model_seconds, waits))
+        try:
+            self.on_step(StepMetrics(report.rows, model_seconds, words, tuple(seconds)))
+        except Exception as error:  # the metrics' failure answers no request wrongly: logged, the loop goes on
+            LOG.error("the step report failed", exc_info=error)
 
+    def _drop(self, request: int, failure: BaseException | None = None) -> None:
+        """Drop a request from the model: one whose input failed with `failure` (its other inputs fail with it), or
+        one whose client left (`failure` None)."""
+        self._inbox.put(("cancel", None, request))
+        for key in [key for key, entry in self._waiting.items() if entry.request == request]:
+            entry = self._waiting.pop(key)
+            if not entry.future.done():
+                entry.future.cancel() if failure is None else entry.future.set_exception(failure)
 
-def _fail(entries: list[_Entry], error: Exception) -> None:
-    """The loop's own `error`: logged, and every input of `entries` not yet answered fails with `BatchFailure`."""
-    LOG.error("the batcher failed on %d inputs", len(entries), exc_info=error)
-    for entry in entries:
-        if not entry.future.done():
-            entry.future.set_exception(BatchFailure(error))
-
-
-def cut_batches(entries: list[Any], max_batch_words: int) -> list[list[Any]]:
-    """`entries` (with `.words` and `.arrival`) sorted by (words, arrival) and cut into batches of at most
-    `max_batch_words` words; an entry with more words than that is a batch of its own."""
-    batches: list[list[Any]] = []
-    current: list[Any] = []
-    words = 0
-    for entry in sorted(entries, key=lambda entry: (entry.words, entry.arrival)):
-        if current and words + entry.words > max_batch_words:
-            batches.append(current)
-            current, words = [], 0
-        current.append(entry)
-        words += entry.words
-    if current:
-        batches.append(current)
-    return batches
+    def _fail(self, keys: list[Hashable], error: Exception) -> None:
+        """The loop's own `error`: logged, and the inputs of `keys` (those the model held) fail with
+        `BatchFailure`."""
+        LOG.error("the server's loop failed on %d inputs", len(keys), exc_info=error)
+        for key in keys:
+            entry = self._waiting.pop(key, None)
+            if entry is not None and not entry.future.done():
+                entry.future.set_exception(BatchFailure(error))

@@ -3,20 +3,20 @@ The server's Prometheus metrics (`GET /metrics`, text format), in a registry of 
 
 - `elmo_requests_total{route, status}`: requests answered, by route and HTTP status;
 - `elmo_request_errors_total{status}`: requests answered with a status of 400 or more;
-- `elmo_inputs_total`, `elmo_words_total`: inputs and words run on the model, a failed batch's included (words/s:
+- `elmo_inputs_total`, `elmo_words_total`: inputs and words the model finished, failed ones included (words/s:
   `rate(elmo_words_total[1m])`);
-- `elmo_batch_inputs`, `elmo_batch_words`: histograms of the batches' sizes;
-- `elmo_queue_wait_seconds`: histogram of each input's wait before its batch ran;
-- `elmo_model_seconds`: histogram of each batch's time on the model;
-- `elmo_model_words_per_second`: words per second of model time, over the last batch;
-- `elmo_queued_inputs`, `elmo_unanswered_inputs`: inputs waiting, and inputs waiting or running, now;
+- `elmo_step_rows`: histogram of the rows of each time step (every layer's, `inference.step_scheduler`);
+- `elmo_input_seconds`: histogram of each input's time from its arrival to its result;
+- `elmo_model_seconds`: histogram of each time step's time on the model (its admissions included);
+- `elmo_queued_inputs`, `elmo_unanswered_inputs`: inputs on the model's thread (waiting or running), and inputs
+  accepted and not answered, now;
 - `elmo_ready`: 1 once the model is loaded and warmed.
 """
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from .batcher import BatchReport
+from .batcher import StepMetrics
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
@@ -33,18 +33,16 @@ class ServeMetrics:
         self.errors = Counter("elmo_request_errors", "Requests answered with an error", ["status"], registry=registry)
         self.inputs = Counter("elmo_inputs", "Inputs run on the model", registry=registry)
         self.words = Counter("elmo_words", "Words run on the model", registry=registry)
-        self.batch_inputs = Histogram("elmo_batch_inputs", "Inputs per batch", buckets=SIZE_BUCKETS, registry=registry)
-        self.batch_words = Histogram("elmo_batch_words", "Words per batch", buckets=SIZE_BUCKETS, registry=registry)
-        self.queue_wait = Histogram(
-            "elmo_queue_wait_seconds",
-            "Each input's wait before its batch ran",
+        self.step_rows = Histogram("elmo_step_rows", "Rows per time step", buckets=SIZE_BUCKETS, registry=registry)
+        self.input_time = Histogram(
+            "elmo_input_seconds",
+            "Each input's time from its arrival to its result",
             buckets=SECONDS_BUCKETS,
             registry=registry,
         )
         self.model_time = Histogram(
-            "elmo_model_seconds", "Each batch's time on the model", buckets=SECONDS_BUCKETS, registry=registry
+            "elmo_model_seconds", "Each time step's time on the model", buckets=SECONDS_BUCKETS, registry=registry
         )
-        self.model_rate = Gauge("elmo_model_words_per_second", "Words per model second, last batch", registry=registry)
         Gauge("elmo_queued_inputs", "Inputs waiting for the model", registry=registry).set_function(queued)
         Gauge("elmo_unanswered_inputs", "Inputs waiting or running", registry=registry).set_function(unanswered)
         self.ready = Gauge("elmo_ready", "1 once the model is loaded and warmed", registry=registry)
@@ -54,16 +52,13 @@ class ServeMetrics:
         if status >= 400:
             self.errors.labels(str(status)).inc()
 
-    def count_batch(self, report: BatchReport) -> None:
-        self.inputs.inc(report.inputs)
+    def count_step(self, report: StepMetrics) -> None:
+        self.inputs.inc(len(report.input_seconds))
         self.words.inc(report.words)
-        self.batch_inputs.observe(report.inputs)
-        self.batch_words.observe(report.words)
+        self.step_rows.observe(report.rows)
         self.model_time.observe(report.model_seconds)
-        if report.model_seconds > 0:
-            self.model_rate.set(report.words / report.model_seconds)
-        for wait in report.queue_waits:
-            self.queue_wait.observe(wait)
+        for seconds in report.input_seconds:
+            self.input_time.observe(seconds)
 
     def text(self) -> bytes:
         """The Prometheus text exposition of every metric."""

@@ -1,25 +1,26 @@
 """
 The model side of the server: one `ModelRunner` per process (or Ray Serve replica) loads an ELMo folder or Hub id,
-warms it, and computes batches of jobs on the one thread that owns the model (the batcher's executor).
+warms it, and runs its inputs batched at the time step (`inference.step_scheduler.StepScheduler`) on the one thread
+that owns the model (the batcher's loop, `batcher.StepModel`).
 
 A job is one input's words and what it is asked for: its sentence vector (`SENTENCE`: the mean of the top layer over
 its words, what `SentenceTransformer(folder).encode` gives, L2-normalised), or its words' vectors of every layer
-(`WORDS`: (num_layers, words, width), the character CNN first). A batch runs as one forward pass through the
-inference core's `embed_batch` (`elmo-embed`'s too, with its thread choice, `engine.tuned_call`), with every layer
-asked for only where a job of the batch needs them; the model keeps a word cache of its character CNN
-(`--word-cache`). A sentence's values in a batch differ from the same sentence alone by a float32 step or two
-(docs/serving.md).
+(`WORDS`: (num_layers, words, width), the character CNN first). Each input runs as its own rows, joining and leaving
+the running ones at any time step, and its values equal that input alone within float32 rounding (docs/serving.md);
+the model keeps a word cache of its character CNN (`--word-cache`).
 
-A batch that fails is run again request by request, so that a failure (an exception, or values that are not finite)
-fails only the request whose input caused it.
+An input that fails (an exception the scheduler saw it cause alone, or values that are not finite) gets a
+`ModelFailure`; the rest of its request is dropped by the batcher.
 """
 
 from __future__ import annotations  # numpy and torch types in annotations: imported when the model loads
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from .batcher import StepReport
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,20 +45,32 @@ class ModelFailure(RuntimeError):
 
 class ModelRunner:
     """
-    An ELMo model and its tokenizer, loaded by `load` (on the model's thread), and `compute`, which runs a batch.
+    An ELMo model, its tokenizer and its `StepScheduler`, loaded by `load`, and the batcher's `StepModel` over them
+    (`add`, `cancel`, `step`, `reset`), all on the model's thread.
 
     Args:
         model: a model folder or Hub id (the inference core's loader, `inference.pretrained`).
         device: a torch device name ("cpu", "cuda", "cuda:1").
         word_cache: words kept in the character CNN's cache (0: none).
         quantization: the biLM's weights quantized on loading (`quantization.methods.METHODS`; None: as saved).
+        max_rows, max_words: the scheduler's budget, inputs and words running at once (`StepScheduler`).
     """
 
-    def __init__(self, model: str, device: str = "cpu", word_cache: int = 20_000, quantization: str | None = None):
+    def __init__(
+        self,
+        model: str,
+        device: str = "cpu",
+        word_cache: int = 20_000,
+        quantization: str | None = None,
+        max_rows: int = 64,
+        max_words: int = 4096,
+    ):
         self.model_id, self.device, self.word_cache = model, device, word_cache
-        self.quantization = quantization
+        self.quantization, self.max_rows, self.max_words = quantization, max_rows, max_words
         self.tokenizer: Any = None
         self.model: Any = None
+        self.scheduler: Any = None
+        self._jobs: dict[Hashable, Job] = {}  # the jobs on the scheduler, by key
 
     @property
     def num_layers(self) -> int:
@@ -73,11 +86,12 @@ class ModelRunner:
         return self.tokenizer.split_words(text)
 
     def load(self) -> None:
-        """Load the model and tokenizer, set up the word cache, and run the warm-up texts (the first calls choose
-        the engine's thread counts and products)."""
+        """Load the model and tokenizer, set up the word cache and the scheduler, and run the warm-up texts alone
+        and together (the first steps choose the engine's products)."""
         import torch
 
         from ..inference.loading import load_model
+        from ..inference.step_scheduler import StepScheduler
         from ..word_embedding_store import WordEmbeddingCache
 
         self.tokenizer, self.model = load_model(
@@ -85,50 +99,56 @@ class ModelRunner:
         )
         if self.word_cache:
             self.model.char_encoder.word_cache = WordEmbeddingCache(self.word_cache)
+        self.scheduler = StepScheduler(self.model, self.tokenizer, self.max_rows, self.max_words)
         warm_up = [
             Job([word for word, _, _ in self.split_words(text)], kind, 0)
             for text in WARM_UP_TEXTS
             for kind in (SENTENCE, WORDS)
         ]
         for count in (1, len(warm_up)):
-            self.compute(warm_up[:count])
+            for key, job in enumerate(warm_up[:count]):
+                self.add(key, job)
+            while self.busy:
+                for key, result in self.step().finished:
+                    if isinstance(result, ModelFailure):
+                        raise RuntimeError(f"the model failed on the warm-up text {key}: {result}")
 
-    def compute(self, jobs: Sequence[Job]) -> list[np.ndarray | ModelFailure]:
-        """Each job's result, in order: a (width,) unit vector for `SENTENCE`, a (num_layers, words, width) array
-        for `WORDS`; where the batch fails, each request's jobs again on their own, a failing request's jobs getting
-        its `ModelFailure`."""
-        try:
-            return self._forward(jobs)
-        except Exception as error:  # the model's failure: anything can go wrong in a user's model
-            requests = sorted({job.request for job in jobs})
-            if len(requests) == 1:
-                LOG.error("model failure on request %d: %s", requests[0], _one_line(error))
-                return [ModelFailure(f"the model failed on this request ({type(error).__name__})")] * len(jobs)
-        results: list[np.ndarray | ModelFailure | None] = [None] * len(jobs)
-        for request in requests:
-            positions = [position for position, job in enumerate(jobs) if job.request == request]
-            for position, result in zip(positions, self.compute([jobs[p] for p in positions]), strict=True):
-                results[position] = result
-        return results
+    @property
+    def busy(self) -> bool:
+        return self.scheduler.busy
 
-    def _forward(self, jobs: Sequence[Job]) -> list[np.ndarray]:
+    def add(self, key: Hashable, job: Job) -> None:
+        """Queue `job`; its result comes back from `step` under `key`."""
+        self._jobs[key] = job
+        self.scheduler.add(key, job.words, job.request, "all" if job.kind == WORDS else "top")
+
+    def cancel(self, request: int) -> None:
+        """Drop `request`'s jobs (no result comes back for them)."""
+        self.scheduler.cancel(request)
+        for key in [key for key, job in self._jobs.items() if job.request == request]:
+            del self._jobs[key]
+
+    def reset(self) -> list[Hashable]:
+        """Drop every job; their keys."""
+        self._jobs.clear()
+        return self.scheduler.reset()
+
+    def step(self) -> StepReport:
+        """One time step of the scheduler; each finished job's result: a (width,) unit vector for `SENTENCE`, a
+        (num_layers, words, width) array for `WORDS`, or its `ModelFailure`."""
+        finished = [(key, self._result(self._jobs.pop(key), values)) for key, values in self.scheduler.step()]
+        return StepReport(self.scheduler.rows, finished)
+
+    def _result(self, job: Job, values: np.ndarray | Exception) -> np.ndarray | ModelFailure:
         import numpy as np
 
-        from ..inference.batches import Batch, Sentence, embed_batch
-
-        layers = "all" if any(job.kind == WORDS for job in jobs) else "top"
-        batch = Batch(0, [Sentence(index, "", job.words) for index, job in enumerate(jobs)])
-        arrays = embed_batch(self.model, self.tokenizer, batch, layers)  # index -> ([layers,] words, width)
-        results = []
-        for index, job in enumerate(jobs):
-            values = arrays[index]
-            if not np.isfinite(values).all():
-                raise FloatingPointError("the model gave NaN or infinite values")
-            if job.kind == WORDS:
-                results.append(values)
-            else:
-                results.append(unit_vector((values[-1] if layers == "all" else values).mean(axis=0)))
-        return results
+        if isinstance(values, Exception):
+            LOG.error("model failure on request %d: %s", job.request, _one_line(values))
+            return ModelFailure(f"the model failed on this request ({type(values).__name__})")
+        if not np.isfinite(values).all():
+            LOG.error("model failure on request %d: the model gave NaN or infinite values", job.request)
+            return ModelFailure("the model failed on this request (FloatingPointError)")
+        return values if job.kind == WORDS else unit_vector(values.mean(axis=0))
 
 
 def unit_vector(vector: np.ndarray) -> np.ndarray:

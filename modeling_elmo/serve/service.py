@@ -1,7 +1,7 @@
 """
 `EmbeddingService`: what one server process (or Ray Serve replica) holds: the model (`ModelRunner`) on its own
-thread, the batcher that feeds it, the metrics, and whether the model is ready. The HTTP app (`app.build_app`) is
-its only caller.
+thread, the batcher whose loop runs it there, the metrics, and whether the model is ready. The HTTP app
+(`app.build_app`) is its only caller.
 """
 
 from __future__ import annotations
@@ -28,19 +28,23 @@ class EmbeddingService:
     def __init__(self, settings: ServeSettings, runner: ModelRunner | None = None):
         self.settings = settings
         self.runner = runner or ModelRunner(
-            settings.model, settings.device, settings.word_cache, settings.quantization
+            settings.model,
+            settings.device,
+            settings.word_cache,
+            settings.quantization,
+            settings.max_batch_rows,
+            settings.max_batch_words,
         )
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elmo-model")
         self.batcher = Batcher(
-            self.runner.compute,
+            self.runner,
             self.executor,
             words_of=lambda job: len(job.words),
-            max_batch_words=settings.max_batch_words,
-            max_wait=settings.max_wait_ms / 1000,
+            request_of=lambda job: job.request,
             max_queued_inputs=settings.max_queue,
         )
         self.metrics = ServeMetrics(queued=lambda: self.batcher.queued, unanswered=lambda: self.batcher.unanswered)
-        self.batcher.on_batch = self.metrics.count_batch
+        self.batcher.on_step = self.metrics.count_step
         self.ready = False
         self._requests = itertools.count()
 

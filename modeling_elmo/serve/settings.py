@@ -7,8 +7,8 @@ from pathlib import Path, PurePath
 from .protocol import Limits
 
 # measured on the fixture and on 'original' shapes (benchmarks/bench_serve.py, docs/serving.md)
-DEFAULT_MAX_BATCH_WORDS = 2048
-DEFAULT_MAX_WAIT_MS = 500.0
+DEFAULT_MAX_BATCH_ROWS = 64
+DEFAULT_MAX_BATCH_WORDS = 4096  # 'original': its inputs' gate products take 128 KiB per word, 0.5 GiB in all
 DEFAULT_MAX_QUEUE = 4096
 DEFAULT_WORD_CACHE = 20_000  # as elmo-embed's
 
@@ -17,18 +17,18 @@ DEFAULT_WORD_CACHE = 20_000  # as elmo-embed's
 class ServeSettings:
     """
     model: the folder or Hub id served; served_model_name: the `model` of the responses (default: the folder's name
-    or the Hub id); device: a torch device; word_cache: words in the character CNN's cache; max_batch_words: words per
-    batch; max_wait_ms: how long a free model waits for more inputs; max_queue: inputs queued or running before 429;
-    limits: the per-request size limits (413); quantization: the biLM's weights quantized on loading (a method of
-    `quantization.methods.METHODS`, CPU only; None: as the folder is saved).
+    or the Hub id); device: a torch device; word_cache: words in the character CNN's cache; max_batch_rows,
+    max_batch_words: inputs and their words running on the model at once (`inference.step_scheduler`); max_queue:
+    inputs queued or running before 429; limits: the per-request size limits (413); quantization: the biLM's weights
+    quantized on loading (a method of `quantization.methods.METHODS`, CPU only; None: as the folder is saved).
     """
 
     model: str
     served_model_name: str | None = None
     device: str = "cpu"
     word_cache: int = DEFAULT_WORD_CACHE
+    max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS
     max_batch_words: int = DEFAULT_MAX_BATCH_WORDS
-    max_wait_ms: float = DEFAULT_MAX_WAIT_MS
     max_queue: int = DEFAULT_MAX_QUEUE
     limits: Limits = field(default_factory=Limits)
     quantization: str | None = None

@@ -267,3 +267,24 @@ def test_default_and_views_products_give_the_same_bits_at_every_thread_count(two
     exact = inputs.double() @ weight.double()
     assert results[0].shape == exact.shape
     assert float((results[0].double() - exact).abs().max()) <= 1e-3  # sums of 4096 products of size ~1
+
+
+@pytest.mark.skipif(not onednn_linear_applies(torch.zeros(1), torch.zeros(1)), reason="packs for oneDNN (x86 CPUs)")
+def test_packed_input_weights_agree_and_follow_a_weight_change(random_checkpoint):
+    """`LstmEngine(pack_inputs=True)` (the step scheduler's): the input-to-gate weights packed beside the step weights,
+    the layer's call within float32 rounding of the default engine's, and an in-place change of `weight_ih` renewing
+    the packed copy on the next call."""
+    layer = _model(random_checkpoint, seed=46).bilm.layers[0]
+    generator = torch.Generator().manual_seed(47)
+    batch_sizes = [3, 3, 2, 1]
+    inputs = torch.randn(2, sum(batch_sizes), layer.weight_ih.shape[1], generator=generator)
+    state = (torch.zeros(2, 3, layer.weight_hh.shape[1]), torch.zeros(2, 3, layer.weight_proj.shape[1]))
+    packed, default = LstmEngine(pack_inputs=True), LstmEngine()
+    with torch.inference_mode():
+        for change in (None, 0.5):
+            if change is not None:
+                layer.weight_ih.data.mul_(change)
+            outputs = packed.run(layer.weights(), inputs, batch_sizes, state)[0]
+            expected = default.run(layer.weights(), inputs, batch_sizes, state)[0]
+            assert packed._derived[2] is not None and default._derived[2] is None
+            assert (outputs - expected).abs().max() <= TOLERANCE

@@ -1,5 +1,6 @@
 """`configure_cpu_threads`: a command runs on the cores other processes leave free, changes nothing on an idle
-machine, keeps the user's settings, and every command that owns its process calls it first."""
+machine, keeps the user's settings, and every command that owns its process calls it first; a process given a share
+of the CPUs (a Ray Serve replica) runs on at most that share."""
 
 import importlib
 import os
@@ -81,6 +82,33 @@ def test_the_users_settings_are_kept(machine, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
     assert configure_cpu_threads() is None
     assert omp_environment() == {"OMP_NUM_THREADS": "4", "OMP_WAIT_POLICY": "ACTIVE"}
+
+
+@pytest.mark.parametrize(
+    "cpus, busy, reserved, threads",
+    [
+        (4, 0.0, 2, 2),  # an idle machine: the share, although the machine has more cores
+        (4, 0.0, 2.5, 2),  # the share's whole part
+        (4, 0.0, 0.5, 1),  # at least one
+        (4, 0.0, 8, 4),  # no more than the cores
+        (4, 3.0, 2, 1),  # fewer beside busy processes
+    ],
+)
+def test_a_reserved_share_bounds_the_threads(machine, monkeypatch, cpus, busy, reserved, threads):
+    machine["cpus"], machine["busy"] = cpus, busy
+    monkeypatch.setenv("OMP_NUM_THREADS", str(max(1, int(reserved))))  # as Ray sets it in its workers: not the user's
+    assert configure_cpu_threads(reserved_cpus=reserved) == threads
+    assert machine["set_num_threads"] == [threads]
+
+
+def test_a_reserved_share_before_torch_starts(machine, monkeypatch):
+    machine["cpus"] = 4
+    monkeypatch.delitem(sys.modules, "torch")
+    assert configure_cpu_threads(reserved_cpus=2) == 2
+    assert omp_environment() == {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE"}  # beside the other cores' work
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    assert configure_cpu_threads(reserved_cpus=4) == 4
+    assert omp_environment() == {"OMP_NUM_THREADS": "4"}  # every core: OpenMP's own wait policy
 
 
 @pytest.mark.integration

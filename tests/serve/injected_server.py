@@ -1,24 +1,26 @@
-"""`elmo serve` with the model's trouble injected, as a broken or busy model would have it: a batch holding the word
-`FAIL` raises (the server must fail that request only and keep serving), and one holding `SLOW` takes 3 s more (so
-that the requests sent meanwhile stay queued while a test looks at them). tests/serve/test_serve_process.py."""
+"""`elmo serve` with the model's trouble injected, as a broken or busy model would have it: admitting a sentence that
+holds the word `FAIL` raises (the server must fail that request only and keep serving), and admitting one that holds
+`SLOW` takes 3 s more (so that the requests sent meanwhile stay queued while a test looks at them).
+tests/serve/test_serve_process.py."""
 
 import sys
 import time
 
 from modeling_elmo.commands.elmo import main
-from modeling_elmo.serve.runner import ModelRunner
+from modeling_elmo.inference.step_scheduler import StepScheduler
 
 FAILING_WORD, SLOW_WORD, SLOW_SECONDS = "FAIL", "SLOW", 3.0
-forward = ModelRunner._forward
+token_embeddings = StepScheduler._token_embeddings
 
 
-def injected_forward(self, jobs):
-    if any(FAILING_WORD in job.words for job in jobs):
+def injected_token_embeddings(self, sentences):
+    words = {word for sentence in sentences for word in sentence.words}
+    if FAILING_WORD in words:
         raise RuntimeError("injected model failure")
-    if any(SLOW_WORD in job.words for job in jobs):
+    if SLOW_WORD in words:
         time.sleep(SLOW_SECONDS)
-    return forward(self, jobs)
+    return token_embeddings(self, sentences)
 
 
-ModelRunner._forward = injected_forward
+StepScheduler._token_embeddings = injected_token_embeddings
 sys.exit(main(["serve", *sys.argv[1:]]))

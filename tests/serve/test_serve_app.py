@@ -10,6 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from modeling_elmo.serve.app import build_app
+from modeling_elmo.serve.batcher import StepReport
 from modeling_elmo.serve.protocol import Limits, parse_openai_request, parse_word_request, response_bytes
 from modeling_elmo.serve.runner import SENTENCE, ModelFailure
 from modeling_elmo.serve.service import EmbeddingService
@@ -21,13 +22,15 @@ WIDTH, LAYERS = 4, 3
 
 class FakeRunner:
     """Splits as the tokenizer does; a word's vector in layer k is (k + len(word)) in every dimension; "FAIL" fails;
-    `load` waits for `release`."""
+    `load` waits for `release`. Each job finishes at the step after it is added (the batcher's `StepModel`)."""
 
     num_layers, width = LAYERS, WIDTH
 
     def __init__(self):
         self.release = threading.Event()
         self.non_finite = False  # every result holds an infinity (a model that would give one unchecked)
+        self.jobs: dict = {}
+        self.added = 0
 
     def split_words(self, text: str):
         return split_words(text)
@@ -35,24 +38,39 @@ class FakeRunner:
     def load(self) -> None:
         assert self.release.wait(30)
 
-    def compute(self, jobs):
-        results = []
-        for job in jobs:
-            if "FAIL" in job.words:
-                results.append(ModelFailure("the model failed on this request (RuntimeError)"))
-                continue
-            layers = np.array([[[k + len(word)] * WIDTH for word in job.words] for k in range(LAYERS)], np.float32)
-            sentence = layers[-1].mean(0) / np.linalg.norm(layers[-1].mean(0))
-            if self.non_finite:
-                layers[..., 0] = sentence[0] = np.inf
-            results.append(sentence if job.kind == SENTENCE else layers)
-        return results
+    @property
+    def busy(self) -> bool:
+        return bool(self.jobs)
+
+    def add(self, key, job) -> None:
+        self.added += 1
+        self.jobs[key] = job
+
+    def cancel(self, request) -> None:
+        self.jobs = {key: job for key, job in self.jobs.items() if job.request != request}
+
+    def reset(self) -> list:
+        keys, self.jobs = list(self.jobs), {}
+        return keys
+
+    def step(self) -> StepReport:
+        jobs, self.jobs = self.jobs, {}
+        return StepReport(len(jobs), [(key, self.result(job)) for key, job in jobs.items()])
+
+    def result(self, job):
+        if "FAIL" in job.words:
+            return ModelFailure("the model failed on this request (RuntimeError)")
+        layers = np.array([[[k + len(word)] * WIDTH for word in job.words] for k in range(LAYERS)], np.float32)
+        sentence = layers[-1].mean(0) / np.linalg.norm(layers[-1].mean(0))
+        if self.non_finite:
+            layers[..., 0] = sentence[0] = np.inf
+        return sentence if job.kind == SENTENCE else layers
 
 
 @pytest.fixture
 def app_client():
     runner = FakeRunner()
-    service = EmbeddingService(ServeSettings("some/model", max_wait_ms=0), runner=runner)
+    service = EmbeddingService(ServeSettings("some/model"), runner=runner)
     with TestClient(build_app(service)) as client:
         yield client, runner
         runner.release.set()  # a load a test left waiting ends now: the app's shutdown waits for it
@@ -106,7 +124,7 @@ def test_errors_and_the_metrics_and_log(app_client, caplog):
     assert 'elmo_requests_total{route="/v1/embeddings",status="200"} 1.0' in metrics
     assert 'elmo_request_errors_total{status="400"} 1.0' in metrics
     assert 'elmo_requests_total{route="other",status="404"} 1.0' in metrics
-    assert "elmo_words_total 4.0" in metrics and "elmo_ready 1.0" in metrics  # the failed batch's words count too
+    assert "elmo_words_total 4.0" in metrics and "elmo_ready 1.0" in metrics  # the failed input's words count too
     lines = [record.getMessage() for record in caplog.records if "POST /v1/embeddings" in record.getMessage()]
     assert len(lines) == 3 and '" 500 inputs=1 words=3' in lines[0]
     assert not any("secret" in line for line in lines)
@@ -187,36 +205,33 @@ def test_an_unexpected_failure_is_one_line_json_500(app_client, monkeypatch):
     assert "\n" not in error["message"] and "Traceback" not in answer.text
 
 
-def test_a_batcher_failure_is_500_for_its_request_and_the_server_goes_on(app_client):
+def test_a_loop_failure_is_500_for_its_request_and_the_server_goes_on(app_client, monkeypatch):
     client = ready(app_client)
-    batcher = client.app.service.batcher
-    run = batcher.run
-    batcher.run = lambda jobs: run(jobs)[:-1]  # the wrong number of results: the batcher's own failure
+    runner = app_client[1]
+    step = runner.step
+    monkeypatch.setattr(runner, "step", lambda: 1 / 0)  # the loop's own failure, outside any input
     answer = client.post("/v1/embeddings", json={"input": ["ab", "c"]})
     error = answer.json()["error"]
-    assert answer.status_code == 500 and error["code"] == "batch_failure" and "ValueError" in error["message"]
-    batcher.run = run
+    assert answer.status_code == 500 and error["code"] == "batch_failure" and "ZeroDivisionError" in error["message"]
+    monkeypatch.setattr(runner, "step", step)
     assert client.post("/v1/embeddings", json={"input": ["ab", "c"]}).status_code == 200
 
 
-def test_2048_inputs_by_default_and_an_over_budget_response_is_refused_before_the_model(monkeypatch):
+def test_2048_inputs_by_default_and_an_over_budget_response_is_refused_before_the_model():
     runner = FakeRunner()
     runner.release.set()
-    calls = []
-    compute = runner.compute
-    monkeypatch.setattr(runner, "compute", lambda jobs: calls.append(len(jobs)) or compute(jobs))
     two_words = parse_word_request({"input": ["ab c"] * 2048}, Limits(), split_words, LAYERS)
     budget = response_bytes(two_words, WIDTH, LAYERS, True, "some/model")  # 2,048 inputs of two words, every layer
-    settings = ServeSettings("some/model", max_wait_ms=0, limits=Limits(response_bytes=budget))
+    settings = ServeSettings("some/model", limits=Limits(response_bytes=budget))
     with TestClient(build_app(EmbeddingService(settings, runner=runner), load_in_background=False)) as client:
         answer = client.post("/v1/embeddings", json={"input": ["ab c"] * 2048})
         assert answer.status_code == 200 and len(answer.json()["data"]) == 2048
         assert client.post("/v1/word-embeddings", json={"input": ["ab c"] * 2048}).status_code == 200
-        answered = sum(calls)
+        answered = runner.added
         over = client.post("/v1/word-embeddings", json={"input": ["ab c d"] * 2048})
         error = over.json()["error"]
         assert over.status_code == 413 and error["param"] == "input" and "--max-response-bytes" in error["message"]
-        assert sum(calls) == answered  # refused before any model work
+        assert runner.added == answered  # refused before any model work
         assert client.post("/v1/embeddings", json={"input": ["ab c"] * 2049}).status_code == 413
         document = {"input": ["ab c d"] * 2048, "encoding_format": "base64"}  # a quarter of the size fits
         assert client.post("/v1/word-embeddings", json=document).status_code == 200
@@ -225,8 +240,8 @@ def test_2048_inputs_by_default_and_an_over_budget_response_is_refused_before_th
 class LongestNumbers(FakeRunner):
     """Every value as long as a JSON number gets (23 bytes: the smallest normal float32, negated)."""
 
-    def compute(self, jobs):
-        return [np.full_like(result, -1.1754944e-38) for result in super().compute(jobs)]
+    def result(self, job):
+        return np.full_like(super().result(job), -1.1754944e-38)
 
 
 AROUND_THE_BUDGET = 30_000
@@ -265,19 +280,16 @@ def test_around_the_budget_the_body_fits_its_bound_and_one_word_more_is_413_befo
     while bound(most + 1) <= AROUND_THE_BUDGET:
         most += 1
     assert AROUND_THE_BUDGET - bound(most) < bound(most + 1) - bound(most)  # the most that fit
-    calls = []
-    compute = runner.compute
-    runner.compute = lambda jobs: calls.append(len(jobs)) or compute(jobs)
-    settings = ServeSettings("some/model", max_wait_ms=0, limits=limits)
+    settings = ServeSettings("some/model", limits=limits)
     with TestClient(build_app(EmbeddingService(settings, runner=runner), load_in_background=False)) as client:
         answer = client.post(route, json=document(most))
         assert answer.status_code == 200 and answer.json()["usage"]["prompt_tokens"] == most
         assert len(answer.content) <= bound(most) <= AROUND_THE_BUDGET
-        answered = sum(calls)
+        answered = runner.added
         over = client.post(route, json=document(most + 1))
         error = over.json()["error"]
         assert (over.status_code, error["param"], error["code"]) == (413, "input", "too_large")
-        assert sum(calls) == answered  # refused before any model work
+        assert runner.added == answered  # refused before any model work
         message = error["message"]
         limit = f"over the limit of {AROUND_THE_BUDGET} (--max-response-bytes)"
         assert f"may weigh up to {bound(most + 1)} bytes, {limit}" in message
@@ -294,7 +306,7 @@ def test_a_server_process_freezes_what_is_alive_once_loaded(freeze):
 
     runner = FakeRunner()
     runner.release.set()
-    service = EmbeddingService(ServeSettings("some/model", max_wait_ms=0), runner=runner)
+    service = EmbeddingService(ServeSettings("some/model"), runner=runner)
     before = gc.get_freeze_count()
     try:
         with TestClient(build_app(service, load_in_background=False, freeze_after_load=freeze)) as client:

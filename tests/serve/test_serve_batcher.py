@@ -1,410 +1,228 @@
-"""The batcher in-process, on a virtual clock, with a fake model that takes time: length-sorted batches bounded by
-words, the inputs that come while the model runs going together, the wait for more inputs and its limits, the queue
-bound (429), failures per input, clients that leave, and every result back to its own caller.
-
-Nothing here sleeps: the batcher's clock (`batcher.time.monotonic`, patched) and its event loop's clock are one
-`VirtualClock`, which stands still while any task can run and jumps to the next timer when every task waits; the fake
-model's call returns its results after the seconds its batch costs on that clock. So each test states when each
-input comes, and asserts which batches ran, when each answer came and how long each input waited, to the exact
-instant: none races a window, and each would fail if the batcher grouped, waited or ordered otherwise."""
+"""The batcher in-process with a fake step model on the model's one thread: every result back to its own caller, an
+input joining the running ones at the next step (not after them), the queue bound (429), a failed input failing its
+request only (the rest of it dropped from the model), clients that leave, and the loop supervised: a step that raises
+fails the inputs the model held with `BatchFailure` and the loop goes on, as it does past a metrics report that
+raises. (tests/inference/test_step_scheduler.py tests the scheduling itself; test_serve_process.py the real model.)"""
 
 import asyncio
-import selectors
-from concurrent.futures import Executor, Future
-from types import SimpleNamespace
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from modeling_elmo.serve import batcher as batcher_module
-from modeling_elmo.serve.batcher import ROUNDS_REMEMBERED, WAIT_SHARE, Batcher, QueueFull, cut_batches
+from modeling_elmo.serve.batcher import Batcher, BatchFailure, QueueFull, StepReport
 
-START = 1000.0  # the virtual clock's reading when a test starts (a monotonic clock's zero is arbitrary)
-
-
-def entries(*word_counts: int) -> list:
-    return [SimpleNamespace(words=count, arrival=index) for index, count in enumerate(word_counts)]
+ANSWER_SECONDS = 30  # far longer than any fake step takes: a request not answered by then never is
 
 
-def test_cut_batches_sorts_by_words_then_arrival_and_bounds_the_words():
-    batches = cut_batches(entries(5, 1, 3, 1, 9, 2), max_batch_words=6)
-    assert [[entry.words for entry in batch] for batch in batches] == [[1, 1, 2], [3], [5], [9]]
-    assert [entry.arrival for entry in batches[0]] == [1, 3, 5]
-
-
-def test_an_input_longer_than_a_batch_runs_alone():
-    assert [[entry.words for entry in batch] for batch in cut_batches(entries(2, 50, 2), 10)] == [[2, 2], [50]]
-
-
-# ---- the virtual clock, its event loop and the fake model ----------------------------------------------------------
-
-
-class VirtualClock:
-    """Seconds that pass only when every task of the loop waits (then straight to the next timer)."""
+class FakeStepModel:
+    """A job is (name, steps): it finishes after `steps` time steps with the result `name.upper()`, or fails with
+    `RuntimeError` if its name is "fail". Every job added runs from the next step. `raise_at_step`: the step numbers
+    that raise instead of answering. `gate`: each step waits until it is set (a test holds the model with it)."""
 
     def __init__(self):
-        self.now = START
+        self.running: dict = {}  # key -> [job, steps left]
+        self.steps = 0
+        self.raise_at_step: set[int] = set()
+        self.cancelled: list = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.thread: set[str] = set()
 
-    def __call__(self) -> float:
-        return self.now
+    @property
+    def busy(self) -> bool:
+        return bool(self.running)
 
+    def add(self, key, job) -> None:
+        self.thread.add(threading.current_thread().name)
+        self.running[key] = [job, job[1]]
 
-class _JumpingSelector(selectors.DefaultSelector):
-    """Polls without blocking; where the loop would block until its next timer, moves the clock there instead."""
+    def cancel(self, request) -> None:
+        self.cancelled.append(request)
+        for key in [key for key, (job, _) in self.running.items() if job[2] == request]:
+            del self.running[key]
 
-    def __init__(self, clock: VirtualClock):
-        super().__init__()
-        self.clock = clock
+    def reset(self) -> list:
+        keys = list(self.running)
+        self.running.clear()
+        return keys
 
-    def select(self, timeout=None):
-        events = super().select(0)
-        if events or timeout == 0:
-            return events
-        if timeout is None:  # no timer and nothing to run: nothing could ever wake the loop
-            raise RuntimeError("every task waits and no timer is set: the batcher would hang here")
-        self.clock.now += timeout
-        return []
-
-
-class VirtualTimeLoop(asyncio.SelectorEventLoop):
-    def __init__(self, clock: VirtualClock):
-        super().__init__(_JumpingSelector(clock))
-        self.clock = clock
-
-    def time(self) -> float:
-        return self.clock.now
-
-
-class FakeModel:
-    """Jobs are strings (a job's words: its letters); the result of one is its upper case, "boom" fails, and the
-    calls numbered in `broken_calls` (from 1) raise as a whole. Records each batch it ran and when it started (seconds
-    since START). A call costs `seconds_per_call + seconds_per_word * words` on the virtual clock."""
-
-    def __init__(self, seconds_per_call: float = 1.0, seconds_per_word: float = 0.0, broken_calls=()):
-        self.seconds_per_call, self.seconds_per_word = seconds_per_call, seconds_per_word
-        self.broken_calls = broken_calls
-        self.batches: list[list[str]] = []
-        self.started: list[float] = []
-
-    def seconds(self, jobs: list[str]) -> float:
-        return self.seconds_per_call + self.seconds_per_word * sum(map(len, jobs))
-
-    def __call__(self, jobs: list[str]) -> list:
-        self.batches.append(list(jobs))
-        if len(self.batches) in self.broken_calls:
-            raise RuntimeError("broken")
-        return [ValueError(job) if job == "boom" else job.upper() for job in jobs]
+    def step(self) -> StepReport:
+        assert self.gate.wait(ANSWER_SECONDS)
+        self.steps += 1
+        if self.steps in self.raise_at_step:
+            raise ValueError("the step failed")
+        finished = []
+        rows = len(self.running)
+        for key, entry in list(self.running.items()):
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self.running[key]
+                name = entry[0][0]
+                finished.append((key, RuntimeError("model failure") if name == "fail" else name.upper()))
+        return StepReport(rows, finished)
 
 
-class ModelThread(Executor):
-    """The model's one thread, on the virtual clock: a call is made when the batcher submits it and its outcome comes
-    back `model.seconds(jobs)` later; a second call before the first's outcome fails the test."""
-
-    def __init__(self, model: FakeModel):
-        self.model, self.busy = model, False
-
-    def submit(self, fn, /, *args, **kwargs) -> Future:
-        assert not self.busy, "the batcher ran two batches at once on the model's one thread"
-        loop = asyncio.get_running_loop()
-        self.busy = True
-        self.model.started.append(loop.time() - START)
-        future: Future = Future()
-        future.set_running_or_notify_cancel()  # as a thread's call: running, no longer cancellable
-        try:
-            outcome, failed = fn(*args, **kwargs), False
-        except Exception as error:
-            outcome, failed = error, True
-
-        def done():
-            self.busy = False
-            (future.set_exception if failed else future.set_result)(outcome)
-
-        loop.call_later(self.model.seconds(*args), done)
-        return future
+def job(name: str, steps: int = 1, request: int = 0) -> tuple:
+    return (name, steps, request)
 
 
-@pytest.fixture
-def clock(monkeypatch) -> VirtualClock:
-    """The virtual clock, which the batcher reads as its `time.monotonic`."""
-    clock = VirtualClock()
-    monkeypatch.setattr(batcher_module, "time", SimpleNamespace(monotonic=clock))
-    return clock
+def scenario(check, model: FakeStepModel | None = None, max_queued_inputs: int = 100, reports: list | None = None):
+    """Run `await check(batcher, model)` with a batcher over `model` on a one-thread executor."""
+    model = model or FakeStepModel()
+
+    async def run():
+        with ThreadPoolExecutor(1, thread_name_prefix="model") as executor:
+            queue = Batcher(
+                model,
+                executor,
+                words_of=lambda job: len(job[0]),
+                request_of=lambda job: job[2],
+                max_queued_inputs=max_queued_inputs,
+                on_step=(reports.append if reports is not None else lambda report: None),
+            )
+            try:
+                await asyncio.wait_for(check(queue, model), ANSWER_SECONDS)
+            finally:
+                model.gate.set()
+                await queue.close()
+
+    asyncio.run(run())
+    return model
 
 
-def run(clock: VirtualClock, coroutine):
-    with asyncio.Runner(loop_factory=lambda: VirtualTimeLoop(clock)) as runner:
-        return runner.run(coroutine)
+def test_every_request_gets_its_own_results_in_order():
+    async def check(queue, model):
+        requests = [[job(f"r{r}j{j}", steps=1 + (r + j) % 4, request=r) for j in range(r + 1)] for r in range(8)]
+        answers = await asyncio.gather(*(queue.submit(jobs) for jobs in requests))
+        assert answers == [[name.upper() for name, _, _ in jobs] for jobs in requests]
+        assert queue.unanswered == 0 and queue.queued == 0
+
+    model = scenario(check)
+    assert model.thread == {"model_0"}  # the model is touched on its own thread only
 
 
-def batcher(model: FakeModel, reports: list | None = None, **settings) -> Batcher:
-    options = {"max_batch_words": 100, "max_wait": 0.0, "max_queued_inputs": 100, **settings}
-    on_batch = reports.append if reports is not None else lambda report: None
-    return Batcher(model, ModelThread(model), words_of=len, on_batch=on_batch, **options)
+def test_an_input_joins_at_the_next_step_and_does_not_wait_for_a_longer_one():
+    """A 1-step request sent while a 1,000-step one runs is answered while the long one still runs."""
+
+    async def check(queue, model):
+        long = asyncio.ensure_future(queue.submit([job("long", steps=1000, request=0)]))
+        while model.steps < 3:
+            await asyncio.sleep(0.001)
+        assert await queue.submit([job("short", request=1)]) == ["SHORT"]
+        assert not long.done()
+        assert await long == ["LONG"]
+
+    scenario(check)
 
 
-def now() -> float:
-    """Seconds since START on the virtual clock."""
-    return asyncio.get_running_loop().time() - START
-
-
-async def at(seconds: float) -> None:
-    """Wait until `seconds` after START (not yet passed)."""
-    assert now() <= seconds, f"{seconds} s is past: it is {now()} s"
-    await asyncio.sleep(seconds - now())
-
-
-async def client(queue: Batcher, jobs: list[str], when: float = 0.0) -> tuple[list[str], float]:
-    """`jobs` submitted at `when`: (their results, when they came)."""
-    await at(when)
-    results = await queue.submit(jobs)
-    return results, now()
-
-
-def waits(reports) -> list[tuple[float, ...]]:
-    return [report.queue_waits for report in reports]
-
-
-approx = pytest.approx  # times: binary fractions of a second, exact on the clock, compared within float rounding
-
-
-# ---- batches ------------------------------------------------------------------------------------------------------
-
-
-def test_inputs_that_come_while_the_model_runs_go_together_sorted_by_words_and_bounded(clock):
-    """While the first input runs (1 s: a quarter second a word), four clients queue; when the model is free they run
-    in one round, sorted by words and cut at 12 words (the 15 words alone), one batch after the other, and every
-    client gets its own results when its last input's batch ends."""
-    model = FakeModel(seconds_per_call=0.0, seconds_per_word=0.25)
+def test_the_step_reports_count_rows_words_and_finished_inputs():
     reports = []
 
-    async def main():
-        queue = batcher(model, reports, max_batch_words=12)
-        requests = [(["aaaa"], 0.0), (["ccc", "a"], 0.25), (["bb"], 0.5), (["d" * 8], 0.75), (["e" * 15], 0.875)]
-        return await asyncio.gather(*(client(queue, jobs, when) for jobs, when in requests))
+    async def check(queue, model):
+        await asyncio.gather(queue.submit([job("ab", 2, 0), job("c", 1, 0)]), queue.submit([job("def", 2, 1)]))
 
-    answers = run(clock, main())
-    assert model.batches == [["aaaa"], ["a", "bb", "ccc"], ["d" * 8], ["e" * 15]]
-    assert model.started == approx([0.0, 1.0, 2.5, 4.5])  # one batch at a time, each right after the last
-    assert answers == [
-        (["AAAA"], approx(1.0)),
-        (["CCC", "A"], approx(2.5)),
-        (["BB"], approx(2.5)),
-        (["D" * 8], approx(4.5)),
-        (["E" * 15], approx(8.25)),
-    ]
-    assert [(report.inputs, report.words) for report in reports] == [(1, 4), (3, 6), (1, 8), (1, 15)]
-    assert [report.model_seconds for report in reports] == approx([1.0, 1.5, 2.0, 3.75])
-    assert waits(reports) == [(0.0,), approx((0.75, 0.5, 0.75)), approx((1.75,)), approx((3.625,))]
+    scenario(check, reports=reports)
+    assert sum(report.words for report in reports) == 2 + 1 + 3
+    assert sum(len(report.input_seconds) for report in reports) == 3
+    assert max(report.rows for report in reports) == 3
 
 
-def test_inputs_that_come_during_a_rounds_batches_wait_for_the_next_round(clock):
-    """A round's inputs are taken when it starts: an input that comes while its first batch runs does not join its
-    later batches, though it is shorter than their inputs."""
-    model = FakeModel(seconds_per_call=1.0)
+def test_more_inputs_than_the_queue_holds_are_refused():
+    async def check(queue, model):
+        model.gate.clear()  # the model holds its first step
+        held = asyncio.ensure_future(queue.submit([job("a", request=0), job("b", request=0), job("c", request=0)]))
+        await asyncio.sleep(0.05)
+        with pytest.raises(QueueFull, match=r"3 inputs queued or running, at most 4 \(--max-queue\)"):
+            await queue.submit([job("d", request=1), job("e", request=1)])
+        fits = asyncio.ensure_future(queue.submit([job("d", request=1)]))
+        model.gate.set()
+        assert await held == ["A", "B", "C"] and await fits == ["D"]
+        assert await queue.submit([job("x", request=2)] * 4) == ["X"] * 4  # answered inputs leave the count
 
-    async def main():
-        queue = batcher(model, max_batch_words=4)
-        return await asyncio.gather(client(queue, ["aaa", "bbb", "ccc"]), client(queue, ["d"], when=0.5))
-
-    assert run(clock, main()) == [(["AAA", "BBB", "CCC"], approx(3.0)), (["D"], approx(4.0))]
-    assert model.batches == [["aaa"], ["bbb"], ["ccc"], ["d"]]
-
-
-# ---- the wait for more inputs -------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("gap", "batches", "answered", "queue_waits"),
-    [
-        (0.125, [["a", "b"], ["one", "two"]], (2.125, 2.125), [(0.0, 0.0), (0.125, 0.0)]),
-        (0.375, [["a", "b"], ["one"], ["two"]], (2.25, 3.5), [(0.0, 0.0), (0.25,), (1.125,)]),
-    ],
-    ids=["second-within-the-wait", "second-after-it"],
-)
-def test_a_free_model_waits_for_as_many_inputs_as_the_last_round_answered(clock, gap, batches, answered, queue_waits):
-    """After a round of 2 that took 1 s, a lone input waits up to a quarter of it (max_wait 5 s) for a second: one
-    that comes 0.125 s later runs with it at once; one that comes 0.375 s later finds the first running alone since
-    0.25 s, and waits its own quarter second from when the model is free."""
-    model = FakeModel(seconds_per_call=1.0)
-    reports = []
-
-    async def main():
-        queue = batcher(model, reports, max_wait=5.0)
-        await queue.submit(["a", "b"])  # a round of 2, answered at 1 s
-        return await asyncio.gather(client(queue, ["one"], 1.0), client(queue, ["two"], 1.0 + gap))
-
-    assert run(clock, main()) == [(["ONE"], approx(answered[0])), (["TWO"], approx(answered[1]))]
-    assert model.batches == batches
-    assert waits(reports) == [approx(wait) for wait in queue_waits]
+    scenario(check, max_queued_inputs=4)
 
 
-@pytest.mark.parametrize(
-    ("max_wait", "model_seconds", "waited"), [(0.125, 1.0, 0.125), (30.0, 0.5, 0.125), (0.0, 1.0, 0.0)]
-)
-def test_the_wait_ends_at_the_limit_or_at_a_share_of_the_model_time(clock, max_wait, model_seconds, waited):
-    """The second input of the round never comes: the first waits `max_wait` or `WAIT_SHARE` of the last batch's
-    time on the model, whichever is shorter, then runs alone."""
-    assert WAIT_SHARE == 0.25  # the cases' arithmetic
-    model = FakeModel(seconds_per_call=model_seconds)
-    reports = []
+def test_a_failed_input_fails_its_request_only_and_drops_the_rest_of_it():
+    async def check(queue, model):
+        failing = queue.submit([job("fail", 1, request=0), job("slow", 50, request=0)])
+        fine = queue.submit([job("fine", 3, request=1)])
+        answers = await asyncio.gather(failing, fine, return_exceptions=True)
+        assert isinstance(answers[0], RuntimeError) and str(answers[0]) == "model failure"
+        assert answers[1] == ["FINE"]
+        while not model.cancelled:  # the model's thread takes the cancelling at its next step
+            await asyncio.sleep(0.001)
+        assert model.cancelled == [0] and "slow" not in [job[0] for job, _ in model.running.values()]
 
-    async def main():
-        queue = batcher(model, reports, max_wait=max_wait)
-        await queue.submit(["a", "b"])
-        return await client(queue, ["one"], model_seconds)
-
-    assert run(clock, main()) == (["ONE"], approx(2 * model_seconds + waited))
-    assert waits(reports)[1] == approx((waited,))
-    assert model.batches == [["a", "b"], ["one"]]
+    scenario(check)
 
 
-def test_inputs_queued_while_the_model_ran_wait_for_the_clients_it_answers(clock):
-    """Two groups of clients out of step (one queues while the other's batch runs) come together again: the queued
-    input waits, from when the model is free, for the input of the client just answered."""
-    model = FakeModel(seconds_per_call=2.0)  # waits of up to 0.5 s
-    reports = []
+def test_a_step_that_raises_fails_what_the_model_held_and_the_loop_goes_on(caplog):
+    model = FakeStepModel()
+    model.raise_at_step = {2}
 
-    async def main():
-        queue = batcher(model, reports, max_wait=5.0)
-        await queue.submit(["a", "b"])  # a round of 2, answered at 2 s
-        alone = asyncio.create_task(client(queue, ["c"], 2.0))  # runs alone after its wait: 2.5 s to 4.5 s
-        queued = asyncio.create_task(client(queue, ["d"], 3.5))  # queued while "c" runs
-        await alone
-        back = await client(queue, ["e"], now())  # c's client again, right after its answer
-        return await queued, back
+    async def check(queue, model):
+        with caplog.at_level(logging.ERROR, logger="modeling_elmo.serve"):
+            answers = await asyncio.gather(
+                queue.submit([job("a", 5, 0)]), queue.submit([job("b", 5, 1)]), return_exceptions=True
+            )
+        assert all(isinstance(answer, BatchFailure) for answer in answers)
+        assert "ValueError" in str(answers[0]) and "log" in str(answers[0])
+        assert await queue.submit([job("c", 2, 2)]) == ["C"]
 
-    assert run(clock, main()) == ((["D"], approx(6.5)), (["E"], approx(6.5)))
-    assert model.batches == [["a", "b"], ["c"], ["d", "e"]]
-    assert waits(reports) == [(0.0, 0.0), approx((0.5,)), approx((1.0, 0.0))]
+    scenario(check, model)
+    assert "the server's loop failed on 2 inputs" in caplog.text and "Traceback" in caplog.text
 
 
-def test_the_largest_of_the_recent_rounds_is_waited_for_until_it_is_forgotten(clock):
-    """After a round of 3, a lone client's inputs each wait the whole quarter of the model time for two more, until
-    `ROUNDS_REMEMBERED` rounds of 1 have pushed the round of 3 out; then they run at once."""
-    model = FakeModel(seconds_per_call=1.0)
-    reports = []
+def test_a_metrics_report_that_raises_leaves_the_answers_and_the_loop(caplog):
+    def report(metrics):
+        raise KeyError("metrics")
 
-    async def main():
-        queue = batcher(model, reports, max_wait=5.0)
-        await queue.submit(["a", "b", "c"])
-        for number in range(ROUNDS_REMEMBERED + 1):
-            await queue.submit([f"x{number}"])
-        return now()
+    async def check(queue, model):
+        queue.on_step = report
+        with caplog.at_level(logging.ERROR, logger="modeling_elmo.serve"):
+            assert await queue.submit([job("a", 2, 0)]) == ["A"]
+            assert await queue.submit([job("b", 1, 1)]) == ["B"]
 
-    lone_waits = [0.25] * ROUNDS_REMEMBERED + [0.0]
-    assert run(clock, main()) == approx(1.0 + sum(1.0 + wait for wait in lone_waits))
-    assert waits(reports)[1:] == [approx((wait,)) for wait in lone_waits]
+    scenario(check)
+    assert "the step report failed" in caplog.text
 
 
-def test_a_lone_client_never_waits(clock):
-    model = FakeModel(seconds_per_call=1.0)
+def test_an_input_the_model_refuses_fails_alone():
+    class Refusing(FakeStepModel):
+        def add(self, key, job):
+            if job[0] == "refused":
+                raise ValueError("refused")
+            super().add(key, job)
 
-    async def main():
-        queue = batcher(model, max_wait=30.0)
-        return [await client(queue, [text], now()) for text in ("one", "two", "three")]
+    async def check(queue, model):
+        answers = await asyncio.gather(
+            queue.submit([job("refused", 1, 0)]), queue.submit([job("b", 2, 1)]), return_exceptions=True
+        )
+        assert isinstance(answers[0], BatchFailure) and answers[1] == ["B"]
 
-    assert run(clock, main()) == [(["ONE"], approx(1.0)), (["TWO"], approx(2.0)), (["THREE"], approx(3.0))]
-    assert model.batches == [["one"], ["two"], ["three"]]
-
-
-@pytest.mark.parametrize(("jobs", "waited"), [(["abc", "def"], 0.0), (["ab", "def"], 0.25)], ids=["full", "short"])
-def test_a_full_batch_does_not_wait(clock, jobs, waited):
-    """After a round of 3 inputs (1 s on the model), 2 inputs of 6 words (a batch's words) run at once, though the
-    model expects a third; 2 of 5 words wait the quarter second for it."""
-    model = FakeModel(seconds_per_call=1.0)
-    reports = []
-
-    async def main():
-        queue = batcher(model, reports, max_wait=30.0, max_batch_words=6)
-        await queue.submit(["a", "b", "c"])
-        return await client(queue, jobs, 1.0)
-
-    assert run(clock, main()) == ([job.upper() for job in jobs], approx(2.0 + waited))
-    assert waits(reports)[1] == approx((waited, waited))
+    scenario(check, Refusing())
 
 
-# ---- the queue bound, failures, clients that leave, the end ------------------------------------------------------
-
-
-def test_more_inputs_than_the_queue_holds_are_refused(clock):
-    """The inputs on the model count until they are answered: with 2 running and a bound of 3, 2 more are refused,
-    1 is taken, and then a fourth is refused; once all are answered nothing counts."""
-    model = FakeModel(seconds_per_call=1.0)
-
-    async def main():
-        queue = batcher(model, max_queued_inputs=3)
-        running = asyncio.create_task(client(queue, ["a", "b"]))
-        await at(0.5)
-        assert (queue.queued, queue.unanswered) == (0, 2)
-        with pytest.raises(QueueFull, match="2 inputs queued or running, at most 3"):
-            await queue.submit(["c", "d"])
-        taken = asyncio.create_task(queue.submit(["e"]))
-        await asyncio.sleep(0)
-        assert (queue.queued, queue.unanswered) == (1, 3)
-        with pytest.raises(QueueFull, match="3 inputs queued or running, at most 3"):
-            await queue.submit(["f"])
-        return await running, await taken, now(), queue.unanswered
-
-    assert run(clock, main()) == ((["A", "B"], approx(1.0)), ["E"], approx(2.0), 0)
-    assert model.batches == [["a", "b"], ["e"]]
-
-
-def test_a_failed_input_fails_its_request_only(clock):
-    """Two requests in one batch: the one with the failing input raises its error, the other gets its results."""
-    model = FakeModel(seconds_per_call=1.0)
-
-    async def main():
-        queue = batcher(model)
-        return await asyncio.gather(queue.submit(["ok", "boom"]), queue.submit(["fine"]), return_exceptions=True)
-
-    failed, fine = run(clock, main())
-    assert isinstance(failed, ValueError) and str(failed) == "boom" and fine == ["FINE"]
-    assert model.batches == [["ok", "boom", "fine"]]
-
-
-def test_a_batch_whose_model_call_raises_fails_its_inputs_and_the_loop_goes_on(clock):
-    model = FakeModel(seconds_per_call=1.0, broken_calls={1})
-
-    async def main():
-        queue = batcher(model)
-        failures = await asyncio.gather(queue.submit(["x"]), queue.submit(["y"]), return_exceptions=True)
-        return failures, await client(queue, ["z"], now())
-
-    failures, answer = run(clock, main())
-    assert [str(failure) for failure in failures] == ["broken", "broken"]
-    assert answer == (["Z"], approx(2.0))
-    assert model.batches == [["x", "y"], ["z"]]
-
-
-def test_the_inputs_of_a_client_that_left_are_not_run(clock):
-    """A request cancelled while its input waits (its client went away) leaves the queue's count at once, and its
-    input is left out of the next batch."""
-    model = FakeModel(seconds_per_call=1.0)
-    reports = []
-
-    async def main():
-        queue = batcher(model, reports)
-        first = asyncio.create_task(client(queue, ["a"]))
-        leaving = asyncio.create_task(client(queue, ["gone"], 0.25))
-        await at(0.5)
+def test_the_inputs_of_a_client_that_left_leave_the_model():
+    async def check(queue, model):
+        leaving = asyncio.ensure_future(queue.submit([job("a", 10_000, request=7)]))
+        while not model.running:
+            await asyncio.sleep(0.001)
         leaving.cancel()
-        await asyncio.gather(leaving, return_exceptions=True)
-        unanswered = queue.unanswered
-        kept = await client(queue, ["kept"], 0.75)
-        return await first, kept, unanswered
+        while model.running:
+            await asyncio.sleep(0.001)
+        assert model.cancelled == [7] and queue.unanswered == 0
+        assert await queue.submit([job("b", 1, 8)]) == ["B"]
 
-    assert run(clock, main()) == ((["A"], approx(1.0)), (["KEPT"], approx(2.0)), 1)
-    assert model.batches == [["a"], ["kept"]]
-    assert [report.inputs for report in reports] == [1, 1]
+    scenario(check)
 
 
-def test_close_stops_the_loop_and_a_later_request_starts_it_again(clock):
-    model = FakeModel(seconds_per_call=1.0)
-
-    async def main():
-        queue = batcher(model)
-        first = await queue.submit(["a"])
+def test_close_stops_the_loop_and_a_later_request_starts_it_again():
+    async def check(queue, model):
+        assert await queue.submit([job("a")]) == ["A"]
         await queue.close()
-        left = asyncio.all_tasks() - {asyncio.current_task()}
-        return first, left, await client(queue, ["b"], now())
+        assert await queue.submit([job("b")]) == ["B"]
 
-    assert run(clock, main()) == (["A"], set(), (["B"], approx(2.0)))
+    scenario(check)

@@ -145,10 +145,15 @@ def test_numbers_beyond_float32_get_400_naming_the_field(server):
             assert status == 400 and body["error"]["param"] == f"scalar_mix.{param}", body
 
 
+def shared_steps(server) -> float:
+    """Time steps that ran more than one row so far (`elmo_step_rows`)."""
+    return server.metric("elmo_step_rows_count") - server.metric('elmo_step_rows_bucket{le="1.0"}')
+
+
 def test_concurrent_clients_get_their_own_vectors(server, sentence_vectors):
     """16 clients at once, each sending its sentences one request at a time: every answer is its own input's
-    vector, as alone (the requests ran in batches of each other: the metrics count batches of several)."""
-    batches_before = server.metric("elmo_batch_inputs_count")
+    vector, as alone (the requests ran beside each other: the metrics count time steps of several rows)."""
+    shared_before = shared_steps(server)
     inputs_before = server.metric("elmo_inputs_total")
     texts = [f"{SENTENCES[k % len(SENTENCES)]} number {k} ." for k in range(64)]
 
@@ -164,9 +169,8 @@ def test_concurrent_clients_get_their_own_vectors(server, sentence_vectors):
     assert len(answers) == len(texts)
     for text, vector in answers:
         np.testing.assert_allclose(vector, sentence_vectors(text), atol=TOLERANCE, rtol=0)
-    batches = server.metric("elmo_batch_inputs_count") - batches_before
     assert server.metric("elmo_inputs_total") - inputs_before == len(texts)
-    assert batches < len(texts)  # some batches held several requests' inputs
+    assert shared_steps(server) > shared_before  # some time steps ran several requests' inputs
 
 
 def test_word_embeddings_every_layer_and_the_offsets(server, word_layers):
@@ -285,7 +289,7 @@ def test_the_metrics_count_what_was_sent(server, word_layers):
     assert server.metric("elmo_words_total") == words_before + sent_words
     assert server.metric("elmo_ready") == 1
     assert server.metric("elmo_queued_inputs") == 0 == server.metric("elmo_unanswered_inputs")
-    assert server.metric("elmo_model_seconds_count") == server.metric("elmo_batch_words_count") > 0
+    assert server.metric("elmo_model_seconds_count") == server.metric("elmo_step_rows_count") > 0
 
 
 def test_the_log_has_a_line_per_request_without_the_text(server):
@@ -360,7 +364,7 @@ def test_a_model_failure_fails_that_request_only(converted_fixture, tmp_path, se
     server, slow, slow_thread = busy_server(converted_fixture, tmp_path)
     try:
         answers, threads = post_in_threads(server, ["This one will FAIL .", *SENTENCES[:3]])
-        server.wait_for_metric("elmo_queued_inputs", 4)  # one batch after the slow one: the failing input among others
+        server.wait_for_metric("elmo_queued_inputs", 1 + 4)  # the slow one, then the failing input among others
         for thread in threads + slow_thread:
             thread.join()
         assert slow[0][0] == 200
@@ -370,8 +374,7 @@ def test_a_model_failure_fails_that_request_only(converted_fixture, tmp_path, se
         for (status, body), text in zip(others, SENTENCES[:3], strict=True):
             assert status == 200
             np.testing.assert_allclose(body["data"][0]["embedding"], sentence_vectors(text), atol=TOLERANCE, rtol=0)
-        assert server.metric("elmo_batch_inputs_count") == 2  # the slow one, then the four together
-        assert server.metric("elmo_batch_inputs_sum") == 1 + 4
+        assert server.metric("elmo_inputs_total") == 1 + 4  # the failed input ran (alone) and counts
         assert server.post("/v1/embeddings", {"input": SENTENCES[4]})[0] == 200  # still serving
         assert server.terminate() == 0
     finally:
@@ -414,16 +417,18 @@ def test_a_quantized_server_answers_as_the_same_quantized_model_alone(converted_
     exact.load()
 
     def by_itself(runner, text, kind):
-        return runner.compute([Job([word for word, _, _ in runner.split_words(text)], kind, 0)])[0]
+        runner.add(0, Job([word for word, _, _ in runner.split_words(text)], kind, 0))
+        (finished,) = [result for _ in iter(lambda: runner.busy, False) for _, result in runner.step().finished]
+        return finished
 
-    server = ServeProcess(converted_fixture, "--quantization", "int8", "--max-wait-ms", "200", log=tmp_path / "log")
+    server = ServeProcess(converted_fixture, "--quantization", "int8", log=tmp_path / "log")
     try:
-        batches_before = server.metric("elmo_batch_inputs_count")
+        shared_before = shared_steps(server)
         texts = [f"{SENTENCES[k % len(SENTENCES)]} number {k} ." for k in range(12)]
         with ThreadPoolExecutor(len(texts)) as pool:
             sentences = list(pool.map(lambda text: embeddings(server, {"input": text}), texts))
             words = list(pool.map(lambda text: server.post("/v1/word-embeddings", {"input": text}), texts))
-        assert server.metric("elmo_batch_inputs_count") - batches_before < 2 * len(texts)  # some ran together
+        assert shared_steps(server) > shared_before  # some ran together
     finally:
         server.stop()
     for text, body, (status, word_body) in zip(texts, sentences, words, strict=True):
