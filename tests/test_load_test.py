@@ -156,7 +156,8 @@ def test_every_request_is_counted_as_the_server_answered_it(stub, tmp_path):
     ],
 )
 def test_a_bad_argument_is_one_line(arguments, message):
-    completed = run_script(*arguments, timeout=60)
+    conll = require_shared("data/conll2003") / "dev.txt"  # the default reads ../shared beside this checkout
+    completed = run_script(*arguments, "--conll", str(conll), timeout=60)
     assert completed.returncode == 2
     assert completed.stderr.count("\n") == 1 and message in completed.stderr, completed.stderr
 
